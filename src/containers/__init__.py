@@ -1,0 +1,125 @@
+"""containers: make your own classes traversable.
+
+One decorator gives a class what JAX pytrees, Functors.jl, Nx.Container, treevalue
+and Flax NNX give theirs: structure-preserving maps, flatten/unflatten with key paths,
+and the Container protocol. See the docs/ folder for the tutorial.
+"""
+
+from containers import composite as composite
+from containers._access import getpath as getpath
+from containers._access import haspath as haspath
+from containers._access import setpath as setpath
+from containers._decorator import container as container
+from containers._decorator import field as field
+from containers._decorator import register as register
+from containers._decorator import register_node as register_node
+from containers._decorator import spec as spec
+from containers._errors import ContainerDefinitionError as ContainerDefinitionError
+from containers._errors import ContainersError as ContainersError
+from containers._errors import FormatError as FormatError
+from containers._errors import IntegrityError as IntegrityError
+from containers._errors import LimitError as LimitError
+from containers._errors import SchemaError as SchemaError
+from containers._errors import SerializationError as SerializationError
+from containers._errors import StructureError as StructureError
+from containers._errors import UnknownTypeError as UnknownTypeError
+from containers._errors import VersionError as VersionError
+from containers._flatten import Structure as Structure
+from containers._flatten import flatten as flatten
+from containers._flatten import flatten_with_path as flatten_with_path
+from containers._flatten import leaves as leaves
+from containers._flatten import leaves_with_path as leaves_with_path
+from containers._flatten import structure as structure
+from containers._flatten import unflatten as unflatten
+from containers._fmap import fcollect as fcollect
+from containers._fmap import fmap as fmap
+from containers._fmap import fmap_with_path as fmap_with_path
+from containers._fmap import fmapstructure as fmapstructure
+from containers._paths import AttrKey as AttrKey
+from containers._paths import DictKey as DictKey
+from containers._paths import IndexKey as IndexKey
+from containers._paths import keystr as keystr
+from containers._protocol import Container as Container
+from containers._protocol import children as children
+from containers._protocol import functor as functor
+from containers._protocol import isleaf as isleaf
+from containers._protocol import reduce as reduce
+from containers._protocol import traverse as traverse
+from containers._shape import assert_same_structure as assert_same_structure
+from containers._shape import broadcast as broadcast
+from containers._shape import diff as diff
+from containers._shape import transpose as transpose
+from containers._walk import CachedWalk as CachedWalk
+from containers._walk import CollectWalk as CollectWalk
+from containers._walk import DefaultWalk as DefaultWalk
+from containers._walk import ExcludeWalk as ExcludeWalk
+from containers._walk import StructuralWalk as StructuralWalk
+from containers._walk import Walk as Walk
+from containers._walk import execute as execute
+
+__version__ = "0.1.0"
+
+# Public objects say they come from `containers` (reprs, tracebacks, pickles of
+# classes, docs), wherever they are defined.
+for _name in (
+    "AttrKey", "CachedWalk", "CollectWalk", "Container", "ContainerDefinitionError",
+    "ContainersError", "DefaultWalk", "DictKey", "ExcludeWalk", "FormatError", "IndexKey",
+    "IntegrityError", "LimitError", "SchemaError", "SerializationError", "Structure",
+    "StructureError", "StructuralWalk", "UnknownTypeError", "VersionError", "Walk",
+):
+    globals()[_name].__module__ = "containers"
+del _name
+
+__all__ = [
+    "AttrKey",
+    "CachedWalk",
+    "CollectWalk",
+    "Container",
+    "ContainerDefinitionError",
+    "ContainersError",
+    "DefaultWalk",
+    "DictKey",
+    "ExcludeWalk",
+    "FormatError",
+    "IndexKey",
+    "IntegrityError",
+    "LimitError",
+    "SchemaError",
+    "SerializationError",
+    "Structure",
+    "StructureError",
+    "StructuralWalk",
+    "UnknownTypeError",
+    "VersionError",
+    "Walk",
+    "assert_same_structure",
+    "broadcast",
+    "children",
+    "composite",
+    "container",
+    "diff",
+    "execute",
+    "fcollect",
+    "field",
+    "flatten",
+    "flatten_with_path",
+    "fmap",
+    "fmap_with_path",
+    "fmapstructure",
+    "functor",
+    "getpath",
+    "haspath",
+    "isleaf",
+    "keystr",
+    "leaves",
+    "leaves_with_path",
+    "reduce",
+    "register",
+    "register_node",
+    "setpath",
+    "spec",
+    "structure",
+    "transpose",
+    "traverse",
+    "unflatten",
+]

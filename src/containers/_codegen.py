@@ -1,0 +1,276 @@
+"""Generated per-class code: pure builders ``spec -> (source, globals)``, one exec per class.
+
+This stage turns a validated ContainerSpec into straight-line functions (flatten,
+unflatten, rebuild and the four protocol methods) and registers their source with
+``linecache`` so tracebacks and ``inspect.getsource`` show it. It never validates
+(the spec is trusted) and never registers classes. The ``plain_*`` twins at the end
+say the same thing with getattr loops; property tests check that both agree.
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
+
+from containers._errors import SchemaError
+from containers._spec import ContainerSpec
+
+__all__ = [
+    "Generated",
+    "build_source",
+    "compile_spec",
+    "plain_deserialize",
+    "plain_flatten",
+    "plain_rebuild",
+    "plain_reduce",
+    "plain_serialize",
+    "plain_traverse",
+    "plain_unflatten",
+]
+
+_counter = itertools.count()
+
+
+class Generated(NamedTuple):
+    """The compiled functions of one class (see ``build_source`` for their contracts)."""
+
+    flatten: Callable[[Any], tuple[tuple[Any, ...], tuple[Any, ...]]]
+    unflatten: Callable[[tuple[Any, ...], Sequence[Any]], Any]
+    rebuild: Callable[[Any, Sequence[Any]], Any]
+    children: Callable[[Any], tuple[Any, ...]]
+    traverse: Callable[..., Any]
+    reduce: Callable[..., Any]
+    serialize: Callable[..., Any]
+    deserialize: Callable[..., Any]
+    source: str
+    filename: str
+
+
+def _construct(spec: ContainerSpec, values: dict[str, str], g: dict[str, Any]) -> list[str]:
+    """Lines building a new instance whose fields get the expressions in ``values``.
+
+    Reset fields get their defaults. No ``__init__``, ``__post_init__`` or validator
+    runs: mapped values may have any type.
+    """
+    for name in spec.reset:
+        default = spec.defaults[name]
+        if default.how == "value":
+            g[f"_ct_default_{name}"] = default.value
+            values[name] = f"_ct_default_{name}"
+        elif default.how == "factory":
+            g[f"_ct_factory_{name}"] = default.value
+            values[name] = f"_ct_factory_{name}()"
+    if spec.flavor == "namedtuple":
+        g["_ct_tuple_new"] = tuple.__new__
+        args = ", ".join(values[n] for n in spec.fields)
+        return [f"return _ct_tuple_new(_ct_cls, ({args},))"]
+
+    lines = ["_i = _ct_new(_ct_cls)"]
+    if any(n not in spec.slots for n in spec.fields):
+        lines.append("_d = _i.__dict__")
+    after = []
+    for name in spec.fields:
+        if name not in values:  # a reset field whose attrs factory takes self
+            g[f"_ct_factory_{name}"] = spec.defaults[name].value
+            values[name] = f"_ct_factory_{name}(_i)"
+            target = after
+        else:
+            target = lines
+        if name in spec.slots:
+            # Slot descriptors write past frozen __setattr__ (attrs/dataclass slots=True).
+            g[f"_ct_slot_{name}"] = _slot_descriptor(spec.cls, name).__set__
+            target.append(f"_ct_slot_{name}(_i, {values[name]})")
+        else:
+            target.append(f"_d[{name!r}] = {values[name]}")
+    return [*lines, *after, "return _i"]
+
+
+def _slot_descriptor(cls: type, name: str) -> Any:
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    raise AssertionError(name)  # the spec only lists slots it found
+
+
+def _unpack(names: Sequence[str], source: str) -> list[str]:
+    if not names:
+        return []
+    targets = ", ".join(f"_c{i}" for i in range(len(names)))
+    return [f"{targets}, = {source}"]
+
+
+def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
+    """Build the source and globals of one class's generated functions.
+
+    - ``flatten(x) -> (children, kept)``: tuples in visit and keep order.
+    - ``unflatten(kept, children) -> new``: children a sequence in visit order.
+    - ``rebuild(x, children) -> new``: kept values read from ``x``.
+    - ``children(x) -> tuple``: the children in visit order.
+    - the four ``__container_*__`` protocol methods.
+    """
+    g: dict[str, Any] = {
+        "_ct_cls": spec.cls,
+        "_ct_new": object.__new__,
+        "_ct_name": spec.name,
+        "_ct_missing": _missing_field_error(spec),
+    }
+    kids, kept = spec.children, spec.keep
+    child_vars = {n: f"_c{i}" for i, n in enumerate(kids)}
+
+    def tup(items: Iterable[str]) -> str:
+        items = list(items)
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+    out: list[str] = []
+
+    def emit(header: str, body: list[str]) -> None:
+        out.append(header)
+        out.extend(f"    {line}" for line in (body or ["pass"]))
+        out.append("")
+
+    emit(
+        "def flatten(x):",
+        [f"return {tup(f'x.{n}' for n in kids)}, {tup(f'x.{n}' for n in kept)}"],
+    )
+    emit("def children(x):", [f"return {tup(f'x.{n}' for n in kids)}"])
+    values = {**child_vars, **{n: f"kept[{i}]" for i, n in enumerate(kept)}}
+    emit(
+        "def unflatten(kept, children):",
+        _unpack(kids, "children") + _construct(spec, values, g),
+    )
+    values = {**child_vars, **{n: f"x.{n}" for n in kept}}
+    emit("def rebuild(x, children):", _unpack(kids, "children") + _construct(spec, values, g))
+    emit(
+        "def __container_traverse__(self, acc, fun, /):",
+        [f"{child_vars[n]}, acc = fun(self.{n}, acc)" for n in kids]
+        + [f"return rebuild(self, {tup(child_vars[n] for n in kids)}), acc"],
+    )
+    emit(
+        "def __container_reduce__(self, acc, fun, /):",
+        [f"acc = fun(self.{n}, acc)" for n in kids] + ["return acc"],
+    )
+    pairs = ", ".join(f"({n!r}, self.{n})" for n in kids)
+    meta = ", ".join(f"{n!r}: self.{n}" for n in kept)
+    emit("def __container_serialize__(self):", [f"return _ct_name, [{pairs}], {{{meta}}}"])
+    emit(
+        "def __container_deserialize__(cls, children, metadata, /):",
+        [
+            "_kids = dict(children)",
+            "try:",
+            f"    _kept = {tup(f'metadata[{n!r}]' for n in kept)}",
+            f"    _children = {tup(f'_kids[{n!r}]' for n in kids)}",
+            "except KeyError as e:",
+            "    raise _ct_missing(e.args[0], metadata) from None",
+            "return unflatten(_kept, _children)",
+        ],
+    )
+    return "\n".join(out), g
+
+
+def _missing_field_error(spec: ContainerSpec) -> Callable[[str, Any], SchemaError]:
+    cls_name = spec.cls.__qualname__
+
+    def missing(name: str, metadata: Any) -> SchemaError:
+        role = "kept field" if name in spec.keep else "child"
+        return SchemaError(
+            f"{cls_name}.__container_deserialize__: the data has no value for {role} "
+            f"{cls_name}.{name}. Pass every child as (key, child) pairs and every kept "
+            f"field in metadata, as __container_serialize__ gives them."
+        )
+
+    return missing
+
+
+def compile_spec(spec: ContainerSpec) -> Generated:
+    """Compile ``build_source(spec)`` with one ``exec`` and register it in linecache."""
+    source, g = build_source(spec)
+    filename = f"<containers generated {spec.cls.__module__}.{spec.cls.__qualname__}"
+    filename += f" #{next(_counter)}>"
+    exec(compile(source, filename, "exec"), g)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    deserialize = classmethod(g["__container_deserialize__"])
+    return Generated(
+        flatten=g["flatten"],
+        unflatten=g["unflatten"],
+        rebuild=g["rebuild"],
+        children=g["children"],
+        traverse=g["__container_traverse__"],
+        reduce=g["__container_reduce__"],
+        serialize=g["__container_serialize__"],
+        deserialize=deserialize,
+        source=source,
+        filename=filename,
+    )
+
+
+# --- the plain twins: the same semantics with getattr loops --------------------------
+
+
+def plain_flatten(spec: ContainerSpec, x: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """``flatten`` without generated code."""
+    return (
+        tuple(getattr(x, n) for n in spec.children),
+        tuple(getattr(x, n) for n in spec.keep),
+    )
+
+
+def plain_unflatten(spec: ContainerSpec, kept: Sequence[Any], children: Sequence[Any]) -> Any:
+    """``unflatten`` without generated code."""
+    values = dict(zip(spec.children, children))
+    values.update(zip(spec.keep, kept))
+    for name in spec.reset:
+        default = spec.defaults[name]
+        if default.how == "value":
+            values[name] = default.value
+        elif default.how == "factory":
+            values[name] = default.value()
+    if spec.flavor == "namedtuple":
+        return tuple.__new__(spec.cls, tuple(values[n] for n in spec.fields))  # type: ignore[type-var]
+    inst = object.__new__(spec.cls)
+    for name in spec.fields:
+        if name in values:
+            object.__setattr__(inst, name, values[name])
+    for name in spec.reset:
+        if spec.defaults[name].how == "factory_self":
+            object.__setattr__(inst, name, spec.defaults[name].value(inst))
+    return inst
+
+
+def plain_rebuild(spec: ContainerSpec, x: Any, children: Sequence[Any]) -> Any:
+    """``rebuild`` without generated code."""
+    return plain_unflatten(spec, plain_flatten(spec, x)[1], children)
+
+
+def plain_traverse(spec: ContainerSpec, x: Any, acc: Any, fun: Callable[..., Any]) -> Any:
+    """``__container_traverse__`` without generated code."""
+    out = []
+    for name in spec.children:
+        child, acc = fun(getattr(x, name), acc)
+        out.append(child)
+    return plain_rebuild(spec, x, out), acc
+
+
+def plain_reduce(spec: ContainerSpec, x: Any, acc: Any, fun: Callable[..., Any]) -> Any:
+    """``__container_reduce__`` without generated code."""
+    for name in spec.children:
+        acc = fun(getattr(x, name), acc)
+    return acc
+
+
+def plain_serialize(spec: ContainerSpec, x: Any) -> tuple[str, list[tuple[str, Any]], dict[str, Any]]:
+    """``__container_serialize__`` without generated code."""
+    return (
+        spec.name,
+        [(n, getattr(x, n)) for n in spec.children],
+        {n: getattr(x, n) for n in spec.keep},
+    )
+
+
+def plain_deserialize(
+    spec: ContainerSpec, children: Iterable[tuple[str, Any]], metadata: dict[str, Any]
+) -> Any:
+    """``__container_deserialize__`` without generated code."""
+    kids = dict(children)
+    return plain_unflatten(spec, [metadata[n] for n in spec.keep], [kids[n] for n in spec.children])

@@ -1,0 +1,136 @@
+"""The exception hierarchy and the wording of declaration errors.
+
+This is the first stage: every other module (and the mypy plugin, which must report
+declaration errors with the runtime's exact wording) imports from here. It imports
+nothing from the package and nothing outside the standard library.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+__all__ = [
+    "ContainerDefinitionError",
+    "ContainersError",
+    "FormatError",
+    "IntegrityError",
+    "LimitError",
+    "SchemaError",
+    "SerializationError",
+    "StructureError",
+    "TreeKeyError",
+    "UnknownTypeError",
+    "VersionError",
+]
+
+
+class ContainersError(Exception):
+    """Base class of every error raised by ``containers``."""
+
+
+class ContainerDefinitionError(ContainersError, TypeError):
+    """A class declaration (``@container``, ``register``, ``register_node``) is invalid."""
+
+
+class StructureError(ContainersError, ValueError):
+    """Trees do not have the structure an operation needs.
+
+    ``path`` is the key path (a tuple of keys) of the first place where they differ,
+    or ``None`` when the error is not about one place.
+    """
+
+    def __init__(self, message: str, path: tuple[Any, ...] | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class TreeKeyError(StructureError, KeyError):
+    """Aligned nodes have different keys (treelize's strict mode).
+
+    It is both a ``StructureError`` and a ``KeyError``, as treevalue users expect.
+    """
+
+    def __str__(self) -> str:
+        # KeyError.__str__ would repr() the message; show it as written.
+        return str(self.args[0]) if self.args else ""
+
+
+class SerializationError(ContainersError, ValueError):
+    """Base class of the errors raised while saving or loading trees."""
+
+
+class FormatError(SerializationError):
+    """The bytes are not a valid file, or its tree does not match its tensors."""
+
+
+class LimitError(SerializationError):
+    """The file exceeds a configured limit (header size, node count, depth)."""
+
+
+class IntegrityError(SerializationError):
+    """A checksum does not match: the file was corrupted or altered."""
+
+
+class UnknownTypeError(SerializationError):
+    """The file names a type that is not registered."""
+
+
+class VersionError(SerializationError):
+    """The file's version of a class cannot be migrated to the class's version."""
+
+
+class SchemaError(SerializationError):
+    """The file's fields do not fit the class and no declared evolution explains it."""
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """Return `` Did you mean 'x'?`` for the closest candidate, or ``""``."""
+    pool = list(candidates)
+    close = difflib.get_close_matches(name, pool, n=1, cutoff=0.6)
+    if not close:
+        # Short field names ('b' for 'bais') score low on similarity alone; a shared
+        # first letter with a fair score is still the likely intent.
+        same_start = [c for c in pool if c[:1] == name[:1]]
+        close = difflib.get_close_matches(name, same_start, n=1, cutoff=0.3)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def _quoted(names: Sequence[str]) -> str:
+    return ", ".join(repr(n) for n in names) if names else "(none)"
+
+
+def unknown_field_message(
+    where: str, cls_name: str, name: str, option: str, fields: Sequence[str]
+) -> str:
+    """Say that ``name`` in ``option=`` is not a field of the class."""
+    return (
+        f"{where} on {cls_name!r}: {name!r} in {option}= is not a field of {cls_name!r}. "
+        f"Fields are: {_quoted(fields)}.{did_you_mean(name, fields)}"
+    )
+
+
+def listed_twice_message(where: str, cls_name: str, name: str, option: str) -> str:
+    """Say that ``name`` appears twice in one list."""
+    return (
+        f"{where} on {cls_name!r}: {name!r} is listed twice in {option}=. "
+        f"List each field once."
+    )
+
+
+def in_both_message(where: str, cls_name: str, name: str) -> str:
+    """Say that ``name`` is both a child and kept."""
+    return (
+        f"{where} on {cls_name!r}: {name!r} is in both children= and keep=. "
+        f"A field is either a child or kept: remove it from one of the lists."
+    )
+
+
+def reset_without_default_message(where: str, cls_name: str, name: str) -> str:
+    """Say that a reset field has no default to be reset to."""
+    return (
+        f"{where} on {cls_name!r}: field {cls_name}.{name} is in neither children= nor "
+        f"keep=, so rebuilt objects reset it to its default, but it has no default. "
+        f"Give it a default, or add it to keep=."
+    )

@@ -1,0 +1,628 @@
+"""Flatten and unflatten (JAX): leaves plus an immutable ``Structure``, and key paths.
+
+A Structure is a flat tuple of node records in pre-order, ``(kind, aux, n, mask)``:
+``mask`` is ``None`` when all ``n`` children are leaves, ``True`` when all are nodes,
+else a tuple of booleans (True = node). Being flat, it compares, hashes, pickles and
+rebuilds without recursion at any depth. This stage never maps functions over leaves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Generic, TypeVar
+
+from containers._errors import StructureError
+from containers._paths import AttrKey, Key, KeyPath, where
+from containers._registry import (
+    KINDS,
+    LEAF_TYPES,
+    LEAF_TYPES_NONE,
+    LIST,
+    TUPLE,
+    NodeKind,
+    kind_for_type,
+    kind_of,
+    label,
+)
+from containers._walk import MAX_FAST_DEPTH, cycle_error
+
+__all__ = [
+    "Structure",
+    "flatten",
+    "flatten_with_path",
+    "leaves",
+    "leaves_with_path",
+    "structure",
+    "unflatten",
+]
+
+T = TypeVar("T")
+Record = tuple[NodeKind, Any, int, Any]
+IsLeaf = Callable[[Any], bool] | None
+
+def _node_kind(x: Any, leaf_types: set[type], is_leaf: IsLeaf) -> NodeKind | None:
+    if is_leaf is not None and is_leaf(x):
+        return None
+    if type(x) in leaf_types:
+        return None
+    return kind_of(x)
+
+
+def _flatten_iter(
+    root: Any,
+    root_kind: NodeKind,
+    leaves: list[Any],
+    records: list[Any],
+    leaf_types: set[type],
+    is_leaf: IsLeaf,
+    op: str,
+) -> None:
+    """Append the leaves and pre-order records of ``root`` (a node), with a stack."""
+    frames: list[list[Any]] = []  # [node, kind, aux, kids, next index, mask, record slot]
+    on_path: dict[int, int] = {}
+
+    def path_to(depth: int) -> KeyPath:
+        out = []
+        for fr in frames[:depth]:
+            out.append(fr[1].keys(fr[2], len(fr[3]))[fr[4] - 1])
+        return tuple(out)
+
+    def push(node: Any, kind: NodeKind) -> None:
+        if id(node) in on_path:
+            raise cycle_error(op, path_to(len(frames)), path_to(on_path[id(node)]))
+        kids, aux = kind.flatten(node)
+        on_path[id(node)] = len(frames)
+        frames.append([node, kind, aux, kids, 0, [], len(records)])
+        records.append(None)
+
+    push(root, root_kind)
+    while frames:
+        fr = frames[-1]
+        kids = fr[3]
+        i = fr[4]
+        if i < len(kids):
+            fr[4] = i + 1
+            kid = kids[i]
+            kind = _node_kind(kid, leaf_types, is_leaf)
+            if kind is None:
+                leaves.append(kid)
+                fr[5].append(False)
+            else:
+                fr[5].append(True)
+                push(kid, kind)
+            continue
+        frames.pop()
+        del on_path[id(fr[0])]
+        mask = fr[5]
+        records[fr[6]] = (
+            fr[1],
+            fr[2],
+            len(kids),
+            None if not any(mask) else True if all(mask) else tuple(mask),
+        )
+
+
+def _flatten_fast(x: Any, kind: NodeKind, leaf_types: set[type]) -> tuple[list[Any], list[Any]]:
+    """Recursive flatten for shallow trees; subtrees past MAX_FAST_DEPTH go iterative."""
+    leaves: list[Any] = []
+    records: list[Any] = []
+    lappend = leaves.append
+    lextend = leaves.extend
+    rappend = records.append
+    kinds_get = KINDS.get
+
+    def rec(x: Any, kind: NodeKind, depth: int) -> None:
+        kids, aux = kind.flatten(x)
+        for kid in kids:
+            if type(kid) not in leaf_types:
+                break
+        else:
+            # All children are leaves: one extend, one record (benchmarks/run.py, W1).
+            lextend(kids)
+            rappend((kind, aux, len(kids), None))
+            return
+        if depth > MAX_FAST_DEPTH:
+            _flatten_iter(x, kind, leaves, records, leaf_types, None, "flatten")
+            return
+        slot = len(records)
+        rappend(None)
+        mask = []
+        for kid in kids:
+            if type(kid) in leaf_types:
+                lappend(kid)
+                mask.append(False)
+                continue
+            k = kinds_get(type(kid)) or kind_of(kid)
+            if k is None:
+                lappend(kid)
+                mask.append(False)
+            else:
+                rec(kid, k, depth + 1)
+                mask.append(True)
+        records[slot] = (kind, aux, len(kids), True if all(mask) else tuple(mask))
+
+    rec(x, kind, 0)
+    return leaves, records
+
+
+def _flatten(x: Any, is_leaf: IsLeaf, none_is_leaf: bool, op: str) -> tuple[list[Any], list[Any]]:
+    leaf_types = LEAF_TYPES_NONE if none_is_leaf else LEAF_TYPES
+    kind = _node_kind(x, leaf_types, is_leaf)
+    if kind is None:
+        return [x], []
+    if is_leaf is None:
+        try:
+            return _flatten_fast(x, kind, leaf_types)
+        except StructureError:
+            pass  # a cycle found below the fast depth: redo from the root for its path
+    leaves: list[Any] = []
+    records: list[Any] = []
+    _flatten_iter(x, kind, leaves, records, leaf_types, is_leaf, op)
+    return leaves, records
+
+
+def _build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
+    """Rebuild a tree from pre-order records and leaves, with a stack of open nodes."""
+    if not records:
+        return leaves[0]
+    pos = 0
+    stack: list[list[Any]] = []  # [kind, aux, n, mask, children so far]
+    kind, aux, n, mask = records[0]
+    j = 1
+    while True:
+        if mask is not None:
+            out = []
+            if mask is not True:
+                i = 0
+                while not mask[i]:
+                    out.append(leaves[pos])
+                    pos += 1
+                    i += 1
+            stack.append([kind, aux, n, mask, out])
+            kind, aux, n, mask = records[j]
+            j += 1
+            continue
+        kids = leaves[pos : pos + n]
+        pos += n
+        value = tuple(kids) if kind is TUPLE else list(kids) if kind is LIST else kind.unflatten(aux, kids)
+        while True:
+            if not stack:
+                return value
+            top = stack[-1]
+            out = top[4]
+            out.append(value)
+            tmask = top[3]
+            if tmask is not True:
+                i = len(out)
+                while i < top[2] and not tmask[i]:
+                    out.append(leaves[pos])
+                    pos += 1
+                    i += 1
+            if len(out) < top[2]:
+                break
+            stack.pop()
+            tkind = top[0]
+            value = tuple(out) if tkind is TUPLE else out if tkind is LIST else tkind.unflatten(top[1], out)
+        kind, aux, n, mask = records[j]
+        j += 1
+
+
+def _node_children(mask: Any, n: int) -> int:
+    return 0 if mask is None else n if mask is True else sum(mask)
+
+
+def _leaf_children(mask: Any, n: int) -> int:
+    return n if mask is None else 0 if mask is True else n - sum(mask)
+
+
+def _ends(records: Sequence[Record]) -> list[int]:
+    """For each record, the index just past its subtree's records."""
+    ends = [0] * len(records)
+    stack: list[list[int]] = []  # [record index, node children still to come]
+    for j, (_, _, n, mask) in enumerate(records):
+        stack.append([j, _node_children(mask, n)])
+        while stack and stack[-1][1] == 0:
+            done = stack.pop()[0]
+            ends[done] = j + 1
+            if stack:
+                stack[-1][1] -= 1
+    return ends
+
+
+def _preorder(records: Sequence[Record]) -> Iterator[tuple[int, KeyPath]]:
+    """Yield ``(record index, path)`` for every node and ``(-1, path)`` for every leaf."""
+    if not records:
+        yield -1, ()
+        return
+    nxt = 0
+
+    def open_(path: KeyPath) -> list[Any]:
+        nonlocal nxt
+        kind, aux, n, mask = records[nxt]
+        nxt += 1
+        return [nxt - 1, kind.keys(aux, n), mask, 0, path]
+
+    frame = open_(())
+    yield 0, ()
+    stack = [frame]
+    while stack:
+        fr = stack[-1]
+        _, keys, mask, i, path = fr
+        if i == len(keys):
+            stack.pop()
+            continue
+        fr[3] = i + 1
+        sub = (*path, keys[i])
+        if mask is None or (mask is not True and not mask[i]):
+            yield -1, sub
+        else:
+            child = open_(sub)
+            yield child[0], sub
+            stack.append(child)
+
+
+def _restore(refs: tuple[tuple[type, Any, int, Any], ...], num_leaves: int) -> Structure[Any]:
+    records = []
+    for t, aux, n, mask in refs:
+        records.append((kind_for_type(t), aux, n, mask))
+    return Structure(tuple(records), num_leaves)
+
+
+class Structure(Generic[T]):
+    """The shape of a tree without its leaves: node types, keys and kept values.
+
+    Immutable, hashable, comparable with ``==`` (dict insertion order and reset fields
+    are ignored; kept values are compared) and picklable.
+
+    Examples:
+        >>> import containers as ct
+        >>> leaves, s = ct.flatten({"a": 1, "b": [2, 3]})
+        >>> s
+        Structure({'a': *, 'b': [*, *]})
+        >>> s.num_leaves, s.num_nodes
+        (3, 5)
+        >>> s.unflatten([10, 20, 30])
+        {'a': 10, 'b': [20, 30]}
+        >>> [ct.keystr(p) for p in s.paths()]
+        ["['a']", "['b'][0]", "['b'][1]"]
+    """
+
+    __slots__ = ("_hash", "_num_leaves", "_records")
+
+    def __init__(self, records: tuple[Record, ...], num_leaves: int) -> None:
+        self._records = records
+        self._num_leaves = num_leaves
+        self._hash: int | None = None
+
+    @property
+    def num_leaves(self) -> int:
+        """The number of leaves."""
+        return self._num_leaves
+
+    @property
+    def num_nodes(self) -> int:
+        """The number of nodes, counting leaves too (as JAX does)."""
+        return len(self._records) + self._num_leaves
+
+    def unflatten(self, leaves: Sequence[Any], /) -> T:
+        """Rebuild a tree of this structure from ``leaves`` (in flatten order).
+
+        Raises:
+            StructureError: ``leaves`` does not have ``num_leaves`` elements.
+        """
+        if not isinstance(leaves, (list, tuple)):
+            leaves = list(leaves)
+        if len(leaves) != self._num_leaves:
+            raise StructureError(
+                f"unflatten: the structure has {self._num_leaves} leaves but "
+                f"{len(leaves)} were given. Pass exactly one value per leaf, in the "
+                f"order flatten returned them.",
+                None,
+            )
+        return _build(self._records, leaves)  # type: ignore[no-any-return]
+
+    def children(self) -> list[Structure[Any]]:
+        """The structures of the root's children (a leaf's is the leaf structure)."""
+        if not self._records:
+            return []
+        kind, aux, n, mask = self._records[0]
+        ends = _ends(self._records)
+        out = []
+        j = 1
+        for i in range(n):
+            if mask is None or (mask is not True and not mask[i]):
+                out.append(Structure((), 1))
+            else:
+                sub = self._records[j : ends[j]]
+                out.append(Structure(sub, sum(_leaf_children(r[3], r[2]) for r in sub)))
+                j = ends[j]
+        return out
+
+    def paths(self) -> list[KeyPath]:
+        """The key path of every leaf, in flatten order."""
+        return [path for j, path in _preorder(self._records) if j < 0]
+
+    def flatten_up_to(self, tree: Any, /) -> list[Any]:
+        """Cut ``tree`` at this structure: the subtrees at this structure's leaves.
+
+        ``tree`` must have this structure's nodes down to its leaves (a prefix match,
+        as in JAX); what hangs below a leaf position can be anything.
+
+        Examples:
+            >>> import containers as ct
+            >>> s = ct.structure((0, {"k": 0}))
+            >>> s.flatten_up_to(([1, 2], {"k": (3, 4)}))
+            [[1, 2], (3, 4)]
+
+        Raises:
+            StructureError: ``tree`` differs from the structure at a node; the message
+                names the path and what differs.
+        """
+        return _up_to(self._records, tree, "flatten_up_to")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Structure):
+            return NotImplemented
+        if self is other:
+            return True
+        if self._num_leaves != other._num_leaves or len(self._records) != len(other._records):
+            return False
+        for (ka, aa, na, ma), (kb, ab, nb, mb) in zip(self._records, other._records):
+            if ka.type is not kb.type or na != nb or ma != mb or not ka.aux_eq(aa, ab):
+                return False
+        return True
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(
+                (self._num_leaves, tuple((k.type, n, m, k.aux_hash(a)) for k, a, n, m in self._records))
+            )
+        return self._hash
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        refs = tuple((k.type, a, n, m) for k, a, n, m in self._records)
+        return (_restore, (refs, self._num_leaves))
+
+    def __repr__(self) -> str:
+        return f"Structure({_render(self._records)})"
+
+
+_REPR_LIMIT = 2000
+
+
+def _render(records: Sequence[Record]) -> str:
+    """Render records like the tree, with ``*`` for leaves; summarize huge structures."""
+    if not records:
+        return "*"
+    parts: list[str] = []  # reversed pre-order fold: children results sit on the stack
+    size = 0
+    for kind, aux, n, mask in reversed(records):
+        keys = kind.keys(aux, n)
+        items = []
+        for i in range(n):
+            if mask is None or (mask is not True and not mask[i]):
+                items.append("*")
+            else:
+                items.append(parts.pop())
+        text = _render_node(kind, aux, keys, items)
+        size += len(text)
+        if size > _REPR_LIMIT * 4:
+            return f"<{len(records)} nodes; root: {records[0][0].label}>"
+        parts.append(text)
+    text = parts[0]
+    return text if len(text) <= _REPR_LIMIT else text[: _REPR_LIMIT - 3] + "..."
+
+
+def _render_node(kind: NodeKind, aux: Any, keys: Sequence[Key], items: list[str]) -> str:
+    t = kind.type
+    if t is tuple:
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+    if t is list:
+        return f"[{', '.join(items)}]"
+    if t is type(None):
+        return "None"
+    if t is dict:
+        return "{" + ", ".join(f"{k.raw!r}: {v}" for k, v in zip(keys, items)) + "}"
+    fields = [
+        f"{k.raw}={v}" if isinstance(k, AttrKey) else f"{k.raw!r}: {v}" if hasattr(k, "key") else v
+        for k, v in zip(keys, items)
+    ]
+    if kind.spec is not None:
+        fields += [f"{name}={value!r}" for name, value in zip(kind.spec.keep, aux)]
+    return f"{t.__qualname__}({', '.join(fields)})"
+
+
+def _up_to(records: Sequence[Record], tree: Any, op: str) -> list[Any]:
+    """The subtrees of ``tree`` at the leaf positions of ``records`` (prefix match)."""
+    if not records:
+        return [tree]
+    out: list[Any] = []
+    values: dict[int, Any] = {}  # record index -> the tree's value there (its children)
+    pending: list[tuple[Any, int, KeyPath]] = [(tree, 0, ())]
+    ends = _ends(records)
+    while pending:
+        value, j, path = pending.pop()
+        kind, aux, n, mask = records[j]
+        kids = node_children_matching(kind, aux, n, value, path, op)
+        keys = kind.keys(aux, n)
+        nodes = []
+        k = j + 1
+        for i in range(n):
+            if mask is None or (mask is not True and not mask[i]):
+                nodes.append((i, None))
+            else:
+                nodes.append((i, k))
+                k = ends[k]
+        values[j] = (kids, nodes, keys)
+        for i, sub in reversed(nodes):
+            if sub is not None:
+                pending.append((kids[i], sub, (*path, keys[i])))
+    # Emit in pre-order: replay with a stack of (record, child index).
+    stack = [(0, 0)]
+    while stack:
+        j, i = stack.pop()
+        kids, nodes, _ = values[j]
+        while i < len(nodes):
+            _, sub = nodes[i]
+            if sub is None:
+                out.append(kids[i])
+                i += 1
+            else:
+                stack.append((j, i + 1))
+                stack.append((sub, 0))
+                break
+    return out
+
+
+def node_children_matching(
+    kind: NodeKind, aux: Any, n: int, value: Any, path: KeyPath, op: str
+) -> Sequence[Any]:
+    """The children of ``value``, which must be a node like ``(kind, aux, n)``."""
+    vkind = kind_of(value)
+    if vkind is None or vkind.type is not kind.type:
+        raise StructureError(
+            f"{op}: the tree does not match the structure at {where(path)}: expected "
+            f"{kind.label} there, found {label(value)}.",
+            path,
+        )
+    kids, vaux = vkind.flatten(value)
+    if len(kids) != n or not kind.aux_eq(aux, vaux):
+        detail = aux_difference(kind, aux, vaux, n, len(kids))
+        raise StructureError(
+            f"{op}: the tree does not match the structure at {where(path)}: {detail}.", path
+        )
+    return kids
+
+
+def aux_difference(kind: NodeKind, a: Any, b: Any, na: int, nb: int) -> str:
+    """Say how two nodes of one kind differ, the first described by ``a``/``na``."""
+    t = kind.type
+    if kind.spec is not None:
+        for name, va, vb in zip(kind.spec.keep, a, b):
+            if not kind.aux_eq((va,), (vb,)):
+                return f"kept field {t.__qualname__}.{name} is {va!r} in one and {vb!r} in the other"
+    if isinstance(a, tuple) and a and isinstance(a[0], tuple) and t is not tuple:
+        ka, kb = set(a[0]), set(b[0])
+        if ka != kb:
+            only_a, only_b = sorted(map(repr, ka - kb)), sorted(map(repr, kb - ka))
+            return (
+                f"{kind.label} with different keys: only in the expected one: "
+                f"{', '.join(only_a) or 'none'}; only in the other: {', '.join(only_b) or 'none'}"
+            )
+    if na != nb:
+        return f"{kind.label} with {na} children in one and {nb} in the other"
+    return f"{kind.label} whose static data differ: {a!r} vs {b!r}"
+
+
+def flatten(
+    tree: T, /, *, is_leaf: IsLeaf = None, none_is_leaf: bool = False
+) -> tuple[list[Any], Structure[T]]:
+    """Split a tree into its leaves (depth-first, children in order) and its structure.
+
+    ``is_leaf`` is OR-ed with the natural leaf test (JAX): where it returns True the
+    value is a leaf even if it is a node. ``None`` is a node with no children unless
+    ``none_is_leaf=True``. Shared objects are not de-duplicated.
+
+    Examples:
+        >>> import containers as ct
+        >>> leaves, s = ct.flatten({"b": (1, 2), "a": None, "c": [3]})
+        >>> leaves
+        [1, 2, 3]
+        >>> ct.unflatten(s, ["x", "y", "z"])
+        {'b': ('x', 'y'), 'a': None, 'c': ['z']}
+        >>> ct.flatten([None, 1], none_is_leaf=True)[0]
+        [None, 1]
+
+    Args:
+        tree: Any tree.
+        is_leaf: Extra leaf test, called on every value before it is looked inside.
+        none_is_leaf: Treat ``None`` as a leaf.
+
+    Returns:
+        ``(leaves, structure)``; ``structure.unflatten(leaves)`` rebuilds the tree.
+
+    Raises:
+        StructureError: The tree contains a reference cycle (the message names it).
+    """
+    leaves, records = _flatten(tree, is_leaf, none_is_leaf, "flatten")
+    return leaves, Structure(tuple(records), len(leaves))
+
+
+def structure(tree: T, /, *, is_leaf: IsLeaf = None, none_is_leaf: bool = False) -> Structure[T]:
+    """Return the structure of ``tree`` (``flatten(tree)[1]``).
+
+    Examples:
+        >>> import containers as ct
+        >>> ct.structure({"a": 1, "b": (2, 3)}) == ct.structure({"b": ("x", "y"), "a": 0})
+        True
+    """
+    return flatten(tree, is_leaf=is_leaf, none_is_leaf=none_is_leaf)[1]
+
+
+def unflatten(structure: Structure[T], leaves: Sequence[Any], /) -> T:
+    """Rebuild a tree from a structure and its leaves (``structure.unflatten``).
+
+    Examples:
+        >>> import containers as ct
+        >>> leaves, s = ct.flatten([1, (2, 3)])
+        >>> ct.unflatten(s, [v * 10 for v in leaves])
+        [10, (20, 30)]
+        >>> ct.unflatten(s, [1, 2])
+        Traceback (most recent call last):
+        ...
+        containers.StructureError: unflatten: the structure has 3 leaves but 2 were given. Pass exactly one value per leaf, in the order flatten returned them.
+
+    Raises:
+        StructureError: ``leaves`` has the wrong length.
+    """
+    if not isinstance(structure, Structure):
+        raise TypeError(
+            f"unflatten: the first argument must be a Structure (from flatten or "
+            f"structure), got {type(structure).__qualname__}. The order is unflatten(structure, leaves)."
+        )
+    return structure.unflatten(leaves)
+
+
+def leaves(tree: Any, /, *, is_leaf: IsLeaf = None, none_is_leaf: bool = False) -> list[Any]:
+    """Return the leaves of ``tree`` in flatten order.
+
+    Examples:
+        >>> import containers as ct
+        >>> ct.leaves({"b": [1, 2], "a": 0, "c": None})
+        [0, 1, 2]
+        >>> ct.leaves([(1, 2), 3], is_leaf=lambda v: isinstance(v, tuple))
+        [(1, 2), 3]
+
+    Raises:
+        StructureError: The tree contains a reference cycle.
+    """
+    return _flatten(tree, is_leaf, none_is_leaf, "leaves")[0]
+
+
+def flatten_with_path(
+    tree: T, /, *, is_leaf: IsLeaf = None, none_is_leaf: bool = False
+) -> tuple[list[tuple[KeyPath, Any]], Structure[T]]:
+    """Like ``flatten``, with each leaf paired with its key path.
+
+    Examples:
+        >>> import containers as ct
+        >>> pairs, _ = ct.flatten_with_path({"a": [1, 2], "b": 3})
+        >>> [(ct.keystr(p), v) for p, v in pairs]
+        [("['a'][0]", 1), ("['a'][1]", 2), ("['b']", 3)]
+    """
+    leaves, s = flatten(tree, is_leaf=is_leaf, none_is_leaf=none_is_leaf)
+    return list(zip(s.paths(), leaves)), s
+
+
+def leaves_with_path(
+    tree: Any, /, *, is_leaf: IsLeaf = None, none_is_leaf: bool = False
+) -> list[tuple[KeyPath, Any]]:
+    """The ``(path, leaf)`` pairs of ``tree``, in flatten order.
+
+    Examples:
+        >>> import containers as ct
+        >>> [ct.keystr(p) for p, _ in ct.leaves_with_path([{"w": 1}, 2])]
+        ["[0]['w']", '[1]']
+    """
+    return flatten_with_path(tree, is_leaf=is_leaf, none_is_leaf=none_is_leaf)[0]
+

@@ -1,0 +1,250 @@
+"""Keys and key paths: ``AttrKey``, ``IndexKey``, ``DictKey``, ``keystr`` and its parser.
+
+This stage only names places in a tree; it knows nothing of node kinds, so it never
+looks inside a tree (``getpath`` and friends live in ``_access``).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Hashable, Sequence
+from typing import Any, TypeAlias, Union
+
+__all__ = ["AttrKey", "DictKey", "IndexKey", "Key", "KeyPath", "keystr", "parse_keystr"]
+
+
+class AttrKey:
+    """The key of a named field: a container field or a namedtuple field.
+
+    Examples:
+        >>> from containers import AttrKey, keystr
+        >>> AttrKey("w")
+        AttrKey('w')
+        >>> keystr((AttrKey("layers"), AttrKey("w")))
+        '.layers.w'
+    """
+
+    __slots__ = ("name",)
+    name: str
+
+    def __init__(self, name: str) -> None:
+        object.__setattr__(self, "name", name)
+
+    def __setattr__(self, attr: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is AttrKey and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash((AttrKey, self.name))
+
+    def __repr__(self) -> str:
+        return f"AttrKey({self.name!r})"
+
+    def __str__(self) -> str:
+        return f".{self.name}"
+
+    def __reduce__(self) -> tuple[type[AttrKey], tuple[str]]:
+        return (AttrKey, (self.name,))
+
+    @property
+    def raw(self) -> str:
+        """The field name (what ``PathContains`` and ``fmapstructure`` use)."""
+        return self.name
+
+
+class IndexKey:
+    """The key of a position in a tuple, list, deque or other sequence node.
+
+    Examples:
+        >>> from containers import IndexKey
+        >>> IndexKey(2)
+        IndexKey(2)
+        >>> str(IndexKey(2))
+        '[2]'
+    """
+
+    __slots__ = ("idx",)
+    idx: int
+
+    def __init__(self, idx: int) -> None:
+        object.__setattr__(self, "idx", idx)
+
+    def __setattr__(self, attr: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is IndexKey and other.idx == self.idx
+
+    def __hash__(self) -> int:
+        return hash((IndexKey, self.idx))
+
+    def __repr__(self) -> str:
+        return f"IndexKey({self.idx!r})"
+
+    def __str__(self) -> str:
+        return f"[{self.idx!r}]"
+
+    def __reduce__(self) -> tuple[type[IndexKey], tuple[int]]:
+        return (IndexKey, (self.idx,))
+
+    @property
+    def raw(self) -> int:
+        """The position."""
+        return self.idx
+
+
+class DictKey:
+    """The key of an entry in a dict, OrderedDict or defaultdict node.
+
+    Examples:
+        >>> from containers import DictKey
+        >>> DictKey("a")
+        DictKey('a')
+        >>> str(DictKey("a"))
+        "['a']"
+    """
+
+    __slots__ = ("key",)
+    key: Hashable
+
+    def __init__(self, key: Hashable) -> None:
+        object.__setattr__(self, "key", key)
+
+    def __setattr__(self, attr: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is DictKey and type(other.key) is type(self.key) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash((DictKey, self.key))
+
+    def __repr__(self) -> str:
+        return f"DictKey({self.key!r})"
+
+    def __str__(self) -> str:
+        return f"[{self.key!r}]"
+
+    def __reduce__(self) -> tuple[type[DictKey], tuple[Hashable]]:
+        return (DictKey, (self.key,))
+
+    @property
+    def raw(self) -> Hashable:
+        """The mapping key."""
+        return self.key
+
+
+Key: TypeAlias = Union[AttrKey, IndexKey, DictKey]
+KeyPath: TypeAlias = tuple[Key, ...]
+
+# Paths are built for every leaf by the path variants; sharing the small index keys
+# saves an allocation per child (benchmarks/run.py, flatten_with_path).
+_INDEX_KEYS = tuple(IndexKey(i) for i in range(256))
+
+
+def index_key(i: int) -> IndexKey:
+    """Return the (shared, for small ``i``) ``IndexKey(i)``."""
+    return _INDEX_KEYS[i] if i < 256 else IndexKey(i)
+
+
+def keystr(path: Sequence[Key]) -> str:
+    """Render a key path as the Python expression that reaches it from the root.
+
+    The root itself is the empty path and renders as ``''``.
+
+    Examples:
+        >>> from containers import AttrKey, DictKey, IndexKey, keystr
+        >>> keystr((AttrKey("layers"), IndexKey(2), AttrKey("w")))
+        '.layers[2].w'
+        >>> keystr((DictKey("a"), IndexKey(0)))
+        "['a'][0]"
+        >>> keystr(())
+        ''
+
+    Args:
+        path: A tuple of keys, as ``flatten_with_path`` gives.
+
+    Returns:
+        The rendered path.
+
+    Raises:
+        TypeError: An element of ``path`` is not a key.
+    """
+    parts = []
+    for key in path:
+        if type(key) not in (AttrKey, IndexKey, DictKey):
+            raise TypeError(
+                f"keystr: {key!r} is not a key. Paths are tuples of AttrKey, IndexKey "
+                f"and DictKey, as flatten_with_path gives them."
+            )
+        parts.append(str(key))
+    return "".join(parts)
+
+
+def where(path: Sequence[Key]) -> str:
+    """Render a path for an error message: ``'.a[0]'`` or ``'the root'``."""
+    return repr(keystr(path)) if path else "the root"
+
+
+def parse_keystr(text: str) -> KeyPath:
+    """Parse the ``keystr`` form back into keys.
+
+    ``[...]`` holding an int becomes an ``IndexKey``, anything else a ``DictKey``;
+    lookups accept an ``IndexKey`` on a mapping with int keys as well.
+    """
+    keys: list[Key] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == ".":
+            j = i + 1
+            while j < n and (text[j].isalnum() or text[j] == "_"):
+                j += 1
+            name = text[i + 1 : j]
+            if not name.isidentifier():
+                raise ValueError(_bad_keystr(text, i, "expected a field name after '.'"))
+            keys.append(AttrKey(name))
+            i = j
+        elif ch == "[":
+            j = _closing_bracket(text, i)
+            try:
+                value: Any = ast.literal_eval(text[i + 1 : j])
+            except (ValueError, SyntaxError):
+                raise ValueError(
+                    _bad_keystr(text, i, "the text in [...] is not a Python literal")
+                ) from None
+            keys.append(IndexKey(value) if type(value) is int else DictKey(value))
+            i = j + 1
+        else:
+            raise ValueError(_bad_keystr(text, i, "expected '.' or '['"))
+    return tuple(keys)
+
+
+def _closing_bracket(text: str, start: int) -> int:
+    quote = None
+    depth = 0
+    for j in range(start, len(text)):
+        ch = text[j]
+        if quote:
+            if ch == "\\":
+                continue
+            if ch == quote and text[j - 1] != "\\":
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return j
+    raise ValueError(_bad_keystr(text, start, "this '[' is never closed"))
+
+
+def _bad_keystr(text: str, pos: int, what: str) -> str:
+    return (
+        f"cannot parse key path {text!r} at position {pos}: {what}. Write paths as "
+        f"keystr renders them, e.g. \".layers[2].w\" or \"['a'][0]\"."
+    )

@@ -1,0 +1,637 @@
+"""Node kinds: how each node type is taken apart and put back together, one level deep.
+
+This stage owns the type -> NodeKind table (builtins, declared containers,
+``register_node`` types, namedtuples and hand-written Container protocol classes,
+classified on first sight) and the name registry that files use. It never recurses:
+the walks in later stages do.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict, defaultdict, deque
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from containers._errors import ContainerDefinitionError
+from containers._paths import AttrKey, DictKey, IndexKey, Key, index_key
+from containers._spec import ContainerSpec
+
+__all__ = [
+    "IMMUTABLE_LEAVES",
+    "KINDS",
+    "LEAF_TYPES",
+    "LEAF_TYPES_NONE",
+    "Mismatch",
+    "NodeKind",
+    "add_kind",
+    "cacheable",
+    "container_kind",
+    "custom_kind",
+    "kind_for_type",
+    "kind_of",
+    "label",
+    "on_register",
+    "registered_kinds",
+    "sort_keys",
+    "values_equal",
+]
+
+
+class Mismatch(Exception):  # noqa: N818 - internal signal, turned into StructureError
+    """Raised by ``NodeKind.read`` when another tree does not fit; carries what differs."""
+
+
+def _no_keys(aux: Any, n: int) -> tuple[Key, ...]:
+    return tuple(index_key(i) for i in range(n))
+
+
+def values_equal(a: Any, b: Any) -> bool:
+    """Compare kept values and other static data: type-strict, arrays by content."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b))
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(values_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(values_equal(a[k], b[k]) for k in a)
+    try:
+        return bool(a == b)
+    except Exception:  # an == that raises or returns something without a truth value
+        return False
+
+
+def value_hash(value: Any) -> int:
+    """Hash static data; unhashable values hash by type, which keeps hash/== consistent."""
+    try:
+        return hash(value)
+    except TypeError:
+        return hash(type(value).__qualname__)
+
+
+class NodeKind:
+    """How the engine handles one node type, one level deep.
+
+    - ``flatten(x) -> (children, aux)``: children in visit order, aux the static rest.
+    - ``unflatten(aux, children) -> x``.
+    - ``keys(aux, n)``: the children's keys, in visit order.
+    - ``read(y, aux, n)``: another tree's children aligned with a node that flattened
+      to ``aux`` and ``n`` children (fmap's rules), or raise ``Mismatch``.
+    - ``structural(aux, children)``: the node as fmapstructure gives it.
+    - ``mutable``: cached by identity in fmap/fcollect.
+    """
+
+    __slots__ = (
+        "aux_eq",
+        "aux_hash",
+        "flatten",
+        "keys",
+        "label",
+        "mutable",
+        "read",
+        "spec",
+        "structural",
+        "type",
+        "unflatten",
+    )
+
+    def __init__(
+        self,
+        type_: type,
+        label: str,
+        *,
+        flatten: Callable[[Any], tuple[Sequence[Any], Any]],
+        unflatten: Callable[[Any, Sequence[Any]], Any],
+        keys: Callable[[Any, int], tuple[Key, ...]] = _no_keys,
+        read: Callable[[Any, Any, int], Sequence[Any]],
+        structural: Callable[[Any, Sequence[Any]], Any],
+        mutable: bool,
+        aux_eq: Callable[[Any, Any], bool] = values_equal,
+        aux_hash: Callable[[Any], int] = value_hash,
+        spec: ContainerSpec | None = None,
+    ) -> None:
+        self.type = type_
+        self.label = label
+        self.flatten = flatten
+        self.unflatten = unflatten
+        self.keys = keys
+        self.read = read
+        self.structural = structural
+        self.mutable = mutable
+        self.aux_eq = aux_eq
+        self.aux_hash = aux_hash
+        self.spec = spec
+
+    def __repr__(self) -> str:
+        return f"<NodeKind {self.label}>"
+
+
+def label(x: Any) -> str:
+    """Describe a value for messages: ``a tuple``, ``a 'Linear'``, ``a leaf of type float``."""
+    kind = kind_of(x)
+    if kind is not None:
+        return kind.label
+    return f"a leaf of type {type(x).__qualname__}"
+
+
+# --- builtin kinds --------------------------------------------------------------------
+
+_SEQUENCE_TYPES: tuple[type, ...] = (tuple, list, deque)
+_MAPPING_TYPES: tuple[type, ...] = (dict,)  # OrderedDict and defaultdict subclass dict
+
+
+def _read_sequence(y: Any, aux: Any, n: int) -> Sequence[Any]:
+    if not isinstance(y, _SEQUENCE_TYPES) or kind_of(y) is None:
+        raise Mismatch(f"the first tree has a sequence of length {n} there, {{other}} has {label(y)}")
+    if len(y) < n:
+        raise Mismatch(
+            f"the first tree has a sequence of length {n} there, {{other}} has one of length {len(y)}"
+        )
+    return y[:n] if type(y) is not deque else list(itertools.islice(y, n))
+
+
+def sort_keys(d: Iterable[Any]) -> list[Any]:
+    """Sort mapping keys; keys that cannot be compared sort by (type name, repr)."""
+    try:
+        return sorted(d)
+    except TypeError:
+        return sorted(d, key=lambda k: (type(k).__name__, repr(k)))
+
+
+def _dict_flatten(x: dict[Any, Any]) -> tuple[list[Any], tuple[tuple[Any, ...], Any]]:
+    keys = list(x)
+    order = sort_keys(keys)
+    if order == keys:
+        return list(x.values()), (tuple(order), None)
+    return [x[k] for k in order], (tuple(order), tuple(keys))
+
+
+def _dict_build(aux: tuple[tuple[Any, ...], Any], children: Sequence[Any]) -> dict[Any, Any]:
+    order, insertion = aux
+    d = dict(zip(order, children))
+    return d if insertion is None else {k: d[k] for k in insertion}
+
+
+def _read_mapping(y: Any, aux: Any, n: int) -> list[Any]:
+    if not isinstance(y, _MAPPING_TYPES) or kind_of(y) is None:
+        raise Mismatch(f"the first tree has a mapping there, {{other}} has {label(y)}")
+    out = []
+    for k in aux[0]:
+        try:
+            out.append(y[k])
+        except KeyError:
+            raise Mismatch(f"{{other}} has no key {k!r} there") from None
+    return out
+
+
+def _dict_keys(aux: Any, n: int) -> tuple[Key, ...]:
+    return tuple(DictKey(k) for k in aux[0])
+
+
+def _sorted_eq(a: Any, b: Any) -> bool:
+    return values_equal(a[0], b[0])
+
+
+def _sorted_hash(a: Any) -> int:
+    return value_hash(a[0])
+
+
+def _defaultdict_flatten(x: defaultdict[Any, Any]) -> tuple[list[Any], Any]:
+    children, aux = _dict_flatten(x)
+    return children, (*aux, x.default_factory)
+
+
+def _defaultdict_build(aux: Any, children: Sequence[Any]) -> defaultdict[Any, Any]:
+    return defaultdict(aux[2], _dict_build(aux[:2], children))
+
+
+def _defaultdict_eq(a: Any, b: Any) -> bool:
+    return values_equal(a[0], b[0]) and a[2] == b[2]
+
+
+def _ordered_flatten(x: OrderedDict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
+    return list(x.values()), tuple(x)
+
+
+def _ordered_build(aux: tuple[Any, ...], children: Sequence[Any]) -> OrderedDict[Any, Any]:
+    return OrderedDict(zip(aux, children))
+
+
+def _ordered_read(y: Any, aux: Any, n: int) -> list[Any]:
+    return _read_mapping(y, (aux,), n)
+
+
+def _ordered_keys(aux: Any, n: int) -> tuple[Key, ...]:
+    return tuple(DictKey(k) for k in aux)
+
+
+def _none_flatten(x: None) -> tuple[tuple[()], None]:
+    return (), None
+
+
+def _none_read(y: Any, aux: Any, n: int) -> tuple[()]:
+    return ()
+
+
+def _build_none(aux: Any, children: Sequence[Any]) -> None:
+    return None
+
+
+def _keyed_dict(keys: tuple[Key, ...], children: Sequence[Any]) -> dict[Any, Any]:
+    return {k.raw: c for k, c in zip(keys, children)}
+
+
+TUPLE = NodeKind(
+    tuple,
+    "a tuple",
+    flatten=lambda x: (x, None),
+    unflatten=lambda aux, ch: tuple(ch),
+    read=_read_sequence,
+    structural=lambda aux, ch: tuple(ch),
+    mutable=False,
+)
+LIST = NodeKind(
+    list,
+    "a list",
+    flatten=lambda x: (x, None),
+    unflatten=lambda aux, ch: list(ch),
+    read=_read_sequence,
+    structural=lambda aux, ch: list(ch),
+    mutable=True,
+)
+DICT = NodeKind(
+    dict,
+    "a dict",
+    flatten=_dict_flatten,
+    unflatten=_dict_build,
+    keys=_dict_keys,
+    read=_read_mapping,
+    structural=_dict_build,
+    mutable=True,
+    aux_eq=_sorted_eq,
+    aux_hash=_sorted_hash,
+)
+ORDERED_DICT = NodeKind(
+    OrderedDict,
+    "an OrderedDict",
+    flatten=_ordered_flatten,
+    unflatten=_ordered_build,
+    keys=_ordered_keys,
+    read=_ordered_read,
+    structural=_ordered_build,
+    mutable=True,
+)
+DEFAULT_DICT = NodeKind(
+    defaultdict,
+    "a defaultdict",
+    flatten=_defaultdict_flatten,
+    unflatten=_defaultdict_build,
+    keys=_dict_keys,
+    read=_read_mapping,
+    structural=_defaultdict_build,
+    mutable=True,
+    aux_eq=_defaultdict_eq,
+    aux_hash=_sorted_hash,
+)
+DEQUE = NodeKind(
+    deque,
+    "a deque",
+    flatten=lambda x: (list(x), x.maxlen),
+    unflatten=lambda aux, ch: deque(ch, aux),
+    read=_read_sequence,
+    structural=lambda aux, ch: deque(ch, aux),
+    mutable=True,
+)
+NONE = NodeKind(
+    type(None),
+    "None",
+    flatten=_none_flatten,
+    unflatten=_build_none,
+    read=_none_read,
+    structural=_build_none,
+    mutable=False,
+)
+
+_BUILTINS = {k.type: k for k in (TUPLE, LIST, DICT, ORDERED_DICT, DEFAULT_DICT, DEQUE, NONE)}
+
+#: Every known node type (builtins, registered, and classified on first sight).
+KINDS: dict[type, NodeKind] = dict(_BUILTINS)
+#: Types known to be leaves. Hot loops test ``type(c) in LEAF_TYPES`` before anything
+#: else, so a leaf costs one set lookup (benchmarks/run.py, W2 and W5).
+_SEED_LEAVES = frozenset({int, float, complex, bool, str, bytes, np.ndarray})
+LEAF_TYPES: set[type] = set(_SEED_LEAVES)
+#: The same, with ``None`` a leaf (``none_is_leaf=True``).
+LEAF_TYPES_NONE: set[type] = {*_SEED_LEAVES, type(None)}
+#: Leaf types never cached by identity in fmap (values, not objects).
+_SEED_IMMUTABLE = frozenset({int, float, complex, bool, str, bytes})
+IMMUTABLE_LEAVES: set[type] = set(_SEED_IMMUTABLE)
+
+_REGISTERED: dict[type, NodeKind] = {}
+_NAMES: dict[str, type] = {}
+_LISTENERS: list[Callable[[NodeKind], None]] = []
+
+
+def kind_of(x: Any) -> NodeKind | None:
+    """Return the node kind of ``x``, or ``None`` when ``x`` is a leaf.
+
+    Raises:
+        ContainerDefinitionError: ``x`` is an instance of an undeclared subclass of a
+            container or registered type.
+    """
+    t = type(x)
+    kind = KINDS.get(t)
+    if kind is not None or t in LEAF_TYPES:
+        return kind
+    return _classify(t)
+
+
+def cacheable(x: Any) -> bool:
+    """Whether fmap caches ``x`` by identity: mutable objects yes, values no."""
+    t = type(x)
+    kind = KINDS.get(t)
+    if kind is not None:
+        return kind.mutable
+    return t not in IMMUTABLE_LEAVES and (t in LEAF_TYPES or _classify(t) is None)
+
+
+def kind_for_type(t: type) -> NodeKind:
+    """The node kind of type ``t`` (unpickling a Structure); raises if it is not a node."""
+    kind = KINDS.get(t) or (None if t in LEAF_TYPES else _classify(t))
+    if kind is None:
+        raise ContainerDefinitionError(
+            f"{t.__qualname__!r} is not a node type here: declare or register it before "
+            f"unpickling structures that contain it."
+        )
+    return kind
+
+
+def _classify(t: type) -> NodeKind | None:
+    if issubclass(t, tuple) and isinstance(getattr(t, "_fields", None), tuple):
+        kind = _namedtuple_kind(t)
+        KINDS[t] = kind
+        return kind
+    traverse = getattr(t, "__container_traverse__", None)
+    if traverse is not None:
+        owner = getattr(traverse, "__container_owner__", None)
+        if owner is not None and owner is not t:
+            raise _subclass_error(t, owner)
+        kind = _protocol_kind(t)
+        KINDS[t] = kind
+        return kind
+    for base in t.__mro__[1:]:
+        if base in _REGISTERED:
+            raise _subclass_error(t, base)
+    if issubclass(t, (np.generic, frozenset, range)):
+        IMMUTABLE_LEAVES.add(t)
+    LEAF_TYPES.add(t)
+    LEAF_TYPES_NONE.add(t)
+    return None
+
+
+def _subclass_error(t: type, base: type) -> ContainerDefinitionError:
+    return ContainerDefinitionError(
+        f"{t.__qualname__!r} is a subclass of the container {base.__qualname__!r} but is "
+        f"not declared itself, so its fields are unknown and it cannot be rebuilt. "
+        f"Decorate {t.__qualname__!r} with @container (or call register({t.__qualname__})), "
+        f"or treat it as a leaf with is_leaf=/exclude=."
+    )
+
+
+def _namedtuple_kind(t: type) -> NodeKind:
+    fields: tuple[str, ...] = t._fields  # type: ignore[attr-defined]
+    keys = tuple(AttrKey(f) for f in fields)
+    new = tuple.__new__
+
+    def read(y: Any, aux: Any, n: int) -> Sequence[Any]:
+        return _read_sequence(y, aux, n)
+
+    return NodeKind(
+        t,
+        f"a {t.__qualname__!r}",
+        flatten=lambda x: (x, None),
+        unflatten=lambda aux, ch: new(t, tuple(ch)),
+        keys=lambda aux, n: keys,
+        read=read,
+        structural=lambda aux, ch: dict(zip(fields, ch)),
+        mutable=False,
+    )
+
+
+def _same_type_children(t: type, flatten: Callable[[Any], tuple[Sequence[Any], Any]]) -> Any:
+    def read(y: Any, aux: Any, n: int) -> Sequence[Any]:
+        if type(y) is not t:
+            raise Mismatch(f"the first tree has a {t.__qualname__!r} there, {{other}} has {label(y)}")
+        children = flatten(y)[0]
+        if len(children) != n:
+            raise Mismatch(
+                f"the first tree has a {t.__qualname__!r} with {n} children there, "
+                f"{{other}} has one with {len(children)}"
+            )
+        return children
+
+    return read
+
+
+def _protocol_kind(t: type) -> NodeKind:
+    def flatten(x: Any) -> tuple[list[Any], Any]:
+        children: list[Any] = []
+        x.__container_reduce__(children, _collect)
+        return children, x
+
+    def unflatten(template: Any, children: Sequence[Any]) -> Any:
+        return template.__container_traverse__(iter(children), _feed)[0]
+
+    def keys(template: Any, n: int) -> tuple[Key, ...]:
+        pairs = template.__container_serialize__()[1]
+        return tuple(
+            AttrKey(k) if isinstance(k, str) and k.isidentifier() else DictKey(k)
+            for k, _ in pairs
+        )
+
+    def aux_eq(a: Any, b: Any) -> bool:
+        return values_equal(a.__container_serialize__()[2], b.__container_serialize__()[2])
+
+    def structural(template: Any, children: Sequence[Any]) -> dict[Any, Any]:
+        return _keyed_dict(keys(template, len(children)), children)
+
+    return NodeKind(
+        t,
+        f"a {t.__qualname__!r}",
+        flatten=flatten,
+        unflatten=unflatten,
+        keys=keys,
+        read=_same_type_children(t, flatten),
+        structural=structural,
+        mutable=True,
+        aux_eq=aux_eq,
+        aux_hash=lambda a: hash(type(a)),
+    )
+
+
+def _collect(child: Any, acc: list[Any]) -> list[Any]:
+    acc.append(child)
+    return acc
+
+
+def _feed(child: Any, it: Any) -> tuple[Any, Any]:
+    return next(it), it
+
+
+def container_kind(spec: ContainerSpec, flatten: Any, unflatten: Any, children: Any) -> NodeKind:
+    """The kind of a declared container, from its generated functions."""
+    cls = spec.cls
+    keys = spec.child_keys
+    names = spec.children
+
+    def read(y: Any, aux: Any, n: int) -> Sequence[Any]:
+        if type(y) is not cls:
+            raise Mismatch(f"the first tree has a {cls.__qualname__!r} there, {{other}} has {label(y)}")
+        return children(y)  # type: ignore[no-any-return]
+
+    return NodeKind(
+        cls,
+        f"a {cls.__qualname__!r}",
+        flatten=flatten,
+        unflatten=unflatten,
+        keys=lambda aux, n: keys,
+        read=read,
+        structural=lambda aux, ch: dict(zip(names, ch)),
+        mutable=not spec.frozen,
+        spec=spec,
+    )
+
+
+class _KeyedAux:
+    """A register_node aux with the child keys ``keys(x)`` gave; == and hash ignore the keys."""
+
+    __slots__ = ("aux", "keys")
+
+    def __init__(self, aux: Any, keys: tuple[Key, ...]) -> None:
+        self.aux = aux
+        self.keys = keys
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _KeyedAux) and values_equal(self.aux, other.aux)
+
+    def __hash__(self) -> int:
+        return value_hash(self.aux)
+
+    def __repr__(self) -> str:
+        return repr(self.aux)
+
+
+def _as_key(k: Any, i: int) -> Key:
+    if isinstance(k, (AttrKey, IndexKey, DictKey)):
+        return k
+    if isinstance(k, str) and k.isidentifier():
+        return AttrKey(k)
+    return DictKey(k) if isinstance(k, Hashable) else index_key(i)
+
+
+def custom_kind(
+    cls: type,
+    flatten: Callable[[Any], tuple[Iterable[Any], Any]],
+    unflatten: Callable[[Any, Sequence[Any]], Any],
+    keys: Callable[[Any], Iterable[Any]] | None,
+) -> NodeKind:
+    """The kind of a ``register_node`` type."""
+    if keys is None:
+
+        def flat(x: Any) -> tuple[Sequence[Any], Any]:
+            children, aux = flatten(x)
+            return tuple(children), aux
+
+        def unflat(aux: Any, children: Sequence[Any]) -> Any:
+            return unflatten(aux, children)
+
+        key_fn = _no_keys
+    else:
+
+        def flat(x: Any) -> tuple[Sequence[Any], Any]:
+            children, aux = flatten(x)
+            return tuple(children), _KeyedAux(aux, tuple(_as_key(k, i) for i, k in enumerate(keys(x))))
+
+        def unflat(aux: Any, children: Sequence[Any]) -> Any:
+            return unflatten(aux.aux, children)
+
+        def key_fn(aux: Any, n: int) -> tuple[Key, ...]:
+            return aux.keys  # type: ignore[no-any-return]
+
+    def structural(aux: Any, children: Sequence[Any]) -> Any:
+        return _keyed_dict(aux.keys, children) if keys is not None else tuple(children)
+
+    return NodeKind(
+        cls,
+        f"a {cls.__qualname__!r}",
+        flatten=flat,
+        unflatten=unflat,
+        keys=key_fn,
+        read=_same_type_children(cls, flat),
+        structural=structural,
+        mutable=True,
+    )
+
+
+def add_kind(kind: NodeKind, name: str, *, explicit_name: bool, where: str) -> None:
+    """Register a declared or custom kind under ``name`` and tell the listeners.
+
+    A different class under an explicit name that is taken raises; under a default
+    name (or a redefinition of the same ``module.qualname``) the newest class wins.
+    """
+    cls = kind.type
+    if cls in _BUILTINS or cls in _SEED_LEAVES:
+        raise ContainerDefinitionError(
+            f"{where} on {cls.__qualname__!r}: {cls.__qualname__} is built in "
+            f"({'a node' if cls in _BUILTINS else 'always a leaf'}) and cannot be registered."
+        )
+    if cls in _REGISTERED:
+        raise ContainerDefinitionError(
+            f"{where} on {cls.__qualname__!r}: {cls.__qualname__} is already registered. "
+            f"Register each class once."
+        )
+    taken = _NAMES.get(name)
+    if (
+        explicit_name
+        and taken is not None
+        and taken is not cls
+        and (taken.__module__, taken.__qualname__) != (cls.__module__, cls.__qualname__)
+    ):
+        raise ContainerDefinitionError(
+            f"{where} on {cls.__qualname__!r}: the name {name!r} is already used by "
+            f"{taken.__module__}.{taken.__qualname__}. Names identify classes in saved "
+            f"files, so each must be unique: choose another name=."
+        )
+    _NAMES[name] = cls
+    _REGISTERED[cls] = kind
+    # A type seen before its registration was classified as a leaf (or its subclasses
+    # were): forget every classification and redo them lazily.
+    LEAF_TYPES.intersection_update(_SEED_LEAVES)
+    IMMUTABLE_LEAVES.intersection_update(_SEED_IMMUTABLE)
+    LEAF_TYPES_NONE.intersection_update({*_SEED_LEAVES, type(None)})
+    KINDS.clear()
+    KINDS.update(_BUILTINS)
+    KINDS.update(_REGISTERED)
+    for listener in list(_LISTENERS):
+        listener(kind)
+
+
+def on_register(listener: Callable[[NodeKind], None]) -> None:
+    """Call ``listener(kind)`` for every registered kind, now and in the future."""
+    _LISTENERS.append(listener)
+    for kind in list(_REGISTERED.values()):
+        listener(kind)
+
+
+def registered_kinds() -> list[NodeKind]:
+    """The declared and ``register_node`` kinds, in registration order."""
+    return list(_REGISTERED.values())
+
+
+def class_by_name(name: str) -> type | None:
+    """The class registered under ``name`` (what files use), or ``None``."""
+    return _NAMES.get(name)

@@ -1,0 +1,183 @@
+"""Operations on shapes (JAX): broadcast a prefix tree, transpose, diff two structures.
+
+Thin operations over ``_flatten``'s Structure and the registry's node kinds; every
+walk here is iterative, so any depth works. Nothing here calls user functions on leaves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from containers._errors import StructureError
+from containers._flatten import Structure, aux_difference, flatten
+from containers._paths import DictKey, KeyPath, keystr, where
+from containers._registry import kind_of, label
+from containers._walk import cycle_error
+
+__all__ = ["assert_same_structure", "broadcast", "diff", "transpose"]
+
+
+def broadcast(
+    prefix: Any,
+    full: Any,
+    /,
+    *,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+) -> Any:
+    """Return a tree shaped like ``full`` whose leaves repeat the leaves of ``prefix``.
+
+    ``prefix`` must be a prefix of ``full``: the same nodes down to its own leaves
+    (JAX's prefix trees, as in ``vmap``'s ``in_axes``). Each leaf of ``prefix`` is
+    repeated over the whole subtree of ``full`` below it.
+
+    Examples:
+        >>> import containers as ct
+        >>> ct.broadcast(("x", 0), (1.0, {"k1": 2.0, "k2": 3.0}))
+        ('x', {'k1': 0, 'k2': 0})
+        >>> ct.broadcast((None, 0), ([1, 2], 3), none_is_leaf=True)
+        ([None, None], 0)
+
+    Raises:
+        StructureError: ``prefix`` is not a prefix of ``full``; the message names the
+            first differing path.
+    """
+    pleaves, pstruct = flatten(prefix, is_leaf=is_leaf, none_is_leaf=none_is_leaf)
+    subtrees = pstruct.flatten_up_to(full)
+    filled = []
+    for value, sub in zip(pleaves, subtrees):
+        n, s = _count(sub, is_leaf, none_is_leaf)
+        filled.append(s.unflatten([value] * n))
+    return pstruct.unflatten(filled)
+
+
+def _count(tree: Any, is_leaf: Callable[[Any], bool] | None, none_is_leaf: bool) -> tuple[int, Structure[Any]]:
+    _, s = flatten(tree, is_leaf=is_leaf, none_is_leaf=none_is_leaf)
+    return s.num_leaves, s
+
+
+def transpose(outer: Structure[Any], inner: Structure[Any], tree: Any, /) -> Any:
+    """Turn a tree of shape ``outer`` of trees of shape ``inner`` inside out (JAX).
+
+    Examples:
+        >>> import containers as ct
+        >>> outer = ct.structure([0, 0])
+        >>> inner = ct.structure({"a": 0, "b": 0})
+        >>> ct.transpose(outer, inner, [{"a": 1, "b": 2}, {"a": 3, "b": 4}])
+        {'a': [1, 3], 'b': [2, 4]}
+
+    Raises:
+        StructureError: ``tree`` is not ``outer`` of ``inner``.
+        TypeError: ``outer`` or ``inner`` is not a Structure.
+    """
+    for name, s in (("outer", outer), ("inner", inner)):
+        if not isinstance(s, Structure):
+            raise TypeError(
+                f"transpose: {name} must be a Structure (from ct.structure), got "
+                f"{type(s).__qualname__}."
+            )
+    columns = []
+    for i, sub in enumerate(outer.flatten_up_to(tree)):
+        try:
+            columns.append(inner.flatten_up_to(sub))
+        except StructureError as err:
+            path = (*outer.paths()[i], *(err.path or ()))
+            raise StructureError(
+                f"transpose: the subtree at {where(outer.paths()[i])} does not have the "
+                f"inner structure: {err}",
+                path,
+            ) from None
+    rows = [outer.unflatten(list(row)) for row in zip(*columns)] if columns else []
+    if not columns:
+        rows = [outer.unflatten([]) for _ in range(inner.num_leaves)]
+    return inner.unflatten(rows)
+
+
+def diff(a: Any, b: Any, /) -> list[tuple[KeyPath, str]]:
+    """List every structural difference between two trees, as ``(path, description)``.
+
+    Leaves are not compared, only the shape: node types, keys, lengths and kept
+    values. The list is empty exactly when ``structure(a) == structure(b)``.
+
+    Examples:
+        >>> import containers as ct
+        >>> for path, what in ct.diff({"a": [1, 2], "b": 0}, {"a": [1], "c": 0}):
+        ...     print(ct.keystr(path) or "<root>", "->", what)
+        ['a'] -> a list with 2 children in one and 1 in the other
+        ['b'] -> present only in the first tree
+        ['c'] -> present only in the second tree
+    """
+    out: list[tuple[KeyPath, str]] = []
+    on_path: dict[int, KeyPath] = {}
+    # Items: a pair to compare, a finding to report (in visit order), or the id of a
+    # node of `a` being left (for cycle detection).
+    todo: list[Any] = [(a, b, ())]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, int):
+            del on_path[item]
+            continue
+        if len(item) == 2:
+            out.append(item)
+            continue
+        va, vb, path = item
+        ka, kb = kind_of(va), kind_of(vb)
+        if ka is None and kb is None:
+            continue
+        if ka is None or kb is None or ka.type is not kb.type:
+            out.append((path, f"{label(va)} vs {label(vb)}"))
+            continue
+        if id(va) in on_path:
+            raise cycle_error("diff", path, on_path[id(va)])
+        kids_a, aux_a = ka.flatten(va)
+        kids_b, aux_b = kb.flatten(vb)
+        keys_a = ka.keys(aux_a, len(kids_a))
+        keys_b = kb.keys(aux_b, len(kids_b))
+        index_b = {k: i for i, k in enumerate(keys_b)}
+        keyed = any(isinstance(k, DictKey) for k in (*keys_a, *keys_b))
+        steps: list[Any] = []
+        if keyed and set(keys_a) != set(keys_b):
+            set_a = set(keys_a)
+            for i, k in enumerate(keys_a):
+                j = index_b.get(k)
+                if j is None:
+                    steps.append(((*path, k), "present only in the first tree"))
+                else:
+                    steps.append((kids_a[i], kids_b[j], (*path, k)))
+            steps.extend(
+                ((*path, k), "present only in the second tree") for k in keys_b if k not in set_a
+            )
+        else:
+            if len(kids_a) != len(kids_b) or not ka.aux_eq(aux_a, aux_b):
+                out.append((path, aux_difference(ka, aux_a, aux_b, len(kids_a), len(kids_b))))
+            for i, k in enumerate(keys_a):
+                j = index_b.get(k)
+                if j is not None:
+                    steps.append((kids_a[i], kids_b[j], (*path, k)))
+        on_path[id(va)] = path
+        todo.append(id(va))
+        todo.extend(reversed(steps))
+    return out
+
+
+def assert_same_structure(a: Any, b: Any, /) -> None:
+    """Raise ``StructureError`` listing every difference if ``a`` and ``b`` differ in shape.
+
+    Examples:
+        >>> import containers as ct
+        >>> ct.assert_same_structure([1, (2, 3)], ["a", ("b", "c")])
+        >>> ct.assert_same_structure([1, (2, 3)], [1, 2])
+        Traceback (most recent call last):
+        ...
+        containers.StructureError: assert_same_structure: the trees differ in 1 place: at [1]: a tuple vs a leaf of type int.
+    """
+    found = diff(a, b)
+    if found:
+        places = "; ".join(f"at {keystr(p) or 'the root'}: {what}" for p, what in found[:10])
+        more = f" (and {len(found) - 10} more)" if len(found) > 10 else ""
+        raise StructureError(
+            f"assert_same_structure: the trees differ in {len(found)} "
+            f"place{'s' if len(found) > 1 else ''}: {places}{more}.",
+            found[0][0],
+        )

@@ -1,0 +1,374 @@
+"""The generic recursion: walk objects (Functors.jl) and the iterative map engine.
+
+This stage holds the full semantics of fmap-like traversal: exclude, the identity
+cache and prune, several aligned trees, paths, structural output, cycles and unlimited
+depth. ``map_tree`` runs it with an explicit stack; the walk classes say the same
+thing recursively and are what ``fmap(walk=...)`` composes. The fast paths in
+``_fmap``/``_flatten`` must agree with ``map_tree``; property tests check it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from containers._errors import StructureError
+from containers._paths import Key, KeyPath, where
+from containers._registry import Mismatch, cacheable, kind_of
+
+__all__ = [
+    "MAX_FAST_DEPTH",
+    "UNSET",
+    "CachedWalk",
+    "CollectWalk",
+    "DefaultWalk",
+    "ExcludeWalk",
+    "StructuralWalk",
+    "Walk",
+    "collect",
+    "execute",
+    "map_tree",
+    "cycle_error",
+    "mismatch_error",
+]
+
+
+class _Unset(enum.Enum):
+    UNSET = "UNSET"
+
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+#: "No value given" (``prune``'s default), since ``None`` is a valid prune value.
+UNSET = _Unset.UNSET
+
+#: Depth at which the recursive fast paths (``_fmap``, ``_flatten``) hand a subtree to
+#: the iterative engine, well below Python's recursion limit.
+MAX_FAST_DEPTH = 200
+
+_ORDINALS = ("first", "second", "third", "fourth", "fifth")
+
+
+def _ordinal(i: int) -> str:
+    return _ORDINALS[i] if i < len(_ORDINALS) else f"#{i + 1}"
+
+
+def mismatch_error(op: str, path: KeyPath, tree_index: int, what: str) -> StructureError:
+    """The error for tree ``tree_index`` (0-based) not fitting the first one at ``path``."""
+    other = f"the {_ordinal(tree_index)}"
+    return StructureError(
+        f"{op}: trees differ at {where(path)}: {what.replace('{other}', other)}. "
+        f"Every other tree must have the first tree's nodes and keys.",
+        path,
+    )
+
+
+def cycle_error(op: str, path: KeyPath, first: KeyPath) -> StructureError:
+    """The error for a node that contains itself."""
+    return StructureError(
+        f"{op}: the tree has a reference cycle: the object at {where(path)} is the same "
+        f"object as its ancestor at {where(first)}. Trees must be acyclic; break the "
+        f"cycle or treat the object as a leaf with exclude=/is_leaf=.",
+        path,
+    )
+
+
+def _read_all(op: str, kind: Any, ys: Sequence[Any], aux: Any, n: int, path: KeyPath) -> list[Any]:
+    out = []
+    for i, y in enumerate(ys):
+        try:
+            out.append(kind.read(y, aux, n))
+        except Mismatch as e:
+            raise mismatch_error(op, path, i + 1, str(e)) from None
+    return out
+
+
+class _Frame:
+    """One node being mapped: its children, the other trees' children, the results."""
+
+    __slots__ = ("aux", "ckey", "keys", "kids", "kind", "node", "out", "path", "ykids")
+
+    def __init__(
+        self,
+        node: Any,
+        kind: Any,
+        kids: Sequence[Any],
+        aux: Any,
+        ykids: list[Any],
+        keys: Sequence[Key],
+        path: KeyPath,
+        ckey: int | None,
+    ) -> None:
+        self.node = node
+        self.kind = kind
+        self.kids = kids
+        self.aux = aux
+        self.ykids = ykids
+        self.keys = keys
+        self.path = path
+        self.ckey = ckey
+        self.out: list[Any] = []
+
+
+def map_tree(
+    f: Callable[..., Any],
+    x: Any,
+    ys: Sequence[Any] = (),
+    *,
+    exclude: Callable[..., bool],
+    cache: dict[int, tuple[Any, Any]] | None,
+    prune: Any = UNSET,
+    structural: bool = False,
+    with_path: bool = False,
+    op: str = "fmap",
+    root_path: KeyPath = (),
+) -> Any:
+    """Map ``f`` over ``x`` (and the aligned ``ys``) with an explicit stack.
+
+    Semantics (Functors.jl's ``fmap``): a value for which ``exclude`` is true is
+    replaced by ``f(value, *ys_values)`` (``f(path, value, ...)`` and
+    ``exclude(path, value)`` with ``with_path``); a leaf that is not excluded is kept;
+    a node is rebuilt from its mapped children (or, with ``structural``, turned into
+    a plain dict/tuple/list). With ``cache`` (a dict), mutable values are mapped once:
+    a repeat gets the first result, or ``prune``. The first tree decides the structure;
+    the others are read by key. A node that contains itself raises ``StructureError``.
+    """
+    on_path: dict[int, KeyPath] = {}
+    stack: list[_Frame] = []
+    use_prune = prune is not UNSET
+    result: Any = None
+
+    def visit(node: Any, yvals: Sequence[Any], path: KeyPath) -> tuple[bool, Any]:
+        """Map ``node`` at once (True, value), or push its frame (False, None)."""
+        ckey = None
+        if cache is not None and cacheable(node):
+            ckey = id(node)
+            hit = cache.get(ckey)
+            if hit is not None:
+                return True, prune if use_prune else hit[1]
+        if exclude(path, node) if with_path else exclude(node):
+            value = f(path, node, *yvals) if with_path else f(node, *yvals)
+            if ckey is not None:
+                cache[ckey] = (node, value)  # type: ignore[index]
+            return True, value
+        kind = kind_of(node)
+        if kind is None:
+            return True, node
+        if id(node) in on_path:
+            raise cycle_error(op, path, on_path[id(node)])
+        kids, aux = kind.flatten(node)
+        n = len(kids)
+        ykids = _read_all(op, kind, yvals, aux, n, path) if yvals else []
+        stack.append(_Frame(node, kind, kids, aux, ykids, kind.keys(aux, n), path, ckey))
+        on_path[id(node)] = path
+        return False, None
+
+    done, result = visit(x, ys, root_path)
+    if done:
+        return result
+    while stack:
+        frame = stack[-1]
+        i = len(frame.out)
+        if i < len(frame.kids):
+            yvals = [yk[i] for yk in frame.ykids]
+            done, value = visit(frame.kids[i], yvals, (*frame.path, frame.keys[i]))
+            if done:
+                frame.out.append(value)
+            continue
+        stack.pop()
+        del on_path[id(frame.node)]
+        build = frame.kind.structural if structural else frame.kind.unflatten
+        value = build(frame.aux, frame.out)
+        if frame.ckey is not None:
+            cache[frame.ckey] = (frame.node, value)  # type: ignore[index]
+        if stack:
+            stack[-1].out.append(value)
+        else:
+            result = value
+    return result
+
+
+def collect(x: Any, exclude: Callable[[Any], bool]) -> list[Any]:
+    """Every node and leaf of ``x`` in depth-first pre-order, mutable ones once.
+
+    An excluded value and its subtree are dropped. Because each mutable object is
+    visited once, this also ends on cyclic graphs.
+    """
+    out: list[Any] = []
+    seen: dict[int, Any] = {}
+    todo = [x]
+    while todo:
+        value = todo.pop()
+        if exclude(value):
+            continue
+        if cacheable(value):
+            if id(value) in seen:
+                continue
+            seen[id(value)] = value
+        out.append(value)
+        kind = kind_of(value)
+        if kind is not None:
+            todo.extend(reversed(kind.flatten(value)[0]))
+    return out
+
+
+# --- walk objects (Functors.jl): the recursive statement of the same semantics ----------
+
+
+class Walk:
+    """A step of a recursive traversal: ``walk(recurse, x, *ys)``.
+
+    ``recurse(child, *ys_children)`` maps a child; the walk decides what to do with
+    ``x`` itself. ``execute(walk, x, *ys)`` runs one. Walks recurse through Python
+    calls, so a custom walk is bounded by the interpreter's recursion limit.
+    """
+
+    def __call__(self, recurse: Callable[..., Any], x: Any, *ys: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must define __call__")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class DefaultWalk(Walk):
+    """Rebuild a node from its recursed children; return a leaf unchanged.
+
+    Examples:
+        >>> import containers as ct
+        >>> ct.execute(ct.DefaultWalk(), [1, (2, 3)])
+        [1, (2, 3)]
+    """
+
+    _build = "unflatten"
+
+    def __call__(self, recurse: Callable[..., Any], x: Any, *ys: Any) -> Any:
+        kind = kind_of(x)
+        if kind is None:
+            return x
+        kids, aux = kind.flatten(x)
+        n = len(kids)
+        ykids = _read_all(type(self).__name__, kind, ys, aux, n, ())
+        out = [recurse(kid, *(yk[i] for yk in ykids)) for i, kid in enumerate(kids)]
+        return getattr(kind, self._build)(aux, out)
+
+
+class StructuralWalk(DefaultWalk):
+    """Like ``DefaultWalk``, but containers become dicts keyed by field name.
+
+    Examples:
+        >>> import containers as ct
+        >>> @ct.container
+        ... class P:
+        ...     a: int
+        ...     b: tuple
+        >>> ct.execute(ct.StructuralWalk(), P(1, (2, 3)))
+        {'a': 1, 'b': (2, 3)}
+    """
+
+    _build = "structural"
+
+
+class ExcludeWalk(Walk):
+    """Call ``fn(x, *ys)`` where ``exclude(x)`` is true; otherwise defer to ``walk``.
+
+    Examples:
+        >>> import containers as ct
+        >>> w = ct.ExcludeWalk(ct.DefaultWalk(), lambda v: v * 2, ct.isleaf)
+        >>> ct.execute(w, [1, (2, 3)])
+        [2, (4, 6)]
+    """
+
+    def __init__(self, walk: Walk, fn: Callable[..., Any], exclude: Callable[[Any], bool]) -> None:
+        self.walk = walk
+        self.fn = fn
+        self.exclude = exclude
+
+    def __call__(self, recurse: Callable[..., Any], x: Any, *ys: Any) -> Any:
+        if self.exclude(x):
+            return self.fn(x, *ys)
+        return self.walk(recurse, x, *ys)
+
+    def __repr__(self) -> str:
+        return f"ExcludeWalk({self.walk!r}, {self.fn!r}, {self.exclude!r})"
+
+
+class CachedWalk(Walk):
+    """Map each mutable object once, by identity; repeats get the result (or ``prune``).
+
+    Examples:
+        >>> import containers as ct
+        >>> shared = [1.0]
+        >>> w = ct.CachedWalk(ct.ExcludeWalk(ct.DefaultWalk(), lambda v: v + 1, ct.isleaf))
+        >>> out = ct.execute(w, {"a": shared, "b": shared})
+        >>> out, out["a"] is out["b"]
+        ({'a': [2.0], 'b': [2.0]}, True)
+    """
+
+    def __init__(
+        self, walk: Walk, *, prune: Any = UNSET, cache: dict[int, tuple[Any, Any]] | None = None
+    ) -> None:
+        self.walk = walk
+        self.prune = prune
+        self.cache: dict[int, tuple[Any, Any]] = {} if cache is None else cache
+
+    def __call__(self, recurse: Callable[..., Any], x: Any, *ys: Any) -> Any:
+        if not cacheable(x):
+            return self.walk(recurse, x, *ys)
+        hit = self.cache.get(id(x))
+        if hit is not None:
+            return hit[1] if self.prune is UNSET else self.prune
+        value = self.walk(recurse, x, *ys)
+        self.cache[id(x)] = (x, value)
+        return value
+
+    def __repr__(self) -> str:
+        return f"CachedWalk({self.walk!r}, prune={self.prune!r})"
+
+
+class CollectWalk(Walk):
+    """Append every value to ``items`` in pre-order, mutable objects once (fcollect).
+
+    Examples:
+        >>> import containers as ct
+        >>> w = ct.CollectWalk()
+        >>> _ = ct.execute(w, [1, (2,)])
+        >>> w.items
+        [[1, (2,)], 1, (2,), 2]
+    """
+
+    def __init__(self, exclude: Callable[[Any], bool] = lambda v: False) -> None:
+        self.exclude = exclude
+        self.items: list[Any] = []
+        self._seen: dict[int, Any] = {}
+
+    def __call__(self, recurse: Callable[..., Any], x: Any, *ys: Any) -> None:
+        if self.exclude(x):
+            return
+        if cacheable(x):
+            if id(x) in self._seen:
+                return
+            self._seen[id(x)] = x
+        self.items.append(x)
+        kind = kind_of(x)
+        if kind is not None:
+            for kid in kind.flatten(x)[0]:
+                recurse(kid)
+
+
+def execute(walk: Callable[..., Any], x: Any, *ys: Any) -> Any:
+    """Run ``walk`` from the root: ``walk(recurse, x, *ys)``, where ``recurse`` re-enters it.
+
+    Examples:
+        >>> import containers as ct
+        >>> walk = ct.ExcludeWalk(ct.StructuralWalk(), str, ct.isleaf)
+        >>> ct.execute(walk, (1, [2]))
+        ('1', ['2'])
+    """
+
+    def recurse(value: Any, *yvals: Any) -> Any:
+        return walk(recurse, value, *yvals)
+
+    return walk(recurse, x, *ys)
+

@@ -1,0 +1,60 @@
+"""Recursive traversals with an accumulator, ``fun`` on leaves only (Nx.Defn.Composite).
+
+Examples:
+    >>> import containers as ct
+    >>> from containers import composite
+    >>> composite.traverse({"a": 1, "b": (2, 3)}, 0, lambda v, acc: (v * 10, acc + v))
+    ({'a': 10, 'b': (20, 30)}, 6)
+    >>> composite.reduce([1, [2, 3]], [], lambda v, acc: acc + [v])
+    [1, 2, 3]
+    >>> composite.count({"a": 1, "b": (2, None)})
+    2
+    >>> composite.flatten_list([(1, 2), {"k": 3}], tail=[4])
+    [1, 2, 3, 4]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from containers._flatten import flatten, leaves
+
+__all__ = ["count", "flatten_list", "reduce", "traverse"]
+
+A = TypeVar("A")
+T = TypeVar("T")
+
+
+def traverse(x: T, acc: A, fun: Callable[[Any, A], tuple[Any, A]], /) -> tuple[T, A]:
+    """Map ``fun(leaf, acc) -> (new_leaf, acc)`` over every leaf, threading ``acc``.
+
+    Leaves are visited in flatten order; the tree is rebuilt with the new leaves.
+    """
+    old, s = flatten(x)
+    new = []
+    for leaf in old:
+        value, acc = fun(leaf, acc)
+        new.append(value)
+    return s.unflatten(new), acc
+
+
+def reduce(x: Any, acc: A, fun: Callable[[Any, A], A], /) -> A:
+    """Fold ``fun(leaf, acc) -> acc`` over every leaf, in flatten order."""
+    for leaf in leaves(x):
+        acc = fun(leaf, acc)
+    return acc
+
+
+def count(x: Any, /) -> int:
+    """The number of leaves of ``x``."""
+    return len(leaves(x))
+
+
+def flatten_list(xs: Iterable[Any], /, tail: Iterable[Any] = ()) -> list[Any]:
+    """The leaves of every tree in ``xs``, in order, followed by ``tail``."""
+    out: list[Any] = []
+    for x in xs:
+        out.extend(leaves(x))
+    out.extend(tail)
+    return out
