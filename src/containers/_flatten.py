@@ -8,7 +8,7 @@ rebuilds without recursion at any depth. This stage never maps functions over le
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from containers._errors import StructureError
@@ -229,43 +229,38 @@ def _ends(records: Sequence[Record]) -> list[int]:
     return ends
 
 
-def _preorder(records: Sequence[Record]) -> Iterator[tuple[int, KeyPath]]:
-    """Yield ``(record index, path)`` for every node and ``(-1, path)`` for every leaf."""
+def _leaf_paths(records: Sequence[Record]) -> list[KeyPath]:
+    """The key path of every leaf, in flatten order (node paths are never built: at
+    depth d that would cost O(d**2))."""
     if not records:
-        yield -1, ()
-        return
-    nxt = 0
-
-    def open_(path: KeyPath) -> list[Any]:
-        nonlocal nxt
-        kind, aux, n, mask = records[nxt]
-        nxt += 1
-        return [nxt - 1, kind.keys(aux, n), mask, 0, path]
-
-    frame = open_(())
-    yield 0, ()
-    stack = [frame]
+        return [()]
+    out: list[KeyPath] = []
+    keys_above: list[Key] = []
+    nxt = 1
+    kind, aux, n, mask = records[0]
+    stack = [[kind.keys(aux, n), mask, 0]]
     while stack:
         fr = stack[-1]
-        _, keys, mask, i, path = fr
+        keys, mask, i = fr
         if i == len(keys):
             stack.pop()
+            if keys_above:
+                keys_above.pop()
             continue
-        fr[3] = i + 1
-        sub = (*path, keys[i])
+        fr[2] = i + 1
         if mask is None or (mask is not True and not mask[i]):
-            yield -1, sub
+            out.append((*keys_above, keys[i]))
         else:
-            child = open_(sub)
-            yield child[0], sub
-            stack.append(child)
+            keys_above.append(keys[i])
+            kind, aux, n, mask = records[nxt]
+            nxt += 1
+            stack.append([kind.keys(aux, n), mask, 0])
+    return out
 
 
 def _restore(refs: tuple[tuple[type, Any, int, Any], ...], num_leaves: int) -> Structure[Any]:
-    records = []
-    for t, aux, n, mask in refs:
-        records.append((kind_for_type(t), aux, n, mask))
-    return Structure(tuple(records), num_leaves)
+    records = tuple((kind_for_type(t), aux, n, mask) for t, aux, n, mask in refs)
+    return Structure(records, num_leaves)
 
 
 class Structure(Generic[T]):
@@ -340,7 +335,7 @@ class Structure(Generic[T]):
 
     def paths(self) -> list[KeyPath]:
         """The key path of every leaf, in flatten order."""
-        return [path for j, path in _preorder(self._records) if j < 0]
+        return _leaf_paths(self._records)
 
     def flatten_up_to(self, tree: Any, /) -> list[Any]:
         """Cut ``tree`` at this structure: the subtrees at this structure's leaves.

@@ -10,7 +10,7 @@ import ast
 from collections.abc import Hashable, Sequence
 from typing import Any, TypeAlias, Union
 
-__all__ = ["AttrKey", "DictKey", "IndexKey", "Key", "KeyPath", "keystr", "parse_keystr"]
+__all__ = ["AttrKey", "DictKey", "IndexKey", "Key", "KeyPath", "index_key", "keystr", "parse_keystr", "where"]
 
 
 class AttrKey:
@@ -184,8 +184,16 @@ def keystr(path: Sequence[Key]) -> str:
 
 
 def where(path: Sequence[Key]) -> str:
-    """Render a path for an error message: ``'.a[0]'`` or ``'the root'``."""
-    return repr(keystr(path)) if path else "the root"
+    """Render a path for an error message: ``'.a[0]'`` or ``'the root'``.
+
+    Paths in very deep trees are shortened to their ends and their depth.
+    """
+    if not path:
+        return "the root"
+    if len(path) > 40:
+        head, tail = keystr(path[:12]), keystr(path[-12:])
+        return f"{head + '...' + tail!r} (depth {len(path)})"
+    return repr(keystr(path))
 
 
 def parse_keystr(text: str) -> KeyPath:

@@ -109,55 +109,62 @@ def diff(a: Any, b: Any, /) -> list[tuple[KeyPath, str]]:
         ['c'] -> present only in the second tree
     """
     out: list[tuple[KeyPath, str]] = []
-    on_path: dict[int, KeyPath] = {}
-    # Items: a pair to compare, a finding to report (in visit order), or the id of a
-    # node of `a` being left (for cycle detection).
-    todo: list[Any] = [(a, b, ())]
-    while todo:
-        item = todo.pop()
-        if isinstance(item, int):
-            del on_path[item]
-            continue
-        if len(item) == 2:
-            out.append(item)
-            continue
-        va, vb, path = item
+    on_path: dict[int, int] = {}  # id of a node of `a` being compared -> stack depth
+    # Each frame: [node of a, steps, next step]; a step is (key, child_a, child_b) or
+    # (key, finding). Paths are derived from the stack when a finding needs one.
+    stack: list[list[Any]] = []
+
+    def path_here() -> KeyPath:
+        return tuple(fr[1][fr[2] - 1][0] for fr in stack)
+
+    def compare(va: Any, vb: Any) -> None:
         ka, kb = kind_of(va), kind_of(vb)
         if ka is None and kb is None:
-            continue
+            return
         if ka is None or kb is None or ka.type is not kb.type:
-            out.append((path, f"{label(va)} vs {label(vb)}"))
-            continue
+            out.append((path_here(), f"{label(va)} vs {label(vb)}"))
+            return
         if id(va) in on_path:
-            raise cycle_error("diff", path, on_path[id(va)])
+            raise cycle_error("diff", path_here(), path_here()[: on_path[id(va)]])
         kids_a, aux_a = ka.flatten(va)
         kids_b, aux_b = kb.flatten(vb)
         keys_a = ka.keys(aux_a, len(kids_a))
         keys_b = kb.keys(aux_b, len(kids_b))
         index_b = {k: i for i, k in enumerate(keys_b)}
-        keyed = any(isinstance(k, DictKey) for k in (*keys_a, *keys_b))
-        steps: list[Any] = []
-        if keyed and set(keys_a) != set(keys_b):
+        steps: list[tuple[Any, ...]] = []
+        if any(isinstance(k, DictKey) for k in (*keys_a, *keys_b)) and set(keys_a) != set(keys_b):
             set_a = set(keys_a)
             for i, k in enumerate(keys_a):
                 j = index_b.get(k)
                 if j is None:
-                    steps.append(((*path, k), "present only in the first tree"))
+                    steps.append((k, "present only in the first tree"))
                 else:
-                    steps.append((kids_a[i], kids_b[j], (*path, k)))
-            steps.extend(
-                ((*path, k), "present only in the second tree") for k in keys_b if k not in set_a
-            )
+                    steps.append((k, kids_a[i], kids_b[j]))
+            steps.extend((k, "present only in the second tree") for k in keys_b if k not in set_a)
         else:
             if len(kids_a) != len(kids_b) or not ka.aux_eq(aux_a, aux_b):
-                out.append((path, aux_difference(ka, aux_a, aux_b, len(kids_a), len(kids_b))))
+                out.append((path_here(), aux_difference(ka, aux_a, aux_b, len(kids_a), len(kids_b))))
             for i, k in enumerate(keys_a):
                 j = index_b.get(k)
                 if j is not None:
-                    steps.append((kids_a[i], kids_b[j], (*path, k)))
-        on_path[id(va)] = path
-        todo.append(id(va))
-        todo.extend(reversed(steps))
+                    steps.append((k, kids_a[i], kids_b[j]))
+        on_path[id(va)] = len(stack)
+        stack.append([va, steps, 0])
+
+    compare(a, b)
+    while stack:
+        frame = stack[-1]
+        node, steps, i = frame
+        if i == len(steps):
+            stack.pop()
+            del on_path[id(node)]
+            continue
+        frame[2] = i + 1
+        step = steps[i]
+        if len(step) == 2:
+            out.append((path_here(), step[1]))
+        else:
+            compare(step[1], step[2])
     return out
 
 

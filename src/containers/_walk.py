@@ -75,18 +75,22 @@ def cycle_error(op: str, path: KeyPath, first: KeyPath) -> StructureError:
     )
 
 
-def _read_all(op: str, kind: Any, ys: Sequence[Any], aux: Any, n: int, path: KeyPath) -> list[Any]:
+def _read_all(op: str, kind: Any, ys: Sequence[Any], aux: Any, n: int, path: Callable[[], KeyPath]) -> list[Any]:
     out = []
     for i, y in enumerate(ys):
         try:
             out.append(kind.read(y, aux, n))
         except Mismatch as e:
-            raise mismatch_error(op, path, i + 1, str(e)) from None
+            raise mismatch_error(op, path(), i + 1, str(e)) from None
     return out
 
 
 class _Frame:
-    """One node being mapped: its children, the other trees' children, the results."""
+    """One node being mapped: its children, the other trees' children, the results.
+
+    The path of the child being visited is ``keys[len(out)]``; paths are derived from
+    the stack when needed (materializing one per frame would cost O(depth**2)).
+    """
 
     __slots__ = ("aux", "ckey", "keys", "kids", "kind", "node", "out", "path", "ykids")
 
@@ -98,7 +102,7 @@ class _Frame:
         aux: Any,
         ykids: list[Any],
         keys: Sequence[Key],
-        path: KeyPath,
+        path: KeyPath | None,
         ckey: int | None,
     ) -> None:
         self.node = node
@@ -123,7 +127,6 @@ def map_tree(
     structural: bool = False,
     with_path: bool = False,
     op: str = "fmap",
-    root_path: KeyPath = (),
 ) -> Any:
     """Map ``f`` over ``x`` (and the aligned ``ys``) with an explicit stack.
 
@@ -135,12 +138,14 @@ def map_tree(
     a repeat gets the first result, or ``prune``. The first tree decides the structure;
     the others are read by key. A node that contains itself raises ``StructureError``.
     """
-    on_path: dict[int, KeyPath] = {}
+    on_path: dict[int, int] = {}  # id of a node being mapped -> its depth in the stack
     stack: list[_Frame] = []
     use_prune = prune is not UNSET
-    result: Any = None
 
-    def visit(node: Any, yvals: Sequence[Any], path: KeyPath) -> tuple[bool, Any]:
+    def path_at(depth: int) -> KeyPath:
+        return tuple(fr.keys[len(fr.out)] for fr in stack[:depth])
+
+    def visit(node: Any, yvals: Sequence[Any], path: KeyPath | None) -> tuple[bool, Any]:
         """Map ``node`` at once (True, value), or push its frame (False, None)."""
         ckey = None
         if cache is not None and cacheable(node):
@@ -156,16 +161,17 @@ def map_tree(
         kind = kind_of(node)
         if kind is None:
             return True, node
+        depth = len(stack)
         if id(node) in on_path:
-            raise cycle_error(op, path, on_path[id(node)])
+            raise cycle_error(op, path_at(depth), path_at(on_path[id(node)]))
         kids, aux = kind.flatten(node)
         n = len(kids)
-        ykids = _read_all(op, kind, yvals, aux, n, path) if yvals else []
+        ykids = _read_all(op, kind, yvals, aux, n, lambda: path_at(depth)) if yvals else []
         stack.append(_Frame(node, kind, kids, aux, ykids, kind.keys(aux, n), path, ckey))
-        on_path[id(node)] = path
+        on_path[id(node)] = depth
         return False, None
 
-    done, result = visit(x, ys, root_path)
+    done, result = visit(x, ys, () if with_path else None)
     if done:
         return result
     while stack:
@@ -173,7 +179,8 @@ def map_tree(
         i = len(frame.out)
         if i < len(frame.kids):
             yvals = [yk[i] for yk in frame.ykids]
-            done, value = visit(frame.kids[i], yvals, (*frame.path, frame.keys[i]))
+            sub = (*frame.path, frame.keys[i]) if frame.path is not None else None
+            done, value = visit(frame.kids[i], yvals, sub)
             if done:
                 frame.out.append(value)
             continue
@@ -249,7 +256,7 @@ class DefaultWalk(Walk):
             return x
         kids, aux = kind.flatten(x)
         n = len(kids)
-        ykids = _read_all(type(self).__name__, kind, ys, aux, n, ())
+        ykids = _read_all(type(self).__name__, kind, ys, aux, n, tuple)
         out = [recurse(kid, *(yk[i] for yk in ykids)) for i, kid in enumerate(kids)]
         return getattr(kind, self._build)(aux, out)
 
