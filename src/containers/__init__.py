@@ -14,6 +14,8 @@ from containers._decorator import field as field
 from containers._decorator import register as register
 from containers._decorator import register_node as register_node
 from containers._decorator import spec as spec
+from containers._display import pformat as pformat
+from containers._display import pprint as pprint
 from containers._errors import ContainerDefinitionError as ContainerDefinitionError
 from containers._errors import ContainersError as ContainersError
 from containers._errors import FormatError as FormatError
@@ -62,10 +64,27 @@ __version__ = "0.1.0"
 # Public objects say they come from `containers` (reprs, tracebacks, pickles of
 # classes, docs), wherever they are defined.
 for _name in (
-    "AttrKey", "CachedWalk", "CollectWalk", "Container", "ContainerDefinitionError",
-    "ContainersError", "DefaultWalk", "DictKey", "ExcludeWalk", "FormatError", "IndexKey",
-    "IntegrityError", "LimitError", "SchemaError", "SerializationError", "Structure",
-    "StructureError", "StructuralWalk", "UnknownTypeError", "VersionError", "Walk",
+    "AttrKey",
+    "CachedWalk",
+    "CollectWalk",
+    "Container",
+    "ContainerDefinitionError",
+    "ContainersError",
+    "DefaultWalk",
+    "DictKey",
+    "ExcludeWalk",
+    "FormatError",
+    "IndexKey",
+    "IntegrityError",
+    "LimitError",
+    "SchemaError",
+    "SerializationError",
+    "Structure",
+    "StructureError",
+    "StructuralWalk",
+    "UnknownTypeError",
+    "VersionError",
+    "Walk",
 ):
     globals()[_name].__module__ = "containers"
 del _name
@@ -86,9 +105,9 @@ __all__ = [
     "LimitError",
     "SchemaError",
     "SerializationError",
+    "StructuralWalk",
     "Structure",
     "StructureError",
-    "StructuralWalk",
     "UnknownTypeError",
     "VersionError",
     "Walk",
@@ -113,6 +132,8 @@ __all__ = [
     "keystr",
     "leaves",
     "leaves_with_path",
+    "pformat",
+    "pprint",
     "reduce",
     "register",
     "register_node",

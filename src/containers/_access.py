@@ -7,7 +7,7 @@ are iterative by nature; ``setpath`` rebuilds only the nodes on the path.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 
 from containers._errors import StructureError
 from containers._paths import AttrKey, DictKey, IndexKey, Key, KeyPath, keystr, parse_keystr, where
@@ -16,7 +16,7 @@ from containers._registry import NodeKind, kind_of, label
 __all__ = ["getpath", "haspath", "setpath"]
 
 T = TypeVar("T")
-PathLike = Union[str, Sequence[Key]]
+PathLike = str | Sequence[Key]
 
 
 def _as_path(path: PathLike) -> KeyPath:

@@ -14,7 +14,7 @@ import linecache
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
-from containers._errors import SchemaError
+from containers._errors import SchemaError, type_name
 from containers._spec import ContainerSpec
 
 __all__ = [
@@ -43,7 +43,7 @@ class Generated(NamedTuple):
     traverse: Callable[..., Any]
     reduce: Callable[..., Any]
     serialize: Callable[..., Any]
-    deserialize: Callable[..., Any]
+    deserialize: Any  # a classmethod object, attached to the class as is
     source: str
     filename: str
 
@@ -70,7 +70,7 @@ def _construct(spec: ContainerSpec, values: dict[str, str], g: dict[str, Any]) -
     lines = ["_i = _ct_new(_ct_cls)"]
     if any(n not in spec.slots for n in spec.fields):
         lines.append("_d = _i.__dict__")
-    after = []
+    after: list[str] = []
     for name in spec.fields:
         if name not in values:  # a reset field whose attrs factory takes self
             g[f"_ct_factory_{name}"] = spec.defaults[name].value
@@ -170,7 +170,7 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
 
 
 def _missing_field_error(spec: ContainerSpec) -> Callable[[str, Any], SchemaError]:
-    cls_name = spec.cls.__qualname__
+    cls_name = type_name(spec.cls)
 
     def missing(name: str, metadata: Any) -> SchemaError:
         role = "kept field" if name in spec.keep else "child"
@@ -186,11 +186,11 @@ def _missing_field_error(spec: ContainerSpec) -> Callable[[str, Any], SchemaErro
 def compile_spec(spec: ContainerSpec) -> Generated:
     """Compile ``build_source(spec)`` with one ``exec`` and register it in linecache."""
     source, g = build_source(spec)
-    filename = f"<containers generated {spec.cls.__module__}.{spec.cls.__qualname__}"
+    filename = f"<containers generated {spec.cls.__module__}.{type_name(spec.cls)}"
     filename += f" #{next(_counter)}>"
     exec(compile(source, filename, "exec"), g)
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    deserialize = classmethod(g["__container_deserialize__"])
+    deserialize: Any = classmethod(g["__container_deserialize__"])
     return Generated(
         flatten=g["flatten"],
         unflatten=g["unflatten"],
@@ -227,8 +227,8 @@ def plain_unflatten(spec: ContainerSpec, kept: Sequence[Any], children: Sequence
         elif default.how == "factory":
             values[name] = default.value()
     if spec.flavor == "namedtuple":
-        return tuple.__new__(spec.cls, tuple(values[n] for n in spec.fields))  # type: ignore[type-var]
-    inst = object.__new__(spec.cls)
+        return tuple.__new__(spec.cls, tuple(values[n] for n in spec.fields))
+    inst: Any = object.__new__(spec.cls)
     for name in spec.fields:
         if name in values:
             object.__setattr__(inst, name, values[name])
@@ -259,7 +259,9 @@ def plain_reduce(spec: ContainerSpec, x: Any, acc: Any, fun: Callable[..., Any])
     return acc
 
 
-def plain_serialize(spec: ContainerSpec, x: Any) -> tuple[str, list[tuple[str, Any]], dict[str, Any]]:
+def plain_serialize(
+    spec: ContainerSpec, x: Any
+) -> tuple[str, list[tuple[str, Any]], dict[str, Any]]:
     """``__container_serialize__`` without generated code."""
     return (
         spec.name,
@@ -273,4 +275,6 @@ def plain_deserialize(
 ) -> Any:
     """``__container_deserialize__`` without generated code."""
     kids = dict(children)
-    return plain_unflatten(spec, [metadata[n] for n in spec.keep], [kids[n] for n in spec.children])
+    return plain_unflatten(
+        spec, [metadata[n] for n in spec.keep], [kids[n] for n in spec.children]
+    )

@@ -14,9 +14,9 @@ from typing import Any, TypeVar, overload
 from typing_extensions import dataclass_transform
 
 from containers._codegen import compile_spec
-from containers._errors import ContainerDefinitionError
-from containers._registry import add_kind, container_kind, custom_kind
+from containers._errors import ContainerDefinitionError, type_name
 from containers._registry import _REGISTERED as _registered
+from containers._registry import add_kind, container_kind, custom_kind
 from containers._spec import TAGS_METADATA_KEY, ContainerSpec, build_spec, class_flavor
 
 __all__ = ["container", "field", "register", "register_node", "spec"]
@@ -31,8 +31,8 @@ def field(
     default_factory: Any = dataclasses.MISSING,
     tags: Sequence[str] = (),
     init: bool = True,
-    repr: bool = True,  # noqa: A002 - mirrors dataclasses.field
-    hash: bool | None = None,  # noqa: A002 - mirrors dataclasses.field
+    repr: bool = True,
+    hash: bool | None = None,
     compare: bool = True,
     metadata: Mapping[Any, Any] | None = None,
     kw_only: Any = dataclasses.MISSING,
@@ -51,9 +51,11 @@ def field(
         mappingproxy({'w': ('param',)})
     """
     if isinstance(tags, str):
-        raise TypeError(f"field(tags=...) takes a tuple of tags, got {tags!r}: write tags=({tags!r},).")
+        raise TypeError(
+            f"field(tags=...) takes a tuple of tags, got {tags!r}: write tags=({tags!r},)."
+        )
     meta = {**(metadata or {}), TAGS_METADATA_KEY: tuple(tags)} if tags else metadata
-    return dataclasses.field(  # type: ignore[call-overload]
+    return dataclasses.field(
         default=default,
         default_factory=default_factory,
         init=init,
@@ -195,7 +197,7 @@ def container(
             )
         if klass in _registered:
             raise ContainerDefinitionError(
-                f"@container on {klass.__qualname__!r}: {klass.__qualname__} is already "
+                f"@container on {type_name(klass)!r}: {type_name(klass)} is already "
                 f"declared. Decorate each class once."
             )
         if class_flavor(klass) is None:
@@ -324,10 +326,10 @@ def register_node(
     for what, fn in (("flatten", flatten), ("unflatten", unflatten), ("keys", keys)):
         if fn is not None and not callable(fn):
             raise ContainerDefinitionError(
-                f"register_node on {cls.__qualname__!r}: {what}= must be callable, got {fn!r}."
+                f"register_node on {type_name(cls)!r}: {what}= must be callable, got {fn!r}."
             )
     kind = custom_kind(cls, flatten, unflatten, keys)
-    qualified = f"{cls.__module__}.{cls.__qualname__}"
+    qualified = f"{cls.__module__}.{type_name(cls)}"
     add_kind(kind, name or qualified, explicit_name=name is not None, where="register_node")
     return cls
 
@@ -353,7 +355,7 @@ def spec(cls: type | object, /) -> ContainerSpec:
     kind = _registered.get(klass)
     if kind is None or kind.spec is None:
         raise TypeError(
-            f"spec: {klass.__qualname__!r} is not a declared container. Declare it with "
+            f"spec: {type_name(klass)!r} is not a declared container. Declare it with "
             f"@container or register(); register_node types have no declaration."
         )
     return kind.spec

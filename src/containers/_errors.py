@@ -23,6 +23,8 @@ __all__ = [
     "TreeKeyError",
     "UnknownTypeError",
     "VersionError",
+    "did_you_mean",
+    "type_name",
 ]
 
 
@@ -85,6 +87,11 @@ class SchemaError(SerializationError):
     """The file's fields do not fit the class and no declared evolution explains it."""
 
 
+def type_name(cls: type) -> str:
+    """A class's name for messages: its qualname without ``<locals>`` scopes."""
+    return cls.__qualname__.rsplit("<locals>.", 1)[-1]
+
+
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     """Return `` Did you mean 'x'?`` for the closest candidate, or ``""``."""
     pool = list(candidates)
@@ -113,10 +120,7 @@ def unknown_field_message(
 
 def listed_twice_message(where: str, cls_name: str, name: str, option: str) -> str:
     """Say that ``name`` appears twice in one list."""
-    return (
-        f"{where} on {cls_name!r}: {name!r} is listed twice in {option}=. "
-        f"List each field once."
-    )
+    return f"{where} on {cls_name!r}: {name!r} is listed twice in {option}=. List each field once."
 
 
 def in_both_message(where: str, cls_name: str, name: str) -> str:

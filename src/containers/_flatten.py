@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from containers._errors import StructureError
+from containers._errors import StructureError, type_name
 from containers._paths import AttrKey, Key, KeyPath, where
 from containers._registry import (
     KINDS,
@@ -39,6 +39,7 @@ __all__ = [
 T = TypeVar("T")
 Record = tuple[NodeKind, Any, int, Any]
 IsLeaf = Callable[[Any], bool] | None
+
 
 def _node_kind(x: Any, leaf_types: set[type], is_leaf: IsLeaf) -> NodeKind | None:
     if is_leaf is not None and is_leaf(x):
@@ -184,7 +185,13 @@ def _build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
             continue
         kids = leaves[pos : pos + n]
         pos += n
-        value = tuple(kids) if kind is TUPLE else list(kids) if kind is LIST else kind.unflatten(aux, kids)
+        value = (
+            tuple(kids)
+            if kind is TUPLE
+            else list(kids)
+            if kind is LIST
+            else kind.unflatten(aux, kids)
+        )
         while True:
             if not stack:
                 return value
@@ -202,7 +209,13 @@ def _build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
                 break
             stack.pop()
             tkind = top[0]
-            value = tuple(out) if tkind is TUPLE else out if tkind is LIST else tkind.unflatten(top[1], out)
+            value = (
+                tuple(out)
+                if tkind is TUPLE
+                else out
+                if tkind is LIST
+                else tkind.unflatten(top[1], out)
+            )
         kind, aux, n, mask = records[j]
         j += 1
 
@@ -320,9 +333,9 @@ class Structure(Generic[T]):
         """The structures of the root's children (a leaf's is the leaf structure)."""
         if not self._records:
             return []
-        kind, aux, n, mask = self._records[0]
+        _, _, n, mask = self._records[0]
         ends = _ends(self._records)
-        out = []
+        out: list[Structure[Any]] = []
         j = 1
         for i in range(n):
             if mask is None or (mask is not True and not mask[i]):
@@ -370,7 +383,10 @@ class Structure(Generic[T]):
     def __hash__(self) -> int:
         if self._hash is None:
             self._hash = hash(
-                (self._num_leaves, tuple((k.type, n, m, k.aux_hash(a)) for k, a, n, m in self._records))
+                (
+                    self._num_leaves,
+                    tuple((k.type, n, m, k.aux_hash(a)) for k, a, n, m in self._records),
+                )
             )
         return self._hash
 
@@ -424,7 +440,7 @@ def _render_node(kind: NodeKind, aux: Any, keys: Sequence[Key], items: list[str]
     ]
     if kind.spec is not None:
         fields += [f"{name}={value!r}" for name, value in zip(kind.spec.keep, aux)]
-    return f"{t.__qualname__}({', '.join(fields)})"
+    return f"{type_name(t)}({', '.join(fields)})"
 
 
 def _up_to(records: Sequence[Record], tree: Any, op: str) -> list[Any]:
@@ -440,7 +456,7 @@ def _up_to(records: Sequence[Record], tree: Any, op: str) -> list[Any]:
         kind, aux, n, mask = records[j]
         kids = node_children_matching(kind, aux, n, value, path, op)
         keys = kind.keys(aux, n)
-        nodes = []
+        nodes: list[tuple[int, int | None]] = []
         k = j + 1
         for i in range(n):
             if mask is None or (mask is not True and not mask[i]):
@@ -495,7 +511,7 @@ def aux_difference(kind: NodeKind, a: Any, b: Any, na: int, nb: int) -> str:
     if kind.spec is not None:
         for name, va, vb in zip(kind.spec.keep, a, b):
             if not kind.aux_eq((va,), (vb,)):
-                return f"kept field {t.__qualname__}.{name} is {va!r} in one and {vb!r} in the other"
+                return f"kept field {type_name(t)}.{name} is {va!r} in one and {vb!r} in the other"
     if isinstance(a, tuple) and a and isinstance(a[0], tuple) and t is not tuple:
         ka, kb = set(a[0]), set(b[0])
         if ka != kb:
@@ -620,4 +636,3 @@ def leaves_with_path(
         ["[0]['w']", '[1]']
     """
     return flatten_with_path(tree, is_leaf=is_leaf, none_is_leaf=none_is_leaf)[0]
-

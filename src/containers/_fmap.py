@@ -15,13 +15,20 @@ from typing import Any, TypeVar
 from containers._errors import StructureError
 from containers._paths import KeyPath
 from containers._protocol import isleaf
-from containers._registry import IMMUTABLE_LEAVES, KINDS, LEAF_TYPES, LIST, TUPLE, Mismatch, kind_of
+from containers._registry import (
+    IMMUTABLE_LEAVES,
+    KINDS,
+    LEAF_TYPES,
+    LIST,
+    TUPLE,
+    Mismatch,
+    kind_of,
+)
 from containers._walk import (
     MAX_FAST_DEPTH,
     UNSET,
     CachedWalk,
     ExcludeWalk,
-    StructuralWalk,
     Walk,
     collect,
     execute,
@@ -68,7 +75,7 @@ def _fast_map(f: Callable[..., Any], x: Any, cache: Cache | None, prune: Any) ->
             value = map_tree(f, x, exclude=isleaf, cache=cache, prune=prune)
         else:
             kids, aux = kind.flatten(x)
-            out = []
+            out: list[Any] = []
             append = out.append
             depth += 1
             for c in kids:
@@ -79,7 +86,9 @@ def _fast_map(f: Callable[..., Any], x: Any, cache: Cache | None, prune: Any) ->
                     append(leaf(c))
                 else:
                     append(node(c, depth))
-            value = tuple(out) if kind is TUPLE else out if kind is LIST else kind.unflatten(aux, out)
+            value = (
+                tuple(out) if kind is TUPLE else out if kind is LIST else kind.unflatten(aux, out)
+            )
         if ckey is not None:
             cache[ckey] = (x, value)  # type: ignore[index]
         return value
@@ -125,7 +134,7 @@ def _fast_map_many(
                 ykids = [kind.read(y, aux, n) for y in ys]
             except Mismatch:
                 raise StructureError("fmap: trees differ") from None  # located by the caller
-            out = []
+            out: list[Any] = []
             append = out.append
             depth += 1
             for c, *cys in zip(kids, *ykids):
@@ -133,7 +142,9 @@ def _fast_map_many(
                     append(leaf(c, cys))
                 else:
                     append(node(c, cys, depth))
-            value = tuple(out) if kind is TUPLE else out if kind is LIST else kind.unflatten(aux, out)
+            value = (
+                tuple(out) if kind is TUPLE else out if kind is LIST else kind.unflatten(aux, out)
+            )
         if ckey is not None:
             cache[ckey] = (x, value)  # type: ignore[index]
         return value
@@ -278,7 +289,16 @@ def fmapstructure(
         [{'w': 2.0, 'b': 4.0}]
     """
     memo: Cache | None = {} if cache else None
-    return map_tree(f, tree, rest, exclude=exclude, cache=memo, prune=prune, structural=True, op="fmapstructure")
+    return map_tree(
+        f,
+        tree,
+        rest,
+        exclude=exclude,
+        cache=memo,
+        prune=prune,
+        structural=True,
+        op="fmapstructure",
+    )
 
 
 def fcollect(tree: Any, /, exclude: Callable[[Any], bool] = lambda v: False) -> list[Any]:
@@ -295,4 +315,3 @@ def fcollect(tree: Any, /, exclude: Callable[[Any], bool] = lambda v: False) -> 
         [{'a': [1, 2], 'b': 3}, 3]
     """
     return collect(tree, exclude)
-

@@ -8,9 +8,19 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Hashable, Sequence
-from typing import Any, TypeAlias, Union
+from typing import Any, TypeAlias
 
-__all__ = ["AttrKey", "DictKey", "IndexKey", "Key", "KeyPath", "index_key", "keystr", "parse_keystr", "where"]
+__all__ = [
+    "AttrKey",
+    "DictKey",
+    "IndexKey",
+    "Key",
+    "KeyPath",
+    "index_key",
+    "keystr",
+    "parse_keystr",
+    "where",
+]
 
 
 class AttrKey:
@@ -116,7 +126,9 @@ class DictKey:
         raise AttributeError(f"{type(self).__name__} is immutable")
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is DictKey and type(other.key) is type(self.key) and other.key == self.key
+        return (
+            type(other) is DictKey and type(other.key) is type(self.key) and other.key == self.key
+        )
 
     def __hash__(self) -> int:
         return hash((DictKey, self.key))
@@ -136,7 +148,7 @@ class DictKey:
         return self.key
 
 
-Key: TypeAlias = Union[AttrKey, IndexKey, DictKey]
+Key: TypeAlias = AttrKey | IndexKey | DictKey
 KeyPath: TypeAlias = tuple[Key, ...]
 
 # Paths are built for every leaf by the path variants; sharing the small index keys
@@ -254,5 +266,5 @@ def _closing_bracket(text: str, start: int) -> int:
 def _bad_keystr(text: str, pos: int, what: str) -> str:
     return (
         f"cannot parse key path {text!r} at position {pos}: {what}. Write paths as "
-        f"keystr renders them, e.g. \".layers[2].w\" or \"['a'][0]\"."
+        f'keystr renders them, e.g. ".layers[2].w" or "[\'a\'][0]".'
     )

@@ -35,7 +35,9 @@ class Container(Protocol):
         ([('a', 1), ('b', 2)], {})
     """
 
-    def __container_traverse__(self, acc: Any, fun: Callable[[Any, Any], tuple[Any, Any]], /) -> tuple[Any, Any]:
+    def __container_traverse__(
+        self, acc: Any, fun: Callable[[Any, Any], tuple[Any, Any]], /
+    ) -> tuple[Any, Any]:
         """Map ``fun(child, acc) -> (new_child, acc)`` over the children; rebuild."""
         ...
 
@@ -48,7 +50,9 @@ class Container(Protocol):
         ...
 
     @classmethod
-    def __container_deserialize__(cls, children: list[tuple[Any, Any]], metadata: dict[str, Any], /) -> Any:
+    def __container_deserialize__(
+        cls, children: list[tuple[Any, Any]], metadata: dict[str, Any], /
+    ) -> Any:
         """Rebuild from what ``__container_serialize__`` gave."""
         ...
 

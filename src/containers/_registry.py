@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from containers._errors import ContainerDefinitionError
+from containers._errors import ContainerDefinitionError, type_name
 from containers._paths import AttrKey, DictKey, IndexKey, Key, index_key
 from containers._spec import ContainerSpec
 
@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 
-class Mismatch(Exception):  # noqa: N818 - internal signal, turned into StructureError
+class Mismatch(Exception):
     """Raised by ``NodeKind.read`` when another tree does not fit; carries what differs."""
 
 
@@ -141,18 +141,19 @@ def label(x: Any) -> str:
 
 # --- builtin kinds --------------------------------------------------------------------
 
-_SEQUENCE_TYPES: tuple[type, ...] = (tuple, list, deque)
-_MAPPING_TYPES: tuple[type, ...] = (dict,)  # OrderedDict and defaultdict subclass dict
-
 
 def _read_sequence(y: Any, aux: Any, n: int) -> Sequence[Any]:
-    if not isinstance(y, _SEQUENCE_TYPES) or kind_of(y) is None:
-        raise Mismatch(f"the first tree has a sequence of length {n} there, {{other}} has {label(y)}")
+    if not isinstance(y, (tuple, list, deque)) or kind_of(y) is None:
+        raise Mismatch(
+            f"the first tree has a sequence of length {n} there, {{other}} has {label(y)}"
+        )
     if len(y) < n:
         raise Mismatch(
             f"the first tree has a sequence of length {n} there, {{other}} has one of length {len(y)}"
         )
-    return y[:n] if type(y) is not deque else list(itertools.islice(y, n))
+    if isinstance(y, deque):
+        return list(itertools.islice(y, n))
+    return y[:n]
 
 
 def sort_keys(d: Iterable[Any]) -> list[Any]:
@@ -178,7 +179,7 @@ def _dict_build(aux: tuple[tuple[Any, ...], Any], children: Sequence[Any]) -> di
 
 
 def _read_mapping(y: Any, aux: Any, n: int) -> list[Any]:
-    if not isinstance(y, _MAPPING_TYPES) or kind_of(y) is None:
+    if not isinstance(y, dict) or kind_of(y) is None:
         raise Mismatch(f"the first tree has a mapping there, {{other}} has {label(y)}")
     out = []
     for k in aux[0]:
@@ -364,7 +365,7 @@ def kind_for_type(t: type) -> NodeKind:
     kind = KINDS.get(t) or (None if t in LEAF_TYPES else _classify(t))
     if kind is None:
         raise ContainerDefinitionError(
-            f"{t.__qualname__!r} is not a node type here: declare or register it before "
+            f"{type_name(t)!r} is not a node type here: declare or register it before "
             f"unpickling structures that contain it."
         )
     return kind
@@ -395,9 +396,9 @@ def _classify(t: type) -> NodeKind | None:
 
 def _subclass_error(t: type, base: type) -> ContainerDefinitionError:
     return ContainerDefinitionError(
-        f"{t.__qualname__!r} is a subclass of the container {base.__qualname__!r} but is "
+        f"{type_name(t)!r} is a subclass of the container {type_name(base)!r} but is "
         f"not declared itself, so its fields are unknown and it cannot be rebuilt. "
-        f"Decorate {t.__qualname__!r} with @container (or call register({t.__qualname__})), "
+        f"Decorate {type_name(t)!r} with @container (or call register({type_name(t)})), "
         f"or treat it as a leaf with is_leaf=/exclude=."
     )
 
@@ -412,7 +413,7 @@ def _namedtuple_kind(t: type) -> NodeKind:
 
     return NodeKind(
         t,
-        f"a {t.__qualname__!r}",
+        f"a {type_name(t)!r}",
         flatten=lambda x: (x, None),
         unflatten=lambda aux, ch: new(t, tuple(ch)),
         keys=lambda aux, n: keys,
@@ -425,11 +426,13 @@ def _namedtuple_kind(t: type) -> NodeKind:
 def _same_type_children(t: type, flatten: Callable[[Any], tuple[Sequence[Any], Any]]) -> Any:
     def read(y: Any, aux: Any, n: int) -> Sequence[Any]:
         if type(y) is not t:
-            raise Mismatch(f"the first tree has a {t.__qualname__!r} there, {{other}} has {label(y)}")
+            raise Mismatch(
+                f"the first tree has a {type_name(t)!r} there, {{other}} has {label(y)}"
+            )
         children = flatten(y)[0]
         if len(children) != n:
             raise Mismatch(
-                f"the first tree has a {t.__qualname__!r} with {n} children there, "
+                f"the first tree has a {type_name(t)!r} with {n} children there, "
                 f"{{other}} has one with {len(children)}"
             )
         return children
@@ -449,8 +452,7 @@ def _protocol_kind(t: type) -> NodeKind:
     def keys(template: Any, n: int) -> tuple[Key, ...]:
         pairs = template.__container_serialize__()[1]
         return tuple(
-            AttrKey(k) if isinstance(k, str) and k.isidentifier() else DictKey(k)
-            for k, _ in pairs
+            AttrKey(k) if isinstance(k, str) and k.isidentifier() else DictKey(k) for k, _ in pairs
         )
 
     def aux_eq(a: Any, b: Any) -> bool:
@@ -461,7 +463,7 @@ def _protocol_kind(t: type) -> NodeKind:
 
     return NodeKind(
         t,
-        f"a {t.__qualname__!r}",
+        f"a {type_name(t)!r}",
         flatten=flatten,
         unflatten=unflatten,
         keys=keys,
@@ -490,12 +492,14 @@ def container_kind(spec: ContainerSpec, flatten: Any, unflatten: Any, children: 
 
     def read(y: Any, aux: Any, n: int) -> Sequence[Any]:
         if type(y) is not cls:
-            raise Mismatch(f"the first tree has a {cls.__qualname__!r} there, {{other}} has {label(y)}")
+            raise Mismatch(
+                f"the first tree has a {type_name(cls)!r} there, {{other}} has {label(y)}"
+            )
         return children(y)  # type: ignore[no-any-return]
 
     return NodeKind(
         cls,
-        f"a {cls.__qualname__!r}",
+        f"a {type_name(cls)!r}",
         flatten=flatten,
         unflatten=unflatten,
         keys=lambda aux, n: keys,
@@ -554,7 +558,9 @@ def custom_kind(
 
         def flat(x: Any) -> tuple[Sequence[Any], Any]:
             children, aux = flatten(x)
-            return tuple(children), _KeyedAux(aux, tuple(_as_key(k, i) for i, k in enumerate(keys(x))))
+            return tuple(children), _KeyedAux(
+                aux, tuple(_as_key(k, i) for i, k in enumerate(keys(x)))
+            )
 
         def unflat(aux: Any, children: Sequence[Any]) -> Any:
             return unflatten(aux.aux, children)
@@ -567,7 +573,7 @@ def custom_kind(
 
     return NodeKind(
         cls,
-        f"a {cls.__qualname__!r}",
+        f"a {type_name(cls)!r}",
         flatten=flat,
         unflatten=unflat,
         keys=key_fn,
@@ -586,12 +592,12 @@ def add_kind(kind: NodeKind, name: str, *, explicit_name: bool, where: str) -> N
     cls = kind.type
     if cls in _BUILTINS or cls in _SEED_LEAVES:
         raise ContainerDefinitionError(
-            f"{where} on {cls.__qualname__!r}: {cls.__qualname__} is built in "
+            f"{where} on {type_name(cls)!r}: {type_name(cls)} is built in "
             f"({'a node' if cls in _BUILTINS else 'always a leaf'}) and cannot be registered."
         )
     if cls in _REGISTERED:
         raise ContainerDefinitionError(
-            f"{where} on {cls.__qualname__!r}: {cls.__qualname__} is already registered. "
+            f"{where} on {type_name(cls)!r}: {type_name(cls)} is already registered. "
             f"Register each class once."
         )
     taken = _NAMES.get(name)
@@ -599,11 +605,11 @@ def add_kind(kind: NodeKind, name: str, *, explicit_name: bool, where: str) -> N
         explicit_name
         and taken is not None
         and taken is not cls
-        and (taken.__module__, taken.__qualname__) != (cls.__module__, cls.__qualname__)
+        and (taken.__module__, type_name(taken)) != (cls.__module__, type_name(cls))
     ):
         raise ContainerDefinitionError(
-            f"{where} on {cls.__qualname__!r}: the name {name!r} is already used by "
-            f"{taken.__module__}.{taken.__qualname__}. Names identify classes in saved "
+            f"{where} on {type_name(cls)!r}: the name {name!r} is already used by "
+            f"{taken.__module__}.{type_name(taken)}. Names identify classes in saved "
             f"files, so each must be unique: choose another name=."
         )
     _NAMES[name] = cls

@@ -52,7 +52,9 @@ def broadcast(
     return pstruct.unflatten(filled)
 
 
-def _count(tree: Any, is_leaf: Callable[[Any], bool] | None, none_is_leaf: bool) -> tuple[int, Structure[Any]]:
+def _count(
+    tree: Any, is_leaf: Callable[[Any], bool] | None, none_is_leaf: bool
+) -> tuple[int, Structure[Any]]:
     _, s = flatten(tree, is_leaf=is_leaf, none_is_leaf=none_is_leaf)
     return s.num_leaves, s
 
@@ -143,7 +145,9 @@ def diff(a: Any, b: Any, /) -> list[tuple[KeyPath, str]]:
             steps.extend((k, "present only in the second tree") for k in keys_b if k not in set_a)
         else:
             if len(kids_a) != len(kids_b) or not ka.aux_eq(aux_a, aux_b):
-                out.append((path_here(), aux_difference(ka, aux_a, aux_b, len(kids_a), len(kids_b))))
+                out.append(
+                    (path_here(), aux_difference(ka, aux_a, aux_b, len(kids_a), len(kids_b)))
+                )
             for i, k in enumerate(keys_a):
                 j = index_b.get(k)
                 if j is not None:

@@ -19,6 +19,7 @@ from containers._errors import (
     in_both_message,
     listed_twice_message,
     reset_without_default_message,
+    type_name,
     unknown_field_message,
 )
 from containers._paths import AttrKey
@@ -74,7 +75,7 @@ class ContainerSpec:
 
     def __repr__(self) -> str:
         return (
-            f"ContainerSpec({self.cls.__qualname__}, name={self.name!r}, "
+            f"ContainerSpec({type_name(self.cls)}, name={self.name!r}, "
             f"version={self.version}, children={self.children!r}, keep={self.keep!r}, "
             f"reset={self.reset!r})"
         )
@@ -104,7 +105,7 @@ def _tags(metadata: Mapping[Any, Any] | None, where: str, cls: type, name: str) 
     tags = (metadata or {}).get(TAGS_METADATA_KEY, ())
     if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
         raise ContainerDefinitionError(
-            f"{where} on {cls.__qualname__!r}: the tags of field {cls.__qualname__}.{name} "
+            f"{where} on {type_name(cls)!r}: the tags of field {type_name(cls)}.{name} "
             f"must be a tuple of strings, got {tags!r}."
         )
     return tuple(tags)
@@ -128,14 +129,20 @@ def _fields(cls: type, flavor: Flavor, where: str) -> list[_Field]:
             else:
                 default = None
             out.append(
-                _Field(f.name, None, default, _tags(f.metadata, where, cls, f.name), _is_slot(cls, f.name))
+                _Field(
+                    f.name,
+                    None,
+                    default,
+                    _tags(f.metadata, where, cls, f.name),
+                    _is_slot(cls, f.name),
+                )
             )
     elif flavor == "attrs":
         for a in attr.fields(cls):
             if isinstance(a.default, attr.Factory):  # type: ignore[arg-type]
-                factory = a.default.factory  # type: ignore[attr-defined]
+                factory = a.default.factory
                 how: Literal["factory", "factory_self"] = (
-                    "factory_self" if a.default.takes_self else "factory"  # type: ignore[attr-defined]
+                    "factory_self" if a.default.takes_self else "factory"
                 )
                 default = Default(how, factory)
             elif a.default is not attr.NOTHING:
@@ -144,7 +151,13 @@ def _fields(cls: type, flavor: Flavor, where: str) -> list[_Field]:
                 default = None
             alias = getattr(a, "alias", None)
             out.append(
-                _Field(a.name, alias, default, _tags(a.metadata, where, cls, a.name), _is_slot(cls, a.name))
+                _Field(
+                    a.name,
+                    alias,
+                    default,
+                    _tags(a.metadata, where, cls, a.name),
+                    _is_slot(cls, a.name),
+                )
             )
     else:
         defaults = getattr(cls, "_field_defaults", {})
@@ -158,21 +171,19 @@ def _is_frozen(cls: type, flavor: Flavor) -> bool:
     if flavor == "dataclass":
         return bool(cls.__dataclass_params__.frozen)  # type: ignore[attr-defined]
     if flavor == "attrs":
-        return cls.__setattr__ is attr._make._frozen_setattrs  # type: ignore[attr-defined, comparison-overlap]
+        return cls.__setattr__ is attr._make._frozen_setattrs  # type: ignore[attr-defined]
     return True
 
 
-def _names(
-    value: Iterable[str] | None, option: str, where: str, cls: type
-) -> list[str] | None:
+def _names(value: Iterable[str] | None, option: str, where: str, cls: type) -> list[str] | None:
     if value is None:
         return None
     if isinstance(value, str) or not all(isinstance(v, str) for v in value):
         raise ContainerDefinitionError(
-            f"{where} on {cls.__qualname__!r}: {option}= must be a list of field names, "
+            f"{where} on {type_name(cls)!r}: {option}= must be a list of field names, "
             f"got {value!r}. Write {option}=[{value!r}] for a single field."
             if isinstance(value, str)
-            else f"{where} on {cls.__qualname__!r}: {option}= must be a list of field "
+            else f"{where} on {type_name(cls)!r}: {option}= must be a list of field "
             f"names (strings), got {value!r}."
         )
     return list(value)
@@ -187,12 +198,12 @@ def _resolve(
         if name not in by_name:
             fields = list(dict.fromkeys(by_name.values()))
             raise ContainerDefinitionError(
-                unknown_field_message(where, cls.__qualname__, name, option, fields)
+                unknown_field_message(where, type_name(cls), name, option, fields)
             )
         field_name = by_name[name]
         if field_name in seen:
             raise ContainerDefinitionError(
-                listed_twice_message(where, cls.__qualname__, field_name, option)
+                listed_twice_message(where, type_name(cls), field_name, option)
             )
         seen.add(field_name)
         out.append(field_name)
@@ -225,7 +236,7 @@ def build_spec(
     flavor = class_flavor(cls)
     if flavor is None:
         raise ContainerDefinitionError(
-            f"{where} on {cls.__qualname__!r}: it is not a dataclass, attrs class or "
+            f"{where} on {type_name(cls)!r}: it is not a dataclass, attrs class or "
             f"namedtuple, so its fields are unknown. Use @container on the class "
             f"definition, or register_node(cls, flatten, unflatten) for other types."
         )
@@ -247,22 +258,20 @@ def build_spec(
     else:
         for n in kept:
             if n in kids:
-                raise ContainerDefinitionError(in_both_message(where, cls.__qualname__, n))
+                raise ContainerDefinitionError(in_both_message(where, type_name(cls), n))
         reset = tuple(n for n in field_names if n not in kids and n not in kept)
     info = {f.name: f for f in fields}
     defaults = {}
     for n in reset:
         default = info[n].default
         if default is None:
-            raise ContainerDefinitionError(
-                reset_without_default_message(where, cls.__qualname__, n)
-            )
+            raise ContainerDefinitionError(reset_without_default_message(where, type_name(cls), n))
         defaults[n] = default
 
     _check_evolution(cls, where, version, renamed, removed, migrations, field_names)
     return ContainerSpec(
         cls=cls,
-        name=name if name is not None else f"{cls.__module__}.{cls.__qualname__}",
+        name=name if name is not None else f"{cls.__module__}.{type_name(cls)}",
         explicit_name=name is not None,
         version=version,
         flavor=flavor,
@@ -289,13 +298,13 @@ def _check_evolution(
     migrations: Mapping[int, Callable[..., Any]] | None,
     fields: tuple[str, ...],
 ) -> None:
-    head = f"{where} on {cls.__qualname__!r}:"
+    head = f"{where} on {type_name(cls)!r}:"
     if type(version) is not int or version < 1:
         raise ContainerDefinitionError(f"{head} version= must be an int >= 1, got {version!r}.")
     for old, new in (renamed or {}).items():
         if new not in fields:
             raise ContainerDefinitionError(
-                unknown_field_message(where, cls.__qualname__, new, "renamed", list(fields))
+                unknown_field_message(where, type_name(cls), new, "renamed", list(fields))
             )
         if old in fields:
             raise ContainerDefinitionError(
@@ -303,7 +312,9 @@ def _check_evolution(
                 f"renamed= lists names that files may use for fields that no longer exist."
             )
     if isinstance(removed, str):
-        raise ContainerDefinitionError(f"{head} removed= must be a list of names, got {removed!r}.")
+        raise ContainerDefinitionError(
+            f"{head} removed= must be a list of names, got {removed!r}."
+        )
     for gone in removed:
         if gone in fields:
             raise ContainerDefinitionError(

@@ -27,9 +27,9 @@ __all__ = [
     "StructuralWalk",
     "Walk",
     "collect",
+    "cycle_error",
     "execute",
     "map_tree",
-    "cycle_error",
     "mismatch_error",
 ]
 
@@ -75,7 +75,9 @@ def cycle_error(op: str, path: KeyPath, first: KeyPath) -> StructureError:
     )
 
 
-def _read_all(op: str, kind: Any, ys: Sequence[Any], aux: Any, n: int, path: Callable[[], KeyPath]) -> list[Any]:
+def _read_all(
+    op: str, kind: Any, ys: Sequence[Any], aux: Any, n: int, path: Callable[[], KeyPath]
+) -> list[Any]:
     out = []
     for i, y in enumerate(ys):
         try:
@@ -378,4 +380,3 @@ def execute(walk: Callable[..., Any], x: Any, *ys: Any) -> Any:
         return walk(recurse, value, *yvals)
 
     return walk(recurse, x, *ys)
-

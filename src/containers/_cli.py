@@ -1,0 +1,104 @@
+"""The ``containers`` command line: ``containers demo`` (also ``python -m containers``).
+
+The last stage: it only calls the public API and prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+import containers as ct
+
+__all__ = ["main"]
+
+
+def demo() -> None:
+    """Print a short tour of the pipeline on a two-layer model."""
+
+    @ct.container(children=["w", "b"], keep=["name"])
+    class Linear:
+        w: np.ndarray
+        b: np.ndarray
+        name: str = "linear"
+        cache: dict[str, object] | None = None  # neither child nor kept: reset on rebuild
+
+    @ct.container(children=["layers"])
+    class MLP:
+        layers: tuple[Linear, ...]
+        activation: str = "relu"  # not a child: kept
+
+    rng = np.random.default_rng(0)
+    model = MLP(
+        (
+            Linear(rng.normal(size=(4, 3)).astype("float32"), np.zeros(3, "float32"), "hidden"),
+            Linear(
+                rng.normal(size=(3, 2)).astype("float32"),
+                np.zeros(2, "float32"),
+                "out",
+                cache={"x": 1},
+            ),
+        )
+    )
+
+    def step(title: str) -> None:
+        print(f"\n== {title}")
+
+    step("1. Two declared containers: MLP(layers) holding Linear(w, b), name kept")
+    ct.pprint(model)
+
+    step("2. fmap: halve every array; kept fields stay, the reset field `cache` is reset")
+    scaled = ct.fmap(lambda a: a * 0.5, model)
+    print("model.layers[1].w[0]  =", model.layers[1].w[0], "  cache =", model.layers[1].cache)
+    print("scaled.layers[1].w[0] =", scaled.layers[1].w[0], "  cache =", scaled.layers[1].cache)
+
+    step("3. fmapstructure: containers become dicts; here each array becomes its shape")
+    print(ct.fmapstructure(lambda a: a.shape, model))
+
+    step("4. flatten / unflatten: leaves plus a Structure, and back")
+    leaves, structure = ct.flatten(model)
+    print(f"{len(leaves)} leaves; structure = {structure}")
+    rebuilt = ct.unflatten(structure, [np.ones_like(a) for a in leaves])
+    print("rebuilt first bias:", rebuilt.layers[0].b)
+
+    step("5. Key paths: every leaf has one; get and set by path")
+    for path, leaf in ct.leaves_with_path(model):
+        print(f"  {ct.keystr(path):<14} {leaf.dtype}[{','.join(map(str, leaf.shape))}]")
+    patched = ct.setpath(model, ".layers[1].b", np.full(2, 7.0, "float32"))
+    print("getpath(patched, '.layers[1].b') =", ct.getpath(patched, ".layers[1].b"))
+
+    step("6. Two-tree fmap: an update step, params - 0.1 * grads")
+    grads = ct.fmap(np.ones_like, model)
+    updated = ct.fmap(lambda p, g: p - 0.1 * g, model, grads)
+    print("updated.layers[0].b =", updated.layers[0].b)
+
+    step("7. A structure mismatch names the path and what differs")
+    short = MLP((model.layers[0],))
+    try:
+        ct.fmap(lambda p, g: p - g, model, short)
+    except ct.StructureError as err:
+        print(f"StructureError: {err}")
+    try:
+        ct.structure(model).flatten_up_to(MLP(model.layers, activation="gelu"))
+    except ct.StructureError as err:
+        print(f"StructureError: {err}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="containers", description="Traversable user classes: tools and a demo."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("demo", help="print a short tour of the library")
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        demo()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised through python -m containers
+    sys.exit(main())
