@@ -49,6 +49,11 @@ def _node_kind(x: Any, leaf_types: set[type], is_leaf: IsLeaf) -> NodeKind | Non
     return kind_of(x)
 
 
+def _mask(nodes: list[bool]) -> Any:
+    """The canonical mask: None (all leaves), True (all nodes) or the tuple."""
+    return None if not any(nodes) else True if all(nodes) else tuple(nodes)
+
+
 def _flatten_iter(
     root: Any,
     root_kind: NodeKind,
@@ -95,12 +100,7 @@ def _flatten_iter(
         frames.pop()
         del on_path[id(fr[0])]
         mask = fr[5]
-        records[fr[6]] = (
-            fr[1],
-            fr[2],
-            len(kids),
-            None if not any(mask) else True if all(mask) else tuple(mask),
-        )
+        records[fr[6]] = (fr[1], fr[2], len(kids), _mask(mask))
 
 
 def _flatten_fast(x: Any, kind: NodeKind, leaf_types: set[type]) -> tuple[list[Any], list[Any]]:
@@ -140,7 +140,7 @@ def _flatten_fast(x: Any, kind: NodeKind, leaf_types: set[type]) -> tuple[list[A
             else:
                 rec(kid, k, depth + 1)
                 mask.append(True)
-        records[slot] = (kind, aux, len(kids), True if all(mask) else tuple(mask))
+        records[slot] = (kind, aux, len(kids), _mask(mask))
 
     rec(x, kind, 0)
     return leaves, records
