@@ -98,7 +98,7 @@ def _unpack(names: Sequence[str], source: str) -> list[str]:
     if not names:
         return []
     targets = ", ".join(f"_c{i}" for i in range(len(names)))
-    return [f"{targets}, = {source}"]
+    return [f"{targets}{',' if len(names) == 1 else ''} = {source}"]
 
 
 def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
