@@ -51,6 +51,7 @@ from containers._shape import assert_same_structure as assert_same_structure
 from containers._shape import broadcast as broadcast
 from containers._shape import diff as diff
 from containers._shape import transpose as transpose
+from containers._tree import Tree as Tree
 from containers._walk import CachedWalk as CachedWalk
 from containers._walk import CollectWalk as CollectWalk
 from containers._walk import DefaultWalk as DefaultWalk
@@ -61,33 +62,6 @@ from containers._walk import execute as execute
 
 __version__ = "0.1.0"
 
-# Public objects say they come from `containers` (reprs, tracebacks, pickles of
-# classes, docs), wherever they are defined.
-for _name in (
-    "AttrKey",
-    "CachedWalk",
-    "CollectWalk",
-    "Container",
-    "ContainerDefinitionError",
-    "ContainersError",
-    "DefaultWalk",
-    "DictKey",
-    "ExcludeWalk",
-    "FormatError",
-    "IndexKey",
-    "IntegrityError",
-    "LimitError",
-    "SchemaError",
-    "SerializationError",
-    "Structure",
-    "StructureError",
-    "StructuralWalk",
-    "UnknownTypeError",
-    "VersionError",
-    "Walk",
-):
-    globals()[_name].__module__ = "containers"
-del _name
 
 __all__ = [
     "AttrKey",
@@ -108,6 +82,7 @@ __all__ = [
     "StructuralWalk",
     "Structure",
     "StructureError",
+    "Tree",
     "UnknownTypeError",
     "VersionError",
     "Walk",
@@ -144,3 +119,11 @@ __all__ = [
     "traverse",
     "unflatten",
 ]
+
+# Public classes and functions say they come from `containers` (reprs, tracebacks,
+# pickles of classes, docs), wherever they are defined.
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type) or hasattr(_obj, "__code__"):
+        _obj.__module__ = "containers"
+del _name, _obj

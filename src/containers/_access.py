@@ -25,7 +25,7 @@ def _as_path(path: PathLike) -> KeyPath:
     out = tuple(path)
     for key in out:
         if type(key) not in (AttrKey, IndexKey, DictKey):
-            raise TypeError(
+            raise StructureError(
                 f"paths are tuples of AttrKey/IndexKey/DictKey or keystr strings like "
                 f"'.layers[0].w'; got the element {key!r}."
             )
@@ -51,8 +51,8 @@ def _descend(tree: Any, path: KeyPath, op: str) -> list[tuple[NodeKind, Any, Seq
     node = tree
     for depth, key in enumerate(path):
         kind = kind_of(node)
-        here = path[:depth]
         if kind is None:
+            here = path[:depth]
             raise StructureError(
                 f"{op}: cannot follow {keystr(path)!r}: {where(here)} is {label(node)}, "
                 f"which has no children.",
@@ -61,6 +61,7 @@ def _descend(tree: Any, path: KeyPath, op: str) -> list[tuple[NodeKind, Any, Seq
         kids, aux = kind.flatten(node)
         i = _index(kind, aux, len(kids), key)
         if i is None:
+            here = path[:depth]
             present = ", ".join(str(k) for k in kind.keys(aux, len(kids))) or "none"
             raise StructureError(
                 f"{op}: cannot follow {keystr(path)!r}: {kind.label} at {where(here)} "
@@ -102,8 +103,9 @@ def haspath(tree: Any, path: PathLike, /) -> bool:
         >>> ct.haspath({"a": [1]}, "['a'][0]"), ct.haspath({"a": [1]}, "['a'][1]")
         (True, False)
     """
+    keys = _as_path(path)  # a malformed path is an error, not an absent one
     try:
-        _descend(tree, _as_path(path), "haspath")
+        _descend(tree, keys, "haspath")
     except StructureError:
         return False
     return True

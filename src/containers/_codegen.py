@@ -37,6 +37,7 @@ class Generated(NamedTuple):
     """The compiled functions of one class (see ``build_source`` for their contracts)."""
 
     flatten: Callable[[Any], tuple[tuple[Any, ...], tuple[Any, ...]]]
+    make_mapper: Callable[..., Callable[[Any, int], Any]]
     unflatten: Callable[[tuple[Any, ...], Sequence[Any]], Any]
     rebuild: Callable[[Any, Sequence[Any]], Any]
     children: Callable[[Any], tuple[Any, ...]]
@@ -108,6 +109,11 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     - ``unflatten(kept, children) -> new``: children a sequence in visit order.
     - ``rebuild(x, children) -> new``: kept values read from ``x``.
     - ``children(x) -> tuple``: the children in visit order.
+    - ``make_mapper(f, leaf, node, immutable, leaf_types) -> map_node``: fmap's fast
+      path for this class. ``map_node(x, depth)`` rebuilds ``x`` with each child ``c``
+      replaced by ``f(c)`` if its type is in ``immutable``, ``leaf(c)`` if in
+      ``leaf_types``, else ``node(c, depth)``: the leaf test inlined, one call per node
+      (benchmarks/run.py, W3 and W3id).
     - the four ``__container_*__`` protocol methods.
     """
     g: dict[str, Any] = {
@@ -142,6 +148,19 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     )
     values = {**child_vars, **{n: f"x.{n}" for n in kept}}
     emit("def rebuild(x, children):", _unpack(kids, "children") + _construct(spec, values, g))
+    body = []
+    for i, n in enumerate(kids):
+        body += [
+            f"_v = x.{n}",
+            "_t = type(_v)",
+            f"_c{i} = f(_v) if _t in immutable else leaf(_v) if _t in leaf_types else node(_v, depth)",
+        ]
+    values = {**child_vars, **{n: f"x.{n}" for n in kept}}
+    inner = [f"    {line}" for line in body + _construct(spec, values, g)]
+    emit(
+        "def make_mapper(f, leaf, node, immutable, leaf_types):",
+        ["def map_node(x, depth):", *inner, "return map_node"],
+    )
     emit(
         "def __container_traverse__(self, acc, fun, /):",
         [f"{child_vars[n]}, acc = fun(self.{n}, acc)" for n in kids]
@@ -193,6 +212,7 @@ def compile_spec(spec: ContainerSpec) -> Generated:
     deserialize: Any = classmethod(g["__container_deserialize__"])
     return Generated(
         flatten=g["flatten"],
+        make_mapper=g["make_mapper"],
         unflatten=g["unflatten"],
         rebuild=g["rebuild"],
         children=g["children"],

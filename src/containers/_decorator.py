@@ -51,7 +51,7 @@ def field(
         mappingproxy({'w': ('param',)})
     """
     if isinstance(tags, str):
-        raise TypeError(
+        raise ContainerDefinitionError(
             f"field(tags=...) takes a tuple of tags, got {tags!r}: write tags=({tags!r},)."
         )
     meta = {**(metadata or {}), TAGS_METADATA_KEY: tuple(tags)} if tags else metadata
@@ -92,13 +92,15 @@ def _declare(
         migrations=migrations,
     )
     gen = compile_spec(the_spec)
-    kind = container_kind(the_spec, gen.flatten, gen.unflatten, gen.children)
+    kind = container_kind(the_spec, gen.flatten, gen.unflatten, gen.children, gen.make_mapper)
     add_kind(kind, the_spec.name, explicit_name=the_spec.explicit_name, where=where)
     if attach:
         for attr_name, fn in (
             ("__container_traverse__", gen.traverse),
             ("__container_reduce__", gen.reduce),
             ("__container_serialize__", gen.serialize),
+            # Typed by the mypy plugin for containers.Tree (containers._tree.HasChildren).
+            ("__containers_children__", _children_iterator(gen.children)),
         ):
             fn.__qualname__ = f"{cls.__qualname__}.{attr_name}"
             fn.__module__ = cls.__module__
@@ -108,6 +110,13 @@ def _declare(
             setattr(cls, attr_name, fn)
         gen.deserialize.__func__.__qualname__ = f"{cls.__qualname__}.__container_deserialize__"
         cls.__container_deserialize__ = gen.deserialize  # type: ignore[attr-defined]
+
+
+def _children_iterator(children: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any], Any]:
+    def __containers_children__(self: Any) -> Any:
+        return iter(children(self))
+
+    return __containers_children__
 
 
 @overload
@@ -349,12 +358,13 @@ def spec(cls: type | object, /) -> ContainerSpec:
         (('w',), ('name',), ('cache',), 1)
 
     Raises:
-        TypeError: The class was not declared with ``@container`` or ``register``.
+        ContainerDefinitionError: The class was not declared with ``@container`` or
+            ``register``.
     """
     klass = cls if isinstance(cls, type) else type(cls)
     kind = _registered.get(klass)
     if kind is None or kind.spec is None:
-        raise TypeError(
+        raise ContainerDefinitionError(
             f"spec: {type_name(klass)!r} is not a declared container. Declare it with "
             f"@container or register(); register_node types have no declaration."
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from containers._errors import StructureError, type_name
+from containers._errors import ContainerDefinitionError, StructureError, type_name
 from containers._paths import AttrKey, Key, KeyPath, where
 from containers._registry import (
     KINDS,
@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 Record = tuple[NodeKind, Any, int, Any]
 IsLeaf = Callable[[Any], bool] | None
 
@@ -47,6 +48,14 @@ def _node_kind(x: Any, leaf_types: set[type], is_leaf: IsLeaf) -> NodeKind | Non
     if type(x) in leaf_types:
         return None
     return kind_of(x)
+
+
+def _located_kind(x: Any, leaf_types: set[type], is_leaf: IsLeaf, op: str, path: Any) -> Any:
+    """``_node_kind``, with the path added to an undeclared-subclass error."""
+    try:
+        return _node_kind(x, leaf_types, is_leaf)
+    except ContainerDefinitionError as err:
+        raise ContainerDefinitionError(f"{op}: at {where(path())}: {err}") from None
 
 
 def _mask(nodes: list[bool]) -> Any:
@@ -89,7 +98,7 @@ def _flatten_iter(
         if i < len(kids):
             fr[4] = i + 1
             kid = kids[i]
-            kind = _node_kind(kid, leaf_types, is_leaf)
+            kind = _located_kind(kid, leaf_types, is_leaf, op, lambda: path_to(len(frames)))
             if kind is None:
                 leaves.append(kid)
                 fr[5].append(False)
@@ -148,14 +157,14 @@ def _flatten_fast(x: Any, kind: NodeKind, leaf_types: set[type]) -> tuple[list[A
 
 def _flatten(x: Any, is_leaf: IsLeaf, none_is_leaf: bool, op: str) -> tuple[list[Any], list[Any]]:
     leaf_types = LEAF_TYPES_NONE if none_is_leaf else LEAF_TYPES
-    kind = _node_kind(x, leaf_types, is_leaf)
+    kind = _located_kind(x, leaf_types, is_leaf, op, tuple)
     if kind is None:
         return [x], []
     if is_leaf is None:
         try:
             return _flatten_fast(x, kind, leaf_types)
-        except StructureError:
-            pass  # a cycle found below the fast depth: redo from the root for its path
+        except (StructureError, ContainerDefinitionError):
+            pass  # redo from the root, iteratively, to report the error with its path
     leaves: list[Any] = []
     records: list[Any] = []
     _flatten_iter(x, kind, leaves, records, leaf_types, is_leaf, op)
@@ -276,7 +285,7 @@ def _restore(refs: tuple[tuple[type, Any, int, Any], ...], num_leaves: int) -> S
     return Structure(records, num_leaves)
 
 
-class Structure(Generic[T]):
+class Structure(Generic[T_co]):
     """The shape of a tree without its leaves: node types, keys and kept values.
 
     Immutable, hashable, comparable with ``==`` (dict insertion order and reset fields
@@ -312,7 +321,7 @@ class Structure(Generic[T]):
         """The number of nodes, counting leaves too (as JAX does)."""
         return len(self._records) + self._num_leaves
 
-    def unflatten(self, leaves: Sequence[Any], /) -> T:
+    def unflatten(self, leaves: Sequence[Any], /) -> Any:
         """Rebuild a tree of this structure from ``leaves`` (in flatten order).
 
         Raises:
@@ -327,7 +336,7 @@ class Structure(Generic[T]):
                 f"order flatten returned them.",
                 None,
             )
-        return _build(self._records, leaves)  # type: ignore[no-any-return]
+        return _build(self._records, leaves)
 
     def children(self) -> list[Structure[Any]]:
         """The structures of the root's children (a leaf's is the leaf structure)."""
@@ -366,7 +375,11 @@ class Structure(Generic[T]):
             StructureError: ``tree`` differs from the structure at a node; the message
                 names the path and what differs.
         """
-        return _up_to(self._records, tree, "flatten_up_to")
+        return self._up_to(tree, "flatten_up_to")
+
+    def _up_to(self, tree: Any, op: str, prefix: KeyPath = ()) -> list[Any]:
+        """``flatten_up_to`` naming ``op`` in its errors, its paths under ``prefix``."""
+        return _up_to(self._records, tree, op, prefix)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Structure):
@@ -443,53 +456,48 @@ def _render_node(kind: NodeKind, aux: Any, keys: Sequence[Key], items: list[str]
     return f"{type_name(t)}({', '.join(fields)})"
 
 
-def _up_to(records: Sequence[Record], tree: Any, op: str) -> list[Any]:
-    """The subtrees of ``tree`` at the leaf positions of ``records`` (prefix match)."""
+def _up_to(records: Sequence[Record], tree: Any, op: str, prefix: KeyPath = ()) -> list[Any]:
+    """The subtrees of ``tree`` at the leaf positions of ``records`` (prefix match).
+
+    Walks the records in pre-order beside the tree, with a stack of open nodes; paths
+    are derived from the stack only for an error message.
+    """
     if not records:
         return [tree]
     out: list[Any] = []
-    values: dict[int, Any] = {}  # record index -> the tree's value there (its children)
-    pending: list[tuple[Any, int, KeyPath]] = [(tree, 0, ())]
-    ends = _ends(records)
-    while pending:
-        value, j, path = pending.pop()
+    stack: list[list[Any]] = []  # [keys, mask, the tree's children there, next index]
+
+    def path_here() -> KeyPath:
+        return prefix + tuple(fr[0][fr[3] - 1] for fr in stack)
+
+    def open_(j: int, value: Any) -> None:
         kind, aux, n, mask = records[j]
-        kids = node_children_matching(kind, aux, n, value, path, op)
-        keys = kind.keys(aux, n)
-        nodes: list[tuple[int, int | None]] = []
-        k = j + 1
-        for i in range(n):
-            if mask is None or (mask is not True and not mask[i]):
-                nodes.append((i, None))
-            else:
-                nodes.append((i, k))
-                k = ends[k]
-        values[j] = (kids, nodes, keys)
-        for i, sub in reversed(nodes):
-            if sub is not None:
-                pending.append((kids[i], sub, (*path, keys[i])))
-    # Emit in pre-order: replay with a stack of (record, child index).
-    stack = [(0, 0)]
+        kids = node_children_matching(kind, aux, n, value, path_here, op)
+        stack.append([kind.keys(aux, n), mask, kids, 0])
+
+    open_(0, tree)
+    j = 1
     while stack:
-        j, i = stack.pop()
-        kids, nodes, _ = values[j]
-        while i < len(nodes):
-            _, sub = nodes[i]
-            if sub is None:
-                out.append(kids[i])
-                i += 1
-            else:
-                stack.append((j, i + 1))
-                stack.append((sub, 0))
-                break
+        frame = stack[-1]
+        keys, mask, kids, i = frame
+        if i == len(keys):
+            stack.pop()
+            continue
+        frame[3] = i + 1
+        if mask is None or (mask is not True and not mask[i]):
+            out.append(kids[i])
+        else:
+            open_(j, kids[i])
+            j += 1
     return out
 
 
 def node_children_matching(
-    kind: NodeKind, aux: Any, n: int, value: Any, path: KeyPath, op: str
+    kind: NodeKind, aux: Any, n: int, value: Any, path_of: Callable[[], KeyPath], op: str
 ) -> Sequence[Any]:
     """The children of ``value``, which must be a node like ``(kind, aux, n)``."""
     vkind = kind_of(value)
+    path = path_of() if vkind is None or vkind.type is not kind.type else ()
     if vkind is None or vkind.type is not kind.type:
         raise StructureError(
             f"{op}: the tree does not match the structure at {where(path)}: expected "
@@ -498,11 +506,16 @@ def node_children_matching(
         )
     kids, vaux = vkind.flatten(value)
     if len(kids) != n or not kind.aux_eq(aux, vaux):
+        path = path_of()
         detail = aux_difference(kind, aux, vaux, n, len(kids))
         raise StructureError(
             f"{op}: the tree does not match the structure at {where(path)}: {detail}.", path
         )
     return kids
+
+
+def _children(n: int) -> str:
+    return f"{n} child" if n == 1 else f"{n} children"
 
 
 def aux_difference(kind: NodeKind, a: Any, b: Any, na: int, nb: int) -> str:
@@ -521,7 +534,7 @@ def aux_difference(kind: NodeKind, a: Any, b: Any, na: int, nb: int) -> str:
                 f"{', '.join(only_a) or 'none'}; only in the other: {', '.join(only_b) or 'none'}"
             )
     if na != nb:
-        return f"{kind.label} with {na} children in one and {nb} in the other"
+        return f"{kind.label} with {_children(na)} in one and {nb} in the other"
     return f"{kind.label} whose static data differ: {a!r} vs {b!r}"
 
 
@@ -570,7 +583,7 @@ def structure(tree: T, /, *, is_leaf: IsLeaf = None, none_is_leaf: bool = False)
     return flatten(tree, is_leaf=is_leaf, none_is_leaf=none_is_leaf)[1]
 
 
-def unflatten(structure: Structure[T], leaves: Sequence[Any], /) -> T:
+def unflatten(structure: Structure[Any], leaves: Sequence[Any], /) -> Any:
     """Rebuild a tree from a structure and its leaves (``structure.unflatten``).
 
     Examples:
@@ -587,7 +600,7 @@ def unflatten(structure: Structure[T], leaves: Sequence[Any], /) -> T:
         StructureError: ``leaves`` has the wrong length.
     """
     if not isinstance(structure, Structure):
-        raise TypeError(
+        raise StructureError(
             f"unflatten: the first argument must be a Structure (from flatten or "
             f"structure), got {type(structure).__qualname__}. The order is unflatten(structure, leaves)."
         )

@@ -10,9 +10,9 @@ inside a node type: the registry does.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
-from containers._errors import StructureError
+from containers._errors import ContainerDefinitionError, StructureError
 from containers._paths import KeyPath
 from containers._protocol import isleaf
 from containers._registry import (
@@ -22,6 +22,7 @@ from containers._registry import (
     LIST,
     TUPLE,
     Mismatch,
+    NodeKind,
     kind_of,
 )
 from containers._walk import (
@@ -42,39 +43,57 @@ Cache = dict[int, tuple[Any, Any]]
 
 
 def _fast_map(f: Callable[..., Any], x: Any, cache: Cache | None, prune: Any) -> Any:
-    """fmap(f, x) with exclude=isleaf, recursively; the leaf test is inlined in the
-    parent's loop, so a leaf costs a set lookup and the call of f (benchmarks/run.py,
-    W2 and W3)."""
+    """fmap(f, x) with exclude=isleaf, recursively.
+
+    Speed (benchmarks/run.py, W2, W3 and W3id): each child's type is tested inline in
+    the parent's loop (or in the class's generated mapper), so an immutable leaf costs
+    one set lookup and the call of ``f``; tuples skip the kind lookup.
+    """
     leaf_types = LEAF_TYPES
     immutable = IMMUTABLE_LEAVES
     kinds_get = KINDS.get
     use_prune = prune is not UNSET
+    cache_get = cache.get if cache is not None else None
+    mappers: dict[type, Callable[[Any, int], Any]] = {}
 
-    def leaf(c: Any) -> Any:
-        if cache is None or type(c) in immutable:
-            return f(c)
-        key = id(c)
-        hit = cache.get(key)
+    def cached_leaf(c: Any) -> Any:
+        hit = cache_get(id(c))  # type: ignore[misc]
         if hit is not None:
             return prune if use_prune else hit[1]
         value = f(c)
-        cache[key] = (c, value)
+        cache[id(c)] = (c, value)  # type: ignore[index]
         return value
 
+    leaf = f if cache is None else cached_leaf
+
     def node(x: Any, depth: int) -> Any:
-        kind = kinds_get(type(x)) or kind_of(x)
-        if kind is None:
-            return leaf(x)
+        t = type(x)
         ckey = None
-        if cache is not None and kind.mutable:
-            ckey = id(x)
-            hit = cache.get(ckey)
-            if hit is not None:
-                return prune if use_prune else hit[1]
-        if depth > MAX_FAST_DEPTH:
-            value = map_tree(f, x, exclude=isleaf, cache=cache, prune=prune)
+        kind: NodeKind | None = TUPLE
+        if t is tuple:
+            kids = x
         else:
-            kids, aux = kind.flatten(x)
+            kind = kinds_get(t) or kind_of(x)
+            if kind is None:  # a leaf of a type seen for the first time
+                return f(x) if t in immutable else leaf(x)
+            if cache_get is not None and kind.mutable:
+                ckey = id(x)
+                hit = cache_get(ckey)
+                if hit is not None:
+                    return prune if use_prune else hit[1]
+            if kind.make_mapper is not None and depth <= MAX_FAST_DEPTH:
+                mapper = mappers.get(t)
+                if mapper is None:
+                    mapper = kind.make_mapper(f, leaf, node, immutable, leaf_types)
+                    mappers[t] = mapper
+                value = mapper(x, depth + 1)
+                if ckey is not None:
+                    cache[ckey] = (x, value)  # type: ignore[index]
+                return value
+            kids, aux = (x, None) if t is list else kind.flatten(x)
+        if depth > MAX_FAST_DEPTH:
+            value = map_tree(f, x, exclude=None, cache=cache, prune=prune)
+        else:
             out: list[Any] = []
             append = out.append
             depth += 1
@@ -86,9 +105,9 @@ def _fast_map(f: Callable[..., Any], x: Any, cache: Cache | None, prune: Any) ->
                     append(leaf(c))
                 else:
                     append(node(c, depth))
-            value = (
-                tuple(out) if kind is TUPLE else out if kind is LIST else kind.unflatten(aux, out)
-            )
+            if t is tuple:
+                return tuple(out)
+            value = out if t is list else kind.unflatten(aux, out)  # type: ignore[union-attr]
         if ckey is not None:
             cache[ckey] = (x, value)  # type: ignore[index]
         return value
@@ -126,7 +145,7 @@ def _fast_map_many(
             if hit is not None:
                 return prune if use_prune else hit[1]
         if depth > MAX_FAST_DEPTH:
-            value = map_tree(f, x, ys, exclude=isleaf, cache=cache, prune=prune)
+            value = map_tree(f, x, ys, exclude=None, cache=cache, prune=prune)
         else:
             kids, aux = kind.flatten(x)
             n = len(kids)
@@ -156,16 +175,42 @@ def _noop(*args: Any) -> None:
     return None
 
 
+@overload
+def fmap(
+    f: Callable[[Any], Any],
+    tree: Any,
+    /,
+    *,
+    exclude: Callable[[Any], bool] = ...,
+    walk: Walk | None = ...,
+    cache: bool = ...,
+    prune: Any = ...,
+) -> Any: ...
+
+
+@overload
 def fmap(
     f: Callable[..., Any],
-    tree: T,
+    tree: Any,
+    /,
+    *rest: Any,
+    exclude: Callable[[Any], bool] = ...,
+    walk: Walk | None = ...,
+    cache: bool = ...,
+    prune: Any = ...,
+) -> Any: ...
+
+
+def fmap(
+    f: Callable[..., Any],
+    tree: Any,
     /,
     *rest: Any,
     exclude: Callable[[Any], bool] = isleaf,
     walk: Walk | None = None,
     cache: bool = True,
     prune: Any = UNSET,
-) -> T:
+) -> Any:
     """Map ``f`` over the leaves of ``tree``, keeping its structure and types.
 
     ``f(leaf, *leaves_of_rest)`` is called where ``exclude(value)`` is true (by default
@@ -220,32 +265,56 @@ def fmap(
         step: Walk = ExcludeWalk(walk, f, exclude)
         if memo is not None:
             step = CachedWalk(step, prune=prune, cache=memo)
-        return execute(step, tree, *rest)  # type: ignore[no-any-return]
+        return execute(step, tree, *rest)
     if exclude is not isleaf:
-        return map_tree(f, tree, rest, exclude=exclude, cache=memo, prune=prune)  # type: ignore[no-any-return]
+        return map_tree(f, tree, rest, exclude=exclude, cache=memo, prune=prune)
     try:
         if rest:
-            return _fast_map_many(f, tree, rest, memo, prune)  # type: ignore[no-any-return]
-        return _fast_map(f, tree, memo, prune)  # type: ignore[no-any-return]
-    except StructureError as err:
+            return _fast_map_many(f, tree, rest, memo, prune)
+        return _fast_map(f, tree, memo, prune)
+    except (StructureError, ContainerDefinitionError) as err:
         # The fast path does not track paths: find the error again, with its path,
         # without calling f (f may have side effects).
         try:
-            map_tree(_noop, tree, rest, exclude=isleaf, cache={} if cache else None, prune=prune)
-        except StructureError as located:
+            map_tree(_noop, tree, rest, exclude=None, cache={} if cache else None, prune=prune)
+        except (StructureError, ContainerDefinitionError) as located:
             raise located from None
         raise err
 
 
+@overload
+def fmap_with_path(
+    f: Callable[[KeyPath, Any], Any],
+    tree: Any,
+    /,
+    *,
+    exclude: Callable[[KeyPath, Any], bool] | None = ...,
+    cache: bool = ...,
+    prune: Any = ...,
+) -> Any: ...
+
+
+@overload
 def fmap_with_path(
     f: Callable[..., Any],
-    tree: T,
+    tree: Any,
+    /,
+    *rest: Any,
+    exclude: Callable[[KeyPath, Any], bool] | None = ...,
+    cache: bool = ...,
+    prune: Any = ...,
+) -> Any: ...
+
+
+def fmap_with_path(
+    f: Callable[..., Any],
+    tree: Any,
     /,
     *rest: Any,
     exclude: Callable[[KeyPath, Any], bool] | None = None,
     cache: bool = True,
     prune: Any = UNSET,
-) -> T:
+) -> Any:
     """Like ``fmap``, with the key path: ``f(path, leaf, *leaves_of_rest)``.
 
     ``exclude(path, value)`` (default: ``value`` is a leaf) says where ``f`` is called.
@@ -256,12 +325,40 @@ def fmap_with_path(
         {'a': ["['a'][0]=1", "['a'][1]=2"]}
     """
     memo: Cache | None = {} if cache else None
-    test = exclude if exclude is not None else _leaf_at
-    return map_tree(f, tree, rest, exclude=test, cache=memo, prune=prune, with_path=True)  # type: ignore[no-any-return]
+    return map_tree(
+        f,
+        tree,
+        rest,
+        exclude=exclude,
+        cache=memo,
+        prune=prune,
+        with_path=True,
+        op="fmap_with_path",
+    )
 
 
-def _leaf_at(path: KeyPath, value: Any) -> bool:
-    return isleaf(value)
+@overload
+def fmapstructure(
+    f: Callable[[Any], Any],
+    tree: Any,
+    /,
+    *,
+    exclude: Callable[[Any], bool] = ...,
+    cache: bool = ...,
+    prune: Any = ...,
+) -> Any: ...
+
+
+@overload
+def fmapstructure(
+    f: Callable[..., Any],
+    tree: Any,
+    /,
+    *rest: Any,
+    exclude: Callable[[Any], bool] = ...,
+    cache: bool = ...,
+    prune: Any = ...,
+) -> Any: ...
 
 
 def fmapstructure(

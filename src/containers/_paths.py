@@ -10,6 +10,8 @@ import ast
 from collections.abc import Hashable, Sequence
 from typing import Any, TypeAlias
 
+from containers._errors import StructureError
+
 __all__ = [
     "AttrKey",
     "DictKey",
@@ -182,12 +184,12 @@ def keystr(path: Sequence[Key]) -> str:
         The rendered path.
 
     Raises:
-        TypeError: An element of ``path`` is not a key.
+        StructureError: An element of ``path`` is not a key.
     """
     parts = []
     for key in path:
         if type(key) not in (AttrKey, IndexKey, DictKey):
-            raise TypeError(
+            raise StructureError(
                 f"keystr: {key!r} is not a key. Paths are tuples of AttrKey, IndexKey "
                 f"and DictKey, as flatten_with_path gives them."
             )
@@ -224,33 +226,41 @@ def parse_keystr(text: str) -> KeyPath:
                 j += 1
             name = text[i + 1 : j]
             if not name.isidentifier():
-                raise ValueError(_bad_keystr(text, i, "expected a field name after '.'"))
+                raise StructureError(_bad_keystr(text, i, "expected a field name after '.'"))
             keys.append(AttrKey(name))
             i = j
         elif ch == "[":
             j = _closing_bracket(text, i)
+            inner = text[i + 1 : j]
+            if inner.isdigit():  # the common case, without the parser (deep paths)
+                keys.append(IndexKey(int(inner)))
+                i = j + 1
+                continue
             try:
-                value: Any = ast.literal_eval(text[i + 1 : j])
+                value: Any = ast.literal_eval(inner)
             except (ValueError, SyntaxError):
-                raise ValueError(
+                raise StructureError(
                     _bad_keystr(text, i, "the text in [...] is not a Python literal")
                 ) from None
             keys.append(IndexKey(value) if type(value) is int else DictKey(value))
             i = j + 1
         else:
-            raise ValueError(_bad_keystr(text, i, "expected '.' or '['"))
+            raise StructureError(_bad_keystr(text, i, "expected '.' or '['"))
     return tuple(keys)
 
 
 def _closing_bracket(text: str, start: int) -> int:
     quote = None
     depth = 0
+    escaped = False
     for j in range(start, len(text)):
         ch = text[j]
         if quote:
-            if ch == "\\":
-                continue
-            if ch == quote and text[j - 1] != "\\":
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
                 quote = None
         elif ch in "'\"":
             quote = ch
@@ -260,7 +270,7 @@ def _closing_bracket(text: str, start: int) -> int:
             depth -= 1
             if depth == 0:
                 return j
-    raise ValueError(_bad_keystr(text, start, "this '[' is never closed"))
+    raise StructureError(_bad_keystr(text, start, "this '[' is never closed"))
 
 
 def _bad_keystr(text: str, pos: int, what: str) -> str:

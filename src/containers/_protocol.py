@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from containers._errors import StructureError
+from containers._paths import AttrKey
 from containers._registry import KINDS, kind_of
 
 __all__ = ["Container", "children", "functor", "isleaf", "reduce", "traverse"]
@@ -125,9 +127,9 @@ def isleaf(x: Any, /) -> bool:
 def functor(x: Any, /) -> tuple[Any, Callable[[Any], Any]]:
     """Split ``x`` into its children and a function that rebuilds it (Functors.jl).
 
-    ``children`` is a dict keyed by field name for containers (namedtuples too), a
-    tuple for tuples, lists and other sequences, a dict for mappings, and ``()`` for
-    leaves and ``None``. ``rebuild(new_children)`` takes the same shape or a sequence in
+    ``children`` is a dict keyed by field name for containers (declared or
+    hand-written), a tuple for tuples (namedtuples too), lists and other sequences, a
+    dict for mappings, and ``()`` for leaves and ``None``. ``rebuild(new_children)`` takes the same shape or a sequence in
     child order; kept fields come from ``x``, reset fields get their defaults.
 
     Examples:
@@ -152,10 +154,10 @@ def functor(x: Any, /) -> tuple[Any, Callable[[Any], Any]]:
     keys = kind.keys(aux, n)
     raws = [k.raw for k in keys]
     view: Any
-    if kind.spec is not None:
-        view = dict(zip(raws, kids))
-    elif isinstance(x, Mapping):
+    if isinstance(x, Mapping):
         view = dict(x)
+    elif keys and not isinstance(x, tuple) and all(isinstance(k, AttrKey) for k in keys):
+        view = dict(zip(raws, kids))  # fields by name: declared and hand-written containers
     else:
         view = tuple(kids)
 
@@ -163,7 +165,7 @@ def functor(x: Any, /) -> tuple[Any, Callable[[Any], Any]]:
         if isinstance(new, Mapping):
             missing = [r for r in raws if r not in new]
             if missing:
-                raise ValueError(
+                raise StructureError(
                     f"functor rebuild of {kind.label}: the new children lack "
                     f"{', '.join(map(repr, missing))}. Give every child: {raws!r}."
                 )
@@ -171,7 +173,7 @@ def functor(x: Any, /) -> tuple[Any, Callable[[Any], Any]]:
         else:
             ordered = list(new)
             if len(ordered) != n:
-                raise ValueError(
+                raise StructureError(
                     f"functor rebuild of {kind.label}: expected {n} children, got "
                     f"{len(ordered)}. Pass them in child order, or as {type(view).__name__}."
                 )

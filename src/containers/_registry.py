@@ -84,6 +84,7 @@ class NodeKind:
       to ``aux`` and ``n`` children (fmap's rules), or raise ``Mismatch``.
     - ``structural(aux, children)``: the node as fmapstructure gives it.
     - ``mutable``: cached by identity in fmap/fcollect.
+    - ``make_mapper``: for declared containers, the generated fmap fast path.
     """
 
     __slots__ = (
@@ -92,6 +93,7 @@ class NodeKind:
         "flatten",
         "keys",
         "label",
+        "make_mapper",
         "mutable",
         "read",
         "spec",
@@ -114,6 +116,7 @@ class NodeKind:
         aux_eq: Callable[[Any, Any], bool] = values_equal,
         aux_hash: Callable[[Any], int] = value_hash,
         spec: ContainerSpec | None = None,
+        make_mapper: Callable[..., Callable[[Any, int], Any]] | None = None,
     ) -> None:
         self.type = type_
         self.label = label
@@ -126,6 +129,7 @@ class NodeKind:
         self.aux_eq = aux_eq
         self.aux_hash = aux_hash
         self.spec = spec
+        self.make_mapper = make_mapper
 
     def __repr__(self) -> str:
         return f"<NodeKind {self.label}>"
@@ -484,7 +488,9 @@ def _feed(child: Any, it: Any) -> tuple[Any, Any]:
     return next(it), it
 
 
-def container_kind(spec: ContainerSpec, flatten: Any, unflatten: Any, children: Any) -> NodeKind:
+def container_kind(
+    spec: ContainerSpec, flatten: Any, unflatten: Any, children: Any, make_mapper: Any
+) -> NodeKind:
     """The kind of a declared container, from its generated functions."""
     cls = spec.cls
     keys = spec.child_keys
@@ -507,6 +513,7 @@ def container_kind(spec: ContainerSpec, flatten: Any, unflatten: Any, children: 
         structural=lambda aux, ch: dict(zip(names, ch)),
         mutable=not spec.frozen,
         spec=spec,
+        make_mapper=make_mapper,
     )
 
 
@@ -605,11 +612,11 @@ def add_kind(kind: NodeKind, name: str, *, explicit_name: bool, where: str) -> N
         explicit_name
         and taken is not None
         and taken is not cls
-        and (taken.__module__, type_name(taken)) != (cls.__module__, type_name(cls))
+        and (taken.__module__, taken.__qualname__) != (cls.__module__, cls.__qualname__)
     ):
         raise ContainerDefinitionError(
             f"{where} on {type_name(cls)!r}: the name {name!r} is already used by "
-            f"{taken.__module__}.{type_name(taken)}. Names identify classes in saved "
+            f"{taken.__module__}.{taken.__qualname__}. Names identify classes in saved "
             f"files, so each must be unique: choose another name=."
         )
     _NAMES[name] = cls

@@ -11,7 +11,7 @@ from typing import Any
 
 from containers._errors import StructureError
 from containers._flatten import Structure, aux_difference, flatten
-from containers._paths import DictKey, KeyPath, keystr, where
+from containers._paths import DictKey, KeyPath, keystr
 from containers._registry import kind_of, label
 from containers._walk import cycle_error
 
@@ -44,7 +44,7 @@ def broadcast(
             first differing path.
     """
     pleaves, pstruct = flatten(prefix, is_leaf=is_leaf, none_is_leaf=none_is_leaf)
-    subtrees = pstruct.flatten_up_to(full)
+    subtrees = pstruct._up_to(full, "broadcast")
     filled = []
     for value, sub in zip(pleaves, subtrees):
         n, s = _count(sub, is_leaf, none_is_leaf)
@@ -71,25 +71,19 @@ def transpose(outer: Structure[Any], inner: Structure[Any], tree: Any, /) -> Any
 
     Raises:
         StructureError: ``tree`` is not ``outer`` of ``inner``.
-        TypeError: ``outer`` or ``inner`` is not a Structure.
+        StructureError: ``outer`` or ``inner`` is not a Structure.
     """
     for name, s in (("outer", outer), ("inner", inner)):
         if not isinstance(s, Structure):
-            raise TypeError(
+            raise StructureError(
                 f"transpose: {name} must be a Structure (from ct.structure), got "
                 f"{type(s).__qualname__}."
             )
-    columns = []
-    for i, sub in enumerate(outer.flatten_up_to(tree)):
-        try:
-            columns.append(inner.flatten_up_to(sub))
-        except StructureError as err:
-            path = (*outer.paths()[i], *(err.path or ()))
-            raise StructureError(
-                f"transpose: the subtree at {where(outer.paths()[i])} does not have the "
-                f"inner structure: {err}",
-                path,
-            ) from None
+    paths = outer.paths()
+    columns = [
+        inner._up_to(sub, "transpose", paths[i])
+        for i, sub in enumerate(outer._up_to(tree, "transpose"))
+    ]
     rows = [outer.unflatten(list(row)) for row in zip(*columns)] if columns else []
     if not columns:
         rows = [outer.unflatten([]) for _ in range(inner.num_leaves)]

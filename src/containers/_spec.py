@@ -271,7 +271,7 @@ def build_spec(
     _check_evolution(cls, where, version, renamed, removed, migrations, field_names)
     return ContainerSpec(
         cls=cls,
-        name=name if name is not None else f"{cls.__module__}.{type_name(cls)}",
+        name=name if name is not None else f"{cls.__module__}.{cls.__qualname__}",
         explicit_name=name is not None,
         version=version,
         flavor=flavor,

@@ -10,10 +10,12 @@ thing recursively and are what ``fmap(walk=...)`` composes. The fast paths in
 from __future__ import annotations
 
 import enum
+import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
-from containers._errors import StructureError
+from containers._errors import ContainerDefinitionError, StructureError
 from containers._paths import Key, KeyPath, where
 from containers._registry import Mismatch, cacheable, kind_of
 
@@ -55,7 +57,7 @@ def _ordinal(i: int) -> str:
     return _ORDINALS[i] if i < len(_ORDINALS) else f"#{i + 1}"
 
 
-def mismatch_error(op: str, path: KeyPath, tree_index: int, what: str) -> StructureError:
+def mismatch_error(op: str, path: KeyPath, *, tree_index: int, what: str) -> StructureError:
     """The error for tree ``tree_index`` (0-based) not fitting the first one at ``path``."""
     other = f"the {_ordinal(tree_index)}"
     return StructureError(
@@ -83,7 +85,7 @@ def _read_all(
         try:
             out.append(kind.read(y, aux, n))
         except Mismatch as e:
-            raise mismatch_error(op, path(), i + 1, str(e)) from None
+            raise mismatch_error(op, path(), tree_index=i + 1, what=str(e)) from None
     return out
 
 
@@ -94,7 +96,7 @@ class _Frame:
     the stack when needed (materializing one per frame would cost O(depth**2)).
     """
 
-    __slots__ = ("aux", "ckey", "keys", "kids", "kind", "node", "out", "path", "ykids")
+    __slots__ = ("aux", "ckey", "keys", "kids", "kind", "node", "out", "ykids")
 
     def __init__(
         self,
@@ -104,7 +106,6 @@ class _Frame:
         aux: Any,
         ykids: list[Any],
         keys: Sequence[Key],
-        path: KeyPath | None,
         ckey: int | None,
     ) -> None:
         self.node = node
@@ -113,9 +114,16 @@ class _Frame:
         self.aux = aux
         self.ykids = ykids
         self.keys = keys
-        self.path = path
         self.ckey = ckey
         self.out: list[Any] = []
+
+
+def _kind_at(node: Any, op: str, path_at: Callable[[int], KeyPath], depth: int) -> Any:
+    """``kind_of(node)``, with the path added to an undeclared-subclass error."""
+    try:
+        return kind_of(node)
+    except ContainerDefinitionError as err:
+        raise ContainerDefinitionError(f"{op}: at {where(path_at(depth))}: {err}") from None
 
 
 def map_tree(
@@ -123,7 +131,7 @@ def map_tree(
     x: Any,
     ys: Sequence[Any] = (),
     *,
-    exclude: Callable[..., bool],
+    exclude: Callable[..., bool] | None,
     cache: dict[int, tuple[Any, Any]] | None,
     prune: Any = UNSET,
     structural: bool = False,
@@ -132,9 +140,10 @@ def map_tree(
 ) -> Any:
     """Map ``f`` over ``x`` (and the aligned ``ys``) with an explicit stack.
 
-    Semantics (Functors.jl's ``fmap``): a value for which ``exclude`` is true is
-    replaced by ``f(value, *ys_values)`` (``f(path, value, ...)`` and
-    ``exclude(path, value)`` with ``with_path``); a leaf that is not excluded is kept;
+    Semantics (Functors.jl's ``fmap``): a value for which ``exclude`` is true (by
+    default, ``None``: a leaf) is replaced by ``f(value, *ys_values)``
+    (``f(path, value, ...)`` and ``exclude(path, value)`` with ``with_path``; paths are
+    built only for those calls); a leaf that is not excluded is kept;
     a node is rebuilt from its mapped children (or, with ``structural``, turned into
     a plain dict/tuple/list). With ``cache`` (a dict), mutable values are mapped once:
     a repeat gets the first result, or ``prune``. The first tree decides the structure;
@@ -147,42 +156,44 @@ def map_tree(
     def path_at(depth: int) -> KeyPath:
         return tuple(fr.keys[len(fr.out)] for fr in stack[:depth])
 
-    def visit(node: Any, yvals: Sequence[Any], path: KeyPath | None) -> tuple[bool, Any]:
+    def visit(node: Any, yvals: Sequence[Any]) -> tuple[bool, Any]:
         """Map ``node`` at once (True, value), or push its frame (False, None)."""
+        depth = len(stack)
+        kind = _kind_at(node, op, path_at, depth)
         ckey = None
-        if cache is not None and cacheable(node):
+        if cache is not None and (kind.mutable if kind is not None else cacheable(node)):
             ckey = id(node)
             hit = cache.get(ckey)
             if hit is not None:
                 return True, prune if use_prune else hit[1]
-        if exclude(path, node) if with_path else exclude(node):
-            value = f(path, node, *yvals) if with_path else f(node, *yvals)
+        if exclude is None:
+            excluded = kind is None
+        else:
+            excluded = exclude(path_at(depth), node) if with_path else exclude(node)
+        if excluded:
+            value = f(path_at(depth), node, *yvals) if with_path else f(node, *yvals)
             if ckey is not None:
                 cache[ckey] = (node, value)  # type: ignore[index]
             return True, value
-        kind = kind_of(node)
         if kind is None:
             return True, node
-        depth = len(stack)
         if id(node) in on_path:
             raise cycle_error(op, path_at(depth), path_at(on_path[id(node)]))
         kids, aux = kind.flatten(node)
         n = len(kids)
         ykids = _read_all(op, kind, yvals, aux, n, lambda: path_at(depth)) if yvals else []
-        stack.append(_Frame(node, kind, kids, aux, ykids, kind.keys(aux, n), path, ckey))
+        stack.append(_Frame(node, kind, kids, aux, ykids, kind.keys(aux, n), ckey))
         on_path[id(node)] = depth
         return False, None
 
-    done, result = visit(x, ys, () if with_path else None)
+    done, result = visit(x, ys)
     if done:
         return result
     while stack:
         frame = stack[-1]
         i = len(frame.out)
         if i < len(frame.kids):
-            yvals = [yk[i] for yk in frame.ykids]
-            sub = (*frame.path, frame.keys[i]) if frame.path is not None else None
-            done, value = visit(frame.kids[i], yvals, sub)
+            done, value = visit(frame.kids[i], [yk[i] for yk in frame.ykids])
             if done:
                 frame.out.append(value)
             continue
@@ -202,24 +213,44 @@ def map_tree(
 def collect(x: Any, exclude: Callable[[Any], bool]) -> list[Any]:
     """Every node and leaf of ``x`` in depth-first pre-order, mutable ones once.
 
-    An excluded value and its subtree are dropped. Because each mutable object is
-    visited once, this also ends on cyclic graphs.
+    An excluded value and its subtree are dropped. A node that contains itself raises
+    ``StructureError`` with its path.
     """
     out: list[Any] = []
     seen: dict[int, Any] = {}
-    todo = [x]
-    while todo:
-        value = todo.pop()
+    on_path: dict[int, int] = {}  # id of a node being collected -> its depth
+    stack: list[list[Any]] = []  # [node, kind, aux, kids, next index]
+
+    def path_at(depth: int) -> KeyPath:
+        return tuple(fr[1].keys(fr[2], len(fr[3]))[fr[4] - 1] for fr in stack[:depth])
+
+    def enter(value: Any) -> None:
         if exclude(value):
-            continue
+            return
+        depth = len(stack)
+        kind = _kind_at(value, "fcollect", path_at, depth)
+        if kind is not None and id(value) in on_path:
+            raise cycle_error("fcollect", path_at(depth), path_at(on_path[id(value)]))
         if cacheable(value):
             if id(value) in seen:
-                continue
+                return
             seen[id(value)] = value
         out.append(value)
-        kind = kind_of(value)
         if kind is not None:
-            todo.extend(reversed(kind.flatten(value)[0]))
+            kids, aux = kind.flatten(value)
+            on_path[id(value)] = depth
+            stack.append([value, kind, aux, kids, 0])
+
+    enter(x)
+    while stack:
+        frame = stack[-1]
+        i = frame[4]
+        if i < len(frame[3]):
+            frame[4] = i + 1
+            enter(frame[3][i])
+        else:
+            stack.pop()
+            del on_path[id(frame[0])]
     return out
 
 
@@ -241,6 +272,16 @@ class Walk:
         return f"{type(self).__name__}()"
 
 
+class _WalkError(Exception):
+    """A structure error inside recursive walks; keys are added as it unwinds through
+    ``DefaultWalk``, and ``execute`` raises it as a ``StructureError`` with its path."""
+
+    def __init__(self, render: Callable[[KeyPath], StructureError]) -> None:
+        super().__init__()
+        self.render = render
+        self.keys: list[Key] = []  # innermost first
+
+
 class DefaultWalk(Walk):
     """Rebuild a node from its recursed children; return a leaf unchanged.
 
@@ -258,8 +299,21 @@ class DefaultWalk(Walk):
             return x
         kids, aux = kind.flatten(x)
         n = len(kids)
-        ykids = _read_all(type(self).__name__, kind, ys, aux, n, tuple)
-        out = [recurse(kid, *(yk[i] for yk in ykids)) for i, kid in enumerate(kids)]
+        ykids = []
+        for j, y in enumerate(ys):
+            try:
+                ykids.append(kind.read(y, aux, n))
+            except Mismatch as e:
+                raise _WalkError(
+                    partial(mismatch_error, "fmap", tree_index=j + 1, what=str(e))
+                ) from None
+        out: list[Any] = []
+        for i, kid in enumerate(kids):
+            try:
+                out.append(recurse(kid, *(yk[i] for yk in ykids)))
+            except _WalkError as err:
+                err.keys.append(kind.keys(aux, n)[i])
+                raise
         return getattr(kind, self._build)(aux, out)
 
 
@@ -369,14 +423,45 @@ class CollectWalk(Walk):
 def execute(walk: Callable[..., Any], x: Any, *ys: Any) -> Any:
     """Run ``walk`` from the root: ``walk(recurse, x, *ys)``, where ``recurse`` re-enters it.
 
+    A node met again inside itself (a reference cycle) and, through ``DefaultWalk``,
+    another tree that does not fit raise ``StructureError`` with the path. Walks
+    recurse through Python calls: a tree deeper than the recursion limit allows raises
+    ``StructureError`` (the default fmap, fmapstructure and flatten have no limit).
+
     Examples:
         >>> import containers as ct
         >>> walk = ct.ExcludeWalk(ct.StructuralWalk(), str, ct.isleaf)
         >>> ct.execute(walk, (1, [2]))
         ('1', ['2'])
     """
+    active: set[int] = set()
 
     def recurse(value: Any, *yvals: Any) -> Any:
-        return walk(recurse, value, *yvals)
+        if kind_of(value) is None:
+            return walk(recurse, value, *yvals)
+        key = id(value)
+        if key in active:
+            raise _WalkError(
+                lambda path: StructureError(
+                    f"execute: the tree has a reference cycle: the object at {where(path)} "
+                    f"is one of its own ancestors. Trees must be acyclic; break the cycle "
+                    f"or exclude the object.",
+                    path,
+                )
+            )
+        active.add(key)
+        try:
+            return walk(recurse, value, *yvals)
+        finally:
+            active.discard(key)
 
-    return walk(recurse, x, *ys)
+    try:
+        return recurse(x, *ys)
+    except _WalkError as err:
+        raise err.render(tuple(reversed(err.keys))) from None
+    except RecursionError:
+        raise StructureError(
+            f"execute: the tree is too deep for a recursive walk (the recursion limit is "
+            f"{sys.getrecursionlimit()}). fmap, fmapstructure and flatten without walk= "
+            f"have no depth limit; a custom walk recurses through Python calls."
+        ) from None

@@ -1,46 +1,47 @@
-"""The mypy plugin: checks container declarations and types tree operations per call site.
+"""The mypy plugin: declarations checked and tree operations typed, at type-check time.
 
-This is the static twin of the decorator and the walk, loaded by mypy only: it imports
-mypy, the standard library and ``containers._errors`` (for the runtime's wording), and it
-must never claim a type the runtime does not produce, so wherever the structure of a tree
-is not known statically it leaves mypy the declared signature.
+This stage runs inside mypy only, after everything else: it imports mypy, the standard
+library and ``containers._errors`` (for the runtime's wording), never the runtime. It must
+never claim a type the runtime does not produce: wherever the static type of a tree does
+not show its structure, it leaves mypy the declared signature.
 
-Enable it with ``plugins = ["containers.mypy"]``. It does four things:
+Enable it with ``plugins = ["containers.mypy"]`` (docs/typing.md). What it does:
 
-- ``@container`` (a ``dataclass_transform``): it chains mypy's dataclass transform, then
-  checks ``children=``/``keep=`` and reports an unknown name (with a did-you-mean hint), a
-  name listed twice or in both lists, and a reset field without a default, with the
-  runtime's messages (``ct.register(cls, children=...)`` is checked the same way). It records
-  the declaration in ``TypeInfo.metadata["containers"]``, which mypy caches, and adds a
-  typed ``__containers_children__`` so that containers fit ``containers.Tree[T]``.
-- ``fmap`` / ``fmapstructure``: a signature hook reads the static type of the tree and,
-  when every node in it is known, rewrites the call's signature to
-  ``def [U] (f: Callable[[<leaf types>], U], tree: <tree>) -> <tree with U leaves>``. Mypy's
-  own inference then solves ``U`` (lambdas get typed parameters, overloaded callables such
-  as ``str`` work), and an ``f`` that cannot take the leaves is an ``arg-type`` error. ``U``
-  is bounded by every field the new leaves land in that cannot change type (concrete
-  fields, type variables also used by kept fields), so a result a field cannot hold is a
-  ``type-var`` error, explained by a ``containers-leaf`` note.
-- ``flatten`` / ``leaves`` / ``structure``: the leaves become ``list[<leaf types>]``.
-- ``unflatten`` / ``Structure.unflatten``: the tree type recorded in ``Structure[X]`` is
+- ``@container`` (a ``dataclass_transform``): chains the class maker the runtime uses
+  (mypy's dataclass transform, or the class's own dataclass/attrs decorator), then checks
+  ``children=``/``keep=`` as ``containers._spec`` does and reports, in the runtime's words,
+  an unknown name (with a did-you-mean hint), a name listed twice or in both lists, and a
+  reset field without a default (``ct.register(cls, ...)`` calls are checked too). The
+  declaration goes into ``TypeInfo.metadata["containers"]``, which mypy caches, and a typed
+  ``__containers_children__`` is added so that containers fit ``containers.Tree[T]``.
+- ``fmap`` / ``fmapstructure`` / ``fmap_with_path``: a signature hook reads the static
+  type of the tree and, when every node in it is known, gives the call the signature
+  ``def [U] (f: Callable[[<leaf types>], U], tree) -> <tree with U leaves>``. Mypy's own
+  inference solves ``U`` (lambdas get typed parameters, overloaded ``str`` or ``float``
+  work, the assignment target is used), and an ``f`` that cannot take the leaves is an
+  ``arg-type`` error. A return hook then checks each field that keeps its type (a
+  concrete type, or a type parameter a kept field also uses) against what ``f`` returns
+  for the leaves found there: a ``containers-leaf`` error.
+- ``flatten`` / ``leaves`` / ``structure``: ``list[<leaf types>]`` for the leaves.
+- ``unflatten`` / ``Structure.unflatten``: the tree type recorded in ``Structure[X]``,
   rebuilt with the element type of the new leaves.
 
-The structural rules mirror the runtime's node kinds (SPEC §1): declared containers, list,
-tuple, namedtuple, dict (and OrderedDict, defaultdict), deque and ``None`` are nodes.
-Static types that may hide a node at runtime give up: ``Any``, ``object``, type
-variables, abstract collections and protocols, callables, subclasses of builtin
-collections, dataclasses, attrs classes and container subclasses that are not declared
-themselves (``ct.register`` may make them nodes), hand-written ``Container`` classes, and
-classes that some container in the build inherits from. Classes registered at runtime with
-``register_node`` cannot be seen and are treated as leaves (docs/typing.md says so).
+The node rules mirror the runtime's (SPEC §1): declared containers, list, tuple,
+namedtuple, dict, OrderedDict, defaultdict, deque and ``None`` are nodes. Static types
+that may hide a node give up: ``Any``, ``object``, type variables, abstract collections,
+protocols, callables, subclasses of builtin collections, dataclasses, attrs classes and
+container subclasses that are not declared themselves (``ct.register`` may make them
+nodes), hand-written ``Container`` classes, and classes some container inherits from.
+Classes given to ``register_node`` at runtime cannot be seen: they count as leaves.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Final, NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Concatenate, Final, NamedTuple, ParamSpec, TypeVar
 
 # mypy.types must be imported before mypy.expandtype and friends, or importing this module
 # outside mypy (from a unit test) fails with a circular import.
@@ -281,6 +282,8 @@ def _make_fields(ctx: ClassDefContext) -> bool:
             other = dataclasses_plugin.dataclass_class_maker_callback
         if other is not None:
             return other(ClassDefContext(ctx.cls, decorator, ctx.api))
+    if ctx.cls.info.is_named_tuple:
+        return True  # a namedtuple is declared as it is (the runtime makes no dataclass)
     return dataclasses_plugin.dataclass_class_maker_callback(ctx)
 
 
@@ -306,7 +309,8 @@ def _class_fields(info: TypeInfo) -> list[_Field] | None:
     """The fields as the runtime lists them (``dataclasses.fields``, ``attrs.fields``)."""
     if "attrs" in info.metadata:
         return [
-            _Field(a["name"], a.get("alias"), a["has_default"])
+            # attrs' default alias is the name without leading underscores.
+            _Field(a["name"], a.get("alias") or a["name"].lstrip("_"), a["has_default"])
             for a in info.metadata["attrs"]["attributes"]
         ]
     if "dataclass" in info.metadata:
@@ -457,6 +461,23 @@ _TYPEDDICT: Final = "typeddict"
 _CONTAINER: Final = "container"
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _nested(
+    method: Callable[Concatenate[_Shapes, _P], _R],
+) -> Callable[Concatenate[_Shapes, _P], _R]:
+    """Count the nesting of a recursive walk, to stop at `_MAX_DEPTH`."""
+
+    @functools.wraps(method)
+    def walk(self: _Shapes, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self._deeper():
+            return method(self, *args, **kwargs)
+
+    return walk
+
+
 class _Shapes:
     """Walks static types with the runtime's node rules, for one call site."""
 
@@ -474,11 +495,16 @@ class _Shapes:
 
     # Classification.
 
-    def proper(self, t: Type) -> ProperType:
+    @contextlib.contextmanager
+    def _deeper(self) -> Iterator[None]:
+        # Recursive aliases and recursive containers (in fmapstructure) nest forever.
         self._depth += 1
-        if self._depth > _MAX_DEPTH:
-            raise _Unknown  # a recursive alias or an absurdly deep type: give up
-        return get_proper_type(t)
+        try:
+            if self._depth > _MAX_DEPTH:
+                raise _Unknown
+            yield
+        finally:
+            self._depth -= 1
 
     def kind(self, t: ProperType) -> str:
         if isinstance(t, NoneType):
@@ -490,6 +516,12 @@ class _Shapes:
         if isinstance(t, TupleType):
             fallback = t.partial_fallback.type
             if fallback.is_named_tuple and "namedtuple" in fallback.metadata:
+                declared = fallback.metadata.get(METADATA_KEY)
+                if declared is not None and (
+                    declared.get("opaque")
+                    or declared["children"] != fallback.metadata["namedtuple"]["fields"]
+                ):
+                    raise _Unknown  # a declared namedtuple with kept or reordered fields
                 return _NAMEDTUPLE
             if fallback.fullname != "builtins.tuple" or any(
                 isinstance(get_proper_type(i), mypy.types.UnpackType) for i in t.items
@@ -598,9 +630,10 @@ class _Shapes:
 
     # The three walks.
 
+    @_nested
     def rebuild(self, t: Type) -> Type:
         """The type of ``fmap(f, tree)`` for a tree of type ``t``: leaves become U."""
-        p = self.proper(t)
+        p = get_proper_type(t)
         kind = self.kind(p)
         if kind == _LEAF:
             return self.result
@@ -626,13 +659,14 @@ class _Shapes:
             free = self.free_vars(p.type)
             args = [self.rebuild(a) if i in free else a for i, a in enumerate(p.args)]
             return p.copy_modified(args=args, last_known_value=None)
-        # None, Never, and namedtuples, whose fields cannot change type: the same type,
-        # with bounds on U from visit().
+        # None, Never, and namedtuples, whose fields cannot change type: the same type;
+        # visit() records their fields as slots.
         return p
 
+    @_nested
     def structure(self, t: Type) -> Type:
         """The type of ``fmapstructure(f, tree)``: containers become dicts of children."""
-        p = self.proper(t)
+        p = get_proper_type(t)
         kind = self.kind(p)
         if kind == _LEAF:
             return self.result
@@ -667,18 +701,19 @@ class _Shapes:
             )
         return p
 
+    @_nested
     def visit(self, old: Type, claimed: Type | None, where: str = "") -> None:
-        """Collect the leaf types of ``old`` and the bounds that make the claim true.
+        """Collect the leaf types of ``old``, and the slots where new leaves must fit.
 
         ``claimed`` is the type claimed for the rebuilt value (None: no claim). Wherever a
-        leaf of ``old`` lands in a part of ``claimed`` that is not U itself, U must fit
-        that part: this is how concrete fields and frozen type parameters bound f.
+        leaf of ``old`` lands in a part of ``claimed`` that is not U itself (a concrete
+        field, a frozen type parameter), that part is recorded in `slots`.
         """
         key = (old, claimed)
         if key in self._visiting:
             return  # a recursive container type: this pair is already being checked
         self._visiting.add(key)
-        p = self.proper(old)
+        p = get_proper_type(old)
         c = get_proper_type(claimed) if claimed is not None else None
         kind = self.kind(p)
         if kind == _LEAF:
@@ -729,9 +764,10 @@ class _Shapes:
                 claimed = self._child_type(c, name) if isinstance(c, Instance) else None
                 self.visit(self._child_type(p, name), claimed, f"{p.type.name}.{name}")
 
+    @_nested
     def aligned(self, first: Type, other: Type) -> list[Type]:
         """The types in ``other`` at the positions of the leaves of ``first``."""
-        p, o = self.proper(first), self.proper(other)
+        p, o = get_proper_type(first), get_proper_type(other)
         kind = self.kind(p)
         if kind == _LEAF:
             return [o]

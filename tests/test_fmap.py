@@ -1,0 +1,605 @@
+"""The fmap family: fmap, fmapstructure, fcollect, fmap_with_path, and the walk objects
+(SPEC.md section 4)."""
+
+from __future__ import annotations
+
+import collections
+import re
+from collections import OrderedDict, defaultdict, deque
+from typing import Any
+
+import numpy as np
+import pytest
+
+import containers as ct
+
+
+def exact(message: str) -> str:
+    """A `match=` pattern for exactly this message."""
+    return f"^{re.escape(message)}$"
+
+
+def trees_differ(where: str, what: str, op: str = "fmap") -> str:
+    """The exact message of a multi-tree mismatch."""
+    return exact(
+        f"{op}: trees differ at {where}: {what}. Every other tree must have the first "
+        "tree's nodes and keys."
+    )
+
+
+@ct.container
+class Frozen:
+    a: Any
+    b: Any = None
+
+
+@ct.container(frozen=False)
+class Mutable:
+    a: Any
+    b: Any = None
+
+
+@ct.container(children=["w"], keep=["name"])
+class Layer:
+    w: Any
+    name: str = "layer"
+    step: int = 0
+
+
+Named = collections.namedtuple("Named", ["x", "y"])
+
+
+class Recorder:
+    """f for fmap that records its arguments."""
+
+    def __init__(self, fn=lambda *args: args[0]):
+        self.calls: list[Any] = []
+        self.fn = fn
+
+    def __call__(self, *args):
+        self.calls.append(args[0] if len(args) == 1 else args)
+        return self.fn(*args)
+
+
+# --- structure and types are preserved ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tree", "expected"),
+    [
+        ((1, 2), (2, 3)),
+        ([1, [2]], [2, [3]]),
+        ({"b": 1, "a": 2}, {"b": 2, "a": 3}),
+        (OrderedDict(b=1, a=2), OrderedDict(b=2, a=3)),
+        (Named(1, 2), Named(2, 3)),
+        (deque([1, 2], maxlen=3), deque([2, 3], maxlen=3)),
+        (Frozen(1, (2,)), Frozen(2, (3,))),
+        (Mutable(1, [2]), Mutable(2, [3])),
+    ],
+    ids=["tuple", "list", "dict", "OrderedDict", "namedtuple", "deque", "frozen", "mutable"],
+)
+def test_fmap_keeps_structure_and_types(tree, expected):
+    """fmap maps leaves and rebuilds every node as its own type."""
+    out = ct.fmap(lambda v: v + 1, tree)
+    assert out == expected
+    assert type(out) is type(tree)
+
+
+def test_fmap_keeps_dict_insertion_order():
+    """A mapped dict has the original's insertion order."""
+    out = ct.fmap(lambda v: v * 2, {"z": 1, "a": 2, "m": 3})
+    assert list(out) == ["z", "a", "m"]
+
+
+def test_fmap_keeps_defaultdict_factory():
+    """A mapped defaultdict keeps its default_factory."""
+    out = ct.fmap(lambda v: v * 2, defaultdict(list, a=1))
+    assert type(out) is defaultdict
+    assert out.default_factory is list
+    assert out == {"a": 2}
+
+
+def test_fmap_on_a_leaf_applies_f():
+    """fmap on a leaf is f(leaf)."""
+    assert ct.fmap(lambda v: v + 1, 3) == 4
+
+
+def test_fmap_treats_arrays_as_leaves():
+    """Numpy arrays are leaves: f receives the whole array."""
+    out = ct.fmap(lambda a: a.sum(), {"w": np.ones((2, 3))})
+    assert out == {"w": 6.0}
+
+
+@pytest.mark.parametrize("tree", [None, (), [], {}, [None, ()], {"a": [], "b": None}])
+def test_fmap_never_calls_f_on_none_or_empty_nodes(tree):
+    """None and empty containers are nodes without children: f is not called on them."""
+    f = Recorder()
+    out = ct.fmap(f, tree)
+    assert out == tree
+    assert f.calls == []
+
+
+def test_fmap_copies_kept_fields_and_resets_reset_fields():
+    """Kept fields are copied, reset fields get their defaults."""
+    assert ct.fmap(lambda v: v * 2, Layer(3, "fc", step=9)) == Layer(6, "fc", 0)
+
+
+# --- exclude ---------------------------------------------------------------------------
+
+
+def test_exclude_replaces_isleaf():
+    """With exclude=, f runs only where exclude is true; other leaves are kept unchanged."""
+    out = ct.fmap(str, [1, (2, 3), "s"], exclude=lambda v: isinstance(v, tuple))
+    assert out == [1, "(2, 3)", "s"]
+
+
+def test_exclude_stops_the_descent():
+    """An excluded node is passed to f whole; its children are not visited."""
+    f = Recorder(len)
+    out = ct.fmap(f, {"a": [1, 2], "b": [3]}, exclude=lambda v: isinstance(v, list))
+    assert out == {"a": 2, "b": 1}
+    assert f.calls == [[1, 2], [3]]
+
+
+def test_exclude_can_select_leaves_by_type():
+    """exclude can pick some leaves only: the others stay as they are."""
+    out = ct.fmap(lambda a: a * 0, [np.ones(2), 5], exclude=lambda v: isinstance(v, np.ndarray))
+    assert out[1] == 5
+    np.testing.assert_array_equal(out[0], np.zeros(2))
+
+
+def test_exclude_with_several_trees():
+    """Excluded nodes receive the aligned values of the other trees."""
+    out = ct.fmap(
+        lambda a, b: (a, b), {"k": [1, 2]}, {"k": [3]}, exclude=lambda v: isinstance(v, list)
+    )
+    assert out == {"k": ([1, 2], [3])}
+
+
+# --- several trees -----------------------------------------------------------------------
+
+
+def test_several_trees_give_aligned_leaves():
+    """f receives the leaves of every tree at the same place."""
+    out = ct.fmap(lambda a, b, c: a + b + c, {"x": [1, 2]}, {"x": [10, 20]}, {"x": [100, 200]})
+    assert out == {"x": [111, 222]}
+
+
+def test_first_tree_decides_output_types():
+    """The first tree decides the node types of the result."""
+    assert ct.fmap(lambda a, b: a + b, (1, 2), [10, 20]) == (11, 22)
+    assert ct.fmap(lambda a, b: a + b, [1, 2], (10, 20)) == [11, 22]
+
+
+def test_extra_keys_in_other_trees_are_ignored():
+    """Keys of other trees that the first tree lacks are ignored."""
+    assert ct.fmap(lambda a, b: a + b, {"a": 1}, {"a": 2, "z": 3}) == {"a": 3}
+
+
+def test_trailing_elements_in_other_trees_are_ignored():
+    """Elements of other sequences past the first tree's length are ignored."""
+    assert ct.fmap(lambda a, b: a * b, [1, 2], [10, 20, 30]) == [10, 40]
+
+
+def test_other_trees_are_read_by_key_not_order():
+    """Dicts of other trees are read by key whatever their insertion order."""
+    assert ct.fmap(lambda a, b: a - b, {"a": 10, "b": 20}, {"b": 2, "a": 1}) == {"a": 9, "b": 18}
+
+
+def test_other_tree_may_hold_a_node_where_the_first_has_a_leaf():
+    """Where the first tree has a leaf, f receives whatever the other tree has there."""
+    assert ct.fmap(lambda a, b: (a, b), [1], [[2, 3]]) == [(1, [2, 3])]
+
+
+def test_missing_key_raises_with_its_path():
+    """A key of the first tree that another tree lacks raises StructureError naming the path."""
+    with pytest.raises(
+        ct.StructureError, match=trees_differ("\"['a']\"", "the second has no key 'b' there")
+    ) as info:
+        ct.fmap(lambda a, b: a, {"a": {"b": 1}}, {"a": {"c": 1}})
+    assert info.value.path == (ct.DictKey("a"),)
+
+
+def test_missing_key_is_reported_with_exclude_too():
+    """The iterative engine (a custom exclude) reports the same error."""
+    with pytest.raises(
+        ct.StructureError, match=trees_differ("\"['a']\"", "the second has no key 'b' there")
+    ):
+        ct.fmap(
+            lambda a, b: a, {"a": {"b": 1}}, {"a": {"c": 1}}, exclude=lambda v: isinstance(v, int)
+        )
+
+
+def test_shorter_sequence_raises_with_its_path():
+    """A shorter sequence in another tree is a mismatch at its path."""
+    with pytest.raises(
+        ct.StructureError,
+        match=trees_differ(
+            "'.a'",
+            "the first tree has a sequence of length 2 there, the second has one of length 1",
+        ),
+    ) as info:
+        ct.fmap(lambda a, b: a, Frozen([1, 2]), Frozen([1]))
+    assert info.value.path == (ct.AttrKey("a"),)
+
+
+def test_leaf_where_the_first_tree_has_a_node_raises():
+    """A leaf in another tree where the first has a node is a mismatch."""
+    with pytest.raises(
+        ct.StructureError,
+        match=trees_differ(
+            "'[1]'",
+            "the first tree has a sequence of length 2 there, the second has a leaf of type int",
+        ),
+    ):
+        ct.fmap(lambda a, b: a, [1, (2, 3)], [1, 2])
+
+
+def test_different_container_type_raises():
+    """A different node type in another tree is a mismatch naming both."""
+    with pytest.raises(
+        ct.StructureError,
+        match=trees_differ(
+            "the root", "the first tree has a 'Frozen' there, the second has a tuple"
+        ),
+    ) as info:
+        ct.fmap(lambda a, b: a, Frozen(1, 2), (1, 2))
+    assert info.value.path == ()
+
+
+def test_mismatch_in_the_third_tree_names_it():
+    """The message says which tree does not fit."""
+    with pytest.raises(
+        ct.StructureError,
+        match=trees_differ(
+            "the root",
+            "the first tree has a sequence of length 2 there, the third has one of length 1",
+        ),
+    ):
+        ct.fmap(lambda a, b, c: a, [1, 2], [1, 2], [1])
+
+
+def test_mismatch_error_does_not_call_f_again():
+    """Locating a mismatch does not re-run f on the leaves before it."""
+    f = Recorder(lambda a, b: a)
+    with pytest.raises(ct.StructureError, match=re.escape("trees differ at '[1]'")):
+        ct.fmap(f, [1, [2, 3]], [1, [2]])
+    assert f.calls == [(1, 1)]
+
+
+# --- the identity cache -----------------------------------------------------------------
+
+
+def test_shared_list_is_mapped_once_and_stays_shared():
+    """A list reachable twice is mapped once; both places hold the same result."""
+    shared = [1, 2]
+    f = Recorder(lambda v: v * 2)
+    out = ct.fmap(f, {"x": shared, "y": shared})
+    assert out == {"x": [2, 4], "y": [2, 4]}
+    assert out["x"] is out["y"]
+    assert f.calls == [1, 2]
+
+
+def test_shared_array_leaf_is_mapped_once():
+    """f runs once on an array that appears twice, and the result is shared."""
+    arr = np.arange(3)
+    f = Recorder(lambda a: a + 1)
+    out = ct.fmap(f, [arr, arr])
+    assert len(f.calls) == 1
+    assert out[0] is out[1]
+
+
+def test_shared_mutable_container_stays_shared():
+    """A non-frozen container reachable twice is mapped once."""
+    m = Mutable(1)
+    f = Recorder(lambda v: v + 1)
+    out = ct.fmap(f, [m, m])
+    assert out[0] is out[1]
+    assert f.calls == [1]
+
+
+def test_immutable_values_are_not_cached():
+    """Numbers and strings are values: f runs on every occurrence."""
+    big = 10**6
+    f = Recorder(lambda v: v)
+    ct.fmap(f, [big, big, "s", "s"])
+    assert f.calls == [big, big, "s", "s"]
+
+
+def test_frozen_container_is_not_cached_but_its_mutable_children_are():
+    """A frozen container is rebuilt at each place; a mutable child inside it is shared."""
+    fz = Frozen([1, 2])
+    f = Recorder(lambda v: v * 10)
+    out = ct.fmap(f, [fz, fz])
+    assert out[0] is not out[1]
+    assert out[0].a is out[1].a
+    assert f.calls == [1, 2]
+
+
+def test_tuple_is_not_cached_but_its_list_is():
+    """A repeated tuple is rebuilt each time, while its shared list child stays shared."""
+    t = ([1],)
+    out = ct.fmap(lambda v: v, [t, t])
+    assert out[0] is not out[1]
+    assert out[0][0] is out[1][0]
+
+
+def test_cache_false_maps_every_occurrence():
+    """cache=False runs f at every place and loses sharing."""
+    shared = [1]
+    f = Recorder(lambda v: v)
+    out = ct.fmap(f, [shared, shared], cache=False)
+    assert f.calls == [1, 1]
+    assert out[0] is not out[1]
+
+
+def test_prune_replaces_repeats_of_cached_objects():
+    """prune=v replaces every repeat of a cached object after its first occurrence."""
+    shared = [1]
+    assert ct.fmap(lambda v: v, [shared, shared, shared], prune="P") == [[1], "P", "P"]
+
+
+def test_prune_applies_to_leaves_and_accepts_none():
+    """prune=None is a real value: a repeated array becomes None."""
+    arr = np.ones(2)
+    out = ct.fmap(lambda a: a * 2, {"a": arr, "b": arr}, prune=None)
+    assert out["b"] is None
+    np.testing.assert_array_equal(out["a"], 2 * np.ones(2))
+
+
+def test_prune_leaves_immutable_repeats_alone():
+    """Repeated values (numbers, strings, tuples) are not pruned."""
+    assert ct.fmap(lambda v: v, [7, 7, (1,), (1,)], prune=0) == [7, 7, (1,), (1,)]
+
+
+def test_prune_with_exclude():
+    """prune works in the iterative engine (custom exclude) too."""
+    arr = np.ones(2)
+    out = ct.fmap(lambda a: 1, [arr, arr], exclude=lambda v: isinstance(v, np.ndarray), prune=-1)
+    assert out == [1, -1]
+
+
+# --- walk= -------------------------------------------------------------------------------------
+
+
+def test_default_walk_agrees_with_fmap():
+    """fmap with walk=DefaultWalk() gives the same result as without."""
+    tree = {"a": [1, (2, 3)], "b": Frozen(4, Named(5, 6)), "c": None}
+    assert ct.fmap(lambda v: v * 2, tree, walk=ct.DefaultWalk()) == ct.fmap(lambda v: v * 2, tree)
+
+
+def test_structural_walk_gives_plain_dicts():
+    """walk=StructuralWalk() turns containers into dicts."""
+    out = ct.fmap(lambda v: v + 1, Frozen(1, (2, 3)), walk=ct.StructuralWalk())
+    assert out == {"a": 2, "b": (3, 4)}
+
+
+def test_custom_walk_is_called_on_nodes():
+    """A custom walk gets every node (leaves are handled by the exclude walk around it)."""
+
+    class Counting(ct.Walk):
+        def __init__(self):
+            self.seen = []
+
+        def __call__(self, recurse, x, *ys):
+            self.seen.append(x)
+            return ct.DefaultWalk()(recurse, x, *ys)
+
+    walk = Counting()
+    assert ct.fmap(lambda v: v + 1, [1, [2]], walk=walk) == [2, [3]]
+    assert walk.seen == [[1, [2]], [2]]
+
+
+def test_walk_keeps_the_cache():
+    """fmap wraps a walk in the cache walk: shared objects map once and stay shared."""
+    shared = [1]
+    f = Recorder(lambda v: v + 1)
+    out = ct.fmap(f, {"a": shared, "b": shared}, walk=ct.DefaultWalk())
+    assert out["a"] is out["b"]
+    assert f.calls == [1]
+
+
+def test_walk_with_cache_false_and_prune():
+    """cache=False and prune= apply to walks too."""
+    shared = [1]
+    out = ct.fmap(lambda v: v, {"a": shared, "b": shared}, walk=ct.DefaultWalk(), cache=False)
+    assert out["a"] is not out["b"]
+    pruned = ct.fmap(lambda v: v, {"a": shared, "b": shared}, walk=ct.DefaultWalk(), prune=0)
+    assert pruned == {"a": [1], "b": 0}
+
+
+def test_walk_with_several_trees():
+    """A walk reads the other trees like fmap does."""
+    assert ct.fmap(lambda a, b: a + b, [1, 2], [10, 20, 30], walk=ct.DefaultWalk()) == [11, 22]
+
+
+def test_walk_mismatch_names_the_path():
+    """A mismatch found by a walk names the path where the trees differ."""
+    with pytest.raises(ct.StructureError, match=re.escape("trees differ at \"['x']\"")) as info:
+        ct.fmap(lambda a, b: a, {"x": {"a": 1}}, {"x": {"b": 2}}, walk=ct.DefaultWalk())
+    assert info.value.path == (ct.DictKey("x"),)
+
+
+# --- fmapstructure ---------------------------------------------------------------------------
+
+
+def test_fmapstructure_turns_containers_into_dicts():
+    """Containers become dicts of their children; kept fields are dropped."""
+    assert ct.fmapstructure(lambda v: v * 2, [Layer(1.0, "fc")]) == [{"w": 2.0}]
+
+
+def test_fmapstructure_turns_namedtuples_into_dicts():
+    """Namedtuples become dicts keyed by field name."""
+    assert ct.fmapstructure(lambda v: v + 1, Named(1, 2)) == {"x": 2, "y": 3}
+
+
+def test_fmapstructure_keeps_builtin_collections():
+    """Tuples, lists and dicts stay tuples, lists and dicts."""
+    out = ct.fmapstructure(lambda v: -v, ((1,), [2], {"k": 3}, None))
+    assert out == ((-1,), [-2], {"k": -3}, None)
+    assert type(out[0]) is tuple and type(out[1]) is list
+
+
+def test_fmapstructure_with_exclude_and_several_trees():
+    """fmapstructure takes exclude= (non-excluded leaves stay) and several trees like fmap."""
+    out = ct.fmapstructure(
+        lambda a, b: (a, b), Frozen([1], 2), Frozen([3], 4), exclude=lambda v: isinstance(v, list)
+    )
+    assert out == {"a": ([1], [3]), "b": 2}
+
+
+def test_fmapstructure_mismatch_names_itself_and_the_path():
+    """fmapstructure mismatches name the operation and the path."""
+    with pytest.raises(
+        ct.StructureError,
+        match=trees_differ(
+            "\"['x']\"",
+            "the first tree has a sequence of length 2 there, the second has one of length 1",
+            op="fmapstructure",
+        ),
+    ):
+        ct.fmapstructure(lambda a, b: a, {"x": [1, 2]}, {"x": [1]})
+
+
+def test_fmapstructure_keeps_sharing_and_prunes():
+    """Sharing and prune work in fmapstructure as in fmap."""
+    shared = [1]
+    out = ct.fmapstructure(lambda v: v, {"a": shared, "b": shared})
+    assert out["a"] is out["b"]
+    assert ct.fmapstructure(lambda v: v, {"a": shared, "b": shared}, prune=None) == {
+        "a": [1],
+        "b": None,
+    }
+
+
+# --- fcollect -----------------------------------------------------------------------------
+
+
+def test_fcollect_is_pre_order():
+    """fcollect lists every node and leaf, parents before children."""
+    tree = {"a": [1, 2], "b": 3}
+    assert ct.fcollect(tree) == [tree, [1, 2], 1, 2, 3]
+
+
+def test_fcollect_includes_containers_and_none():
+    """Containers and None appear in fcollect's output."""
+    tree = Frozen([1], None)
+    assert ct.fcollect(tree) == [tree, [1], 1, None]
+
+
+def test_fcollect_deduplicates_mutable_objects():
+    """A mutable object appears once; repeated values appear every time."""
+    shared = [1]
+    tree = [shared, shared, (5, 5)]
+    out = ct.fcollect(tree)
+    assert out == [tree, [1], 1, (5, 5), 5, 5]
+    assert out[1] is shared
+
+
+def test_fcollect_exclude_drops_the_subtree():
+    """An excluded value and its subtree are left out."""
+    assert ct.fcollect({"a": [1, 2], "b": 3}, exclude=lambda v: isinstance(v, list)) == [
+        {"a": [1, 2], "b": 3},
+        3,
+    ]
+
+
+# --- fmap_with_path ---------------------------------------------------------------------------
+
+
+def test_fmap_with_path_passes_paths():
+    """f receives the key path of each leaf."""
+    out = ct.fmap_with_path(lambda p, v: ct.keystr(p), {"a": [1, Named(2, 3)], "b": Frozen(4)})
+    assert out == {"a": ["['a'][0]", Named("['a'][1].x", "['a'][1].y")], "b": Frozen("['b'].a")}
+
+
+def test_fmap_with_path_on_a_leaf_passes_the_empty_path():
+    """The root's path is ()."""
+    assert ct.fmap_with_path(lambda p, v: (p, v), 5) == ((), 5)
+
+
+def test_fmap_with_path_several_trees():
+    """f(path, leaf, *leaves_of_other_trees)."""
+    out = ct.fmap_with_path(lambda p, a, b: (ct.keystr(p), a + b), [1, 2], [10, 20])
+    assert out == [("[0]", 11), ("[1]", 22)]
+
+
+def test_fmap_with_path_exclude_gets_the_path():
+    """exclude(path, value) decides where f is called."""
+    out = ct.fmap_with_path(
+        lambda p, v: ct.keystr(p), {"x": [1, (2, 3)]}, exclude=lambda p, v: isinstance(v, tuple)
+    )
+    assert out == {"x": [1, "['x'][1]"]}
+
+
+def test_fmap_with_path_mismatch_has_the_path():
+    """A mismatch in fmap_with_path names the path."""
+    with pytest.raises(ct.StructureError, match=re.escape("trees differ at \"['x']\"")) as info:
+        ct.fmap_with_path(lambda p, a, b: a, {"x": [1, 2]}, {"x": [1]})
+    assert info.value.path == (ct.DictKey("x"),)
+
+
+def test_fmap_with_path_errors_name_fmap_with_path():
+    """fmap_with_path's errors start with its own name."""
+    with pytest.raises(ct.StructureError, match=r"^fmap_with_path: trees differ"):
+        ct.fmap_with_path(lambda p, a, b: a, {"x": [1, 2]}, {"x": [1]})
+
+
+# --- walk objects and execute -------------------------------------------------------------
+
+
+def test_execute_default_walk_rebuilds_the_tree():
+    """execute(DefaultWalk(), x) rebuilds x unchanged."""
+    tree = [1, (2, {"a": 3})]
+    assert ct.execute(ct.DefaultWalk(), tree) == tree
+
+
+def test_execute_exclude_walk_maps_leaves():
+    """ExcludeWalk calls fn where exclude is true and defers to its walk elsewhere."""
+    walk = ct.ExcludeWalk(ct.DefaultWalk(), lambda v: v * 2, ct.isleaf)
+    assert ct.execute(walk, [1, (2, 3)]) == [2, (4, 6)]
+
+
+def test_execute_with_several_trees():
+    """execute passes the other trees to the walk."""
+    walk = ct.ExcludeWalk(ct.DefaultWalk(), lambda a, b: a * b, ct.isleaf)
+    assert ct.execute(walk, [1, 2], [3, 4]) == [3, 8]
+
+
+def test_structural_walk_with_exclude():
+    """ExcludeWalk over StructuralWalk is fmapstructure."""
+    walk = ct.ExcludeWalk(ct.StructuralWalk(), str, ct.isleaf)
+    assert ct.execute(walk, (1, [2], Named(3, 4))) == ("1", ["2"], {"x": "3", "y": "4"})
+
+
+def test_cached_walk_shares_results_and_prunes():
+    """CachedWalk maps a shared object once; with prune= repeats are replaced."""
+    shared = [1.0]
+    walk = ct.CachedWalk(ct.ExcludeWalk(ct.DefaultWalk(), lambda v: v + 1, ct.isleaf))
+    out = ct.execute(walk, {"a": shared, "b": shared})
+    assert out == {"a": [2.0], "b": [2.0]}
+    assert out["a"] is out["b"]
+    assert walk.cache[id(shared)] == (shared, out["a"])
+    pruned = ct.CachedWalk(ct.ExcludeWalk(ct.DefaultWalk(), lambda v: v, ct.isleaf), prune="P")
+    assert ct.execute(pruned, [shared, shared]) == [[1.0], "P"]
+
+
+def test_collect_walk_gathers_pre_order():
+    """CollectWalk appends every value in pre-order, skipping excluded subtrees."""
+    walk = ct.CollectWalk(exclude=lambda v: isinstance(v, tuple))
+    ct.execute(walk, [1, (2, 3), [4]])
+    assert walk.items == [[1, (2, 3), [4]], 1, [4], 4]
+
+
+def test_walk_base_class_must_be_subclassed():
+    """Calling the Walk base class says what to define."""
+    with pytest.raises(NotImplementedError, match=exact("Walk must define __call__")):
+        ct.Walk()(lambda v: v, 1)
+
+
+def test_walk_reprs():
+    """Walks have readable reprs."""
+    assert repr(ct.DefaultWalk()) == "DefaultWalk()"
+    assert (
+        repr(ct.CachedWalk(ct.StructuralWalk())) == "CachedWalk(StructuralWalk(), prune=<unset>)"
+    )

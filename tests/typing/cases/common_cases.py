@@ -1,0 +1,66 @@
+"""Typing cases every checker agrees on: mypy without and with the plugin, and pyright.
+
+Never executed; tests/typing/test_checkers.py checks it. An expected error is written as
+``# type: ignore[code]``, so a checker that stops reporting it fails on the unused ignore.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+import numpy as np
+from typing_extensions import assert_type
+
+import containers as ct
+
+T = TypeVar("T")
+
+
+@ct.container
+class Pair(Generic[T]):
+    a: T
+    b: T
+
+
+@ct.container(children=["w", "b"], keep=["name"])
+class Linear:
+    w: np.ndarray
+    b: np.ndarray
+    name: str = "linear"
+    calls: int = 0
+
+
+@ct.container(frozen=False)
+class Box(Generic[T]):
+    value: T
+
+
+def case_synthesized_init() -> None:
+    assert_type(Pair(1, 2), Pair[int])
+    assert_type(Pair("a", "b").a, str)
+    assert_type(Linear(np.zeros(2), np.zeros(2)).name, str)
+    Pair(1, 2, 3)  # type: ignore[call-arg]
+    Linear(np.zeros(2))  # type: ignore[call-arg]
+
+
+def case_frozen_by_default() -> None:
+    p = Pair(1, 2)
+    p.a = 3  # type: ignore[misc]
+    box = Box(1)
+    assert_type(box.value, int)
+    box.value = 2
+
+
+def case_field_specifier() -> None:
+    @ct.container
+    class Tagged:
+        w: float = ct.field(default=0.0, tags=("param",))
+
+    assert_type(Tagged().w, float)
+    assert_type(Tagged(1.5).w, float)
+
+
+def case_structure_remembers_the_tree() -> None:
+    p = Pair(1, 2)
+    assert_type(ct.flatten(p)[1], ct.Structure[Pair[int]])
+    assert_type(ct.structure(p), ct.Structure[Pair[int]])
