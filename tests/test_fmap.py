@@ -579,7 +579,8 @@ def test_cached_walk_shares_results_and_prunes():
     out = ct.execute(walk, {"a": shared, "b": shared})
     assert out == {"a": [2.0], "b": [2.0]}
     assert out["a"] is out["b"]
-    assert walk.cache[id(shared)] == (shared, out["a"])
+    assert walk.cache.results[id(shared)] is out["a"]
+    assert shared in walk.cache.keep
     pruned = ct.CachedWalk(ct.ExcludeWalk(ct.DefaultWalk(), lambda v: v, ct.isleaf), prune="P")
     assert ct.execute(pruned, [shared, shared]) == [[1.0], "P"]
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import containers as ct
 from containers import _codegen
 from containers._registry import kind_of
-from containers._walk import UNSET, map_tree
+from containers._walk import UNSET, Memo, map_tree
 
 settings.register_profile(
     "containers", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -230,7 +230,7 @@ def test_structures_equal_exactly_when_diff_is_empty(a: Any, b: Any) -> None:
 def test_fast_fmap_agrees_with_engine_and_walks(tree: Any, cache: bool) -> None:
     """fmap's fast path, the iterative engine and the composed walks give one result."""
     fast = ct.fmap(bump, tree, cache=cache)
-    engine = map_tree(bump, tree, exclude=ct.isleaf, cache={} if cache else None, prune=UNSET)
+    engine = map_tree(bump, tree, exclude=ct.isleaf, cache=Memo() if cache else None, prune=UNSET)
     walk: ct.Walk = ct.ExcludeWalk(ct.DefaultWalk(), bump, ct.isleaf)
     if cache:
         walk = ct.CachedWalk(walk)
@@ -251,7 +251,7 @@ def test_multi_tree_fmap_agrees_with_engine(tree: Any) -> None:
     """Two-tree fmap pairs leaves by position; fast path and engine agree."""
     other = ct.fmap(bump, tree)
     fast = ct.fmap(Both, tree, other)
-    engine = map_tree(Both, tree, (other,), exclude=ct.isleaf, cache={})
+    engine = map_tree(Both, tree, (other,), exclude=ct.isleaf, cache=Memo())
     assert ct.structure(fast) == ct.structure(engine) == ct.structure(tree)
     pairs = ct.leaves(fast)
     assert len(pairs) == ct.composite.count(tree)

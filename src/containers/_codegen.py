@@ -109,11 +109,13 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     - ``unflatten(kept, children) -> new``: children a sequence in visit order.
     - ``rebuild(x, children) -> new``: kept values read from ``x``.
     - ``children(x) -> tuple``: the children in visit order.
-    - ``make_mapper(f, leaf, node, immutable, leaf_types) -> map_node``: fmap's fast
-      path for this class. ``map_node(x, depth)`` rebuilds ``x`` with each child ``c``
+    - ``make_mapper(mode) -> map_node``: fmap's fast path for this class (``mode`` is
+      ``_fmap._Mode``). ``map_node(x, depth)`` rebuilds ``x`` with each child ``c``
       replaced by ``f(c)`` if its type is in ``immutable``, ``leaf(c)`` if in
-      ``leaf_types``, else ``node(c, depth)``: the leaf test inlined, one call per node
-      (benchmarks/run.py, W3 and W3id).
+      ``leaf_types``, else by the mapper ``direct(type(c))`` or ``node(c, depth + 1)``;
+      past ``max_depth`` it returns ``deep(x)``, and an ``x`` whose reference count
+      says it may occur twice goes to ``shared``. The leaf test is inlined and a node
+      costs one call (benchmarks/run.py, W3 and W3id).
     - the four ``__container_*__`` protocol methods.
     """
     g: dict[str, Any] = {
@@ -148,18 +150,35 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     )
     values = {**child_vars, **{n: f"x.{n}" for n in kept}}
     emit("def rebuild(x, children):", _unpack(kids, "children") + _construct(spec, values, g))
-    body = []
+    body = [
+        "if depth > max_depth:",
+        "    return deep(x)",
+        "if unshared and refcount(x) > unshared and x is not root:",
+        "    return shared(x, depth)",
+    ]
     for i, n in enumerate(kids):
         body += [
             f"_v = x.{n}",
             "_t = type(_v)",
-            f"_c{i} = f(_v) if _t in immutable else leaf(_v) if _t in leaf_types else node(_v, depth)",
+            "if _t in immutable:",
+            f"    _c{i} = f(_v)",
+            "elif _t in leaf_types:",
+            f"    _c{i} = leaf(_v)",
+            "else:",
+            "    _m = direct(_t)",
+            f"    _c{i} = _m(_v, depth + 1) if _m is not None else node(_v, depth + 1)",
         ]
     values = {**child_vars, **{n: f"x.{n}" for n in kept}}
     inner = [f"    {line}" for line in body + _construct(spec, values, g)]
     emit(
-        "def make_mapper(f, leaf, node, immutable, leaf_types):",
-        ["def map_node(x, depth):", *inner, "return map_node"],
+        "def make_mapper(mode):",
+        [
+            "f, leaf, node, direct, immutable, leaf_types, max_depth, deep = mode.mapper_args",
+            "refcount, unshared, shared, root = mode.refcount, mode.unshared, mode.shared, mode.root",
+            "def map_node(x, depth):",
+            *inner,
+            "return map_node",
+        ],
     )
     emit(
         "def __container_traverse__(self, acc, fun, /):",

@@ -9,6 +9,7 @@ inside a node type: the registry does.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
@@ -22,14 +23,15 @@ from containers._registry import (
     LIST,
     TUPLE,
     Mismatch,
-    NodeKind,
     kind_of,
 )
 from containers._walk import (
     MAX_FAST_DEPTH,
+    MISS,
     UNSET,
     CachedWalk,
     ExcludeWalk,
+    Memo,
     Walk,
     collect,
     execute,
@@ -39,133 +41,242 @@ from containers._walk import (
 __all__ = ["fcollect", "fmap", "fmap_with_path", "fmapstructure"]
 
 T = TypeVar("T")
-Cache = dict[int, tuple[Any, Any]]
 
 
-def _fast_map(f: Callable[..., Any], x: Any, cache: Cache | None, prune: Any) -> Any:
-    """fmap(f, x) with exclude=isleaf, recursively.
+def _calibrate() -> int:
+    """The reference count an object shows inside the fast path's leaf/node functions
+    when its parent is the only thing holding it: parent slot, the caller's loop or
+    local variable, the callee's parameter and getrefcount's argument.
 
-    Speed (benchmarks/run.py, W2, W3 and W3id): each child's type is tested inline in
-    the parent's loop (or in the class's generated mapper), so an immutable leaf costs
-    one set lookup and the call of ``f``; tuples skip the kind lookup.
+    The identity cache matters only for objects that occur more than once; one whose
+    count is at most this cannot, so the fast path skips the cache for it (id() and two
+    dict operations per array: benchmarks/run.py, W3 and W3id). 0 turns the shortcut off
+    where reference counts do not mean this (no getrefcount, free-threaded builds).
     """
-    leaf_types = LEAF_TYPES
-    immutable = IMMUTABLE_LEAVES
-    kinds_get = KINDS.get
-    use_prune = prune is not UNSET
-    cache_get = cache.get if cache is not None else None
-    mappers: dict[type, Callable[[Any, int], Any]] = {}
+    if not hasattr(sys, "getrefcount") or not getattr(sys, "_is_gil_enabled", lambda: True)():
+        return 0
 
-    def cached_leaf(c: Any) -> Any:
-        hit = cache_get(id(c))  # type: ignore[misc]
-        if hit is not None:
-            return prune if use_prune else hit[1]
-        value = f(c)
-        cache[id(c)] = (c, value)  # type: ignore[index]
-        return value
+    def callee(c: Any) -> int:
+        return sys.getrefcount(c)
 
-    leaf = f if cache is None else cached_leaf
+    for c in [object()]:
+        return callee(c)
+    return 0
 
-    def node(x: Any, depth: int) -> Any:
-        t = type(x)
-        ckey = None
-        kind: NodeKind | None = TUPLE
-        if t is tuple:
-            kids = x
-        else:
-            kind = kinds_get(t) or kind_of(x)
-            if kind is None:  # a leaf of a type seen for the first time
-                return f(x) if t in immutable else leaf(x)
-            if cache_get is not None and kind.mutable:
-                ckey = id(x)
-                hit = cache_get(ckey)
-                if hit is not None:
-                    return prune if use_prune else hit[1]
-            if kind.make_mapper is not None and depth <= MAX_FAST_DEPTH:
-                mapper = mappers.get(t)
-                if mapper is None:
-                    mapper = kind.make_mapper(f, leaf, node, immutable, leaf_types)
-                    mappers[t] = mapper
-                value = mapper(x, depth + 1)
-                if ckey is not None:
-                    cache[ckey] = (x, value)  # type: ignore[index]
-                return value
-            kids, aux = (x, None) if t is list else kind.flatten(x)
-        if depth > MAX_FAST_DEPTH:
-            value = map_tree(f, x, exclude=None, cache=cache, prune=prune)
-        else:
+
+_unshared_refcount = _calibrate()
+getrefcount = getattr(sys, "getrefcount", lambda obj: 1 << 30)
+
+
+class _Mode:
+    """One set of fast-path closures for ``_fast_map``, and what generated mappers need.
+
+    ``unshared`` is the reference count at or below which a value is held by its
+    parent alone (0: no shortcut). In the trusting mode (every ancestor held once, the
+    root visited once by definition) such a value occurs once in the tree, so the
+    identity cache is skipped for it; a tuple or frozen container with a higher count
+    may be reached again, so its subtree is mapped in the ``shared`` mode, which caches
+    every mutable value.
+    """
+
+    __slots__ = ("dispatch", "mapper_args", "refcount", "root", "shared", "unshared")
+
+    def __init__(
+        self,
+        f: Callable[..., Any],
+        cache: Memo | None,
+        prune: Any,
+        structural: bool,
+        unshared: int,
+        shared: Callable[[Any, int], Any] | None,
+        root: Any = None,
+    ) -> None:
+        leaf_types = LEAF_TYPES
+        immutable = IMMUTABLE_LEAVES
+        kinds_get = KINDS.get
+        use_prune = prune is not UNSET
+        results_get = cache.results.get if cache is not None else None
+        store = cache.store if cache is not None else None
+        self.refcount = getrefcount
+        self.unshared = unshared
+        self.shared = shared
+        self.root = root  # visited once by definition, whatever its reference count
+
+        def cached_leaf(c: Any) -> Any:
+            if unshared and getrefcount(c) <= unshared:  # held by its parent alone
+                return f(c)
+            hit = results_get(id(c), MISS)  # type: ignore[misc]
+            if hit is not MISS:
+                return prune if use_prune else hit
+            value = f(c)
+            store(c, value)  # type: ignore[misc]
+            return value
+
+        leaf = f if cache is None else cached_leaf
+
+        def deep(x: Any) -> Any:
+            return map_tree(f, x, exclude=None, cache=cache, prune=prune, structural=structural)
+
+        def map_tuple(x: Any, depth: int) -> Any:
+            if depth > MAX_FAST_DEPTH:
+                return deep(x)
+            if unshared and getrefcount(x) > unshared and x is not root:
+                return shared(x, depth)  # type: ignore[misc]
             out: list[Any] = []
             append = out.append
             depth += 1
-            for c in kids:
+            for c in x:
                 tc = type(c)
                 if tc in immutable:
                     append(f(c))
                 elif tc in leaf_types:
                     append(leaf(c))
                 else:
-                    append(node(c, depth))
-            if t is tuple:
-                return tuple(out)
-            value = out if t is list else kind.unflatten(aux, out)  # type: ignore[union-attr]
-        if ckey is not None:
-            cache[ckey] = (x, value)  # type: ignore[index]
-        return value
+                    m = direct_get(tc)
+                    append(m(c, depth) if m is not None else node(c, depth))
+            return tuple(out)
 
-    return node(x, 0)
+        direct: dict[type, Callable[[Any, int], Any]] = {tuple: map_tuple}
+        direct_get = direct.get
+
+        def node(x: Any, depth: int) -> Any:
+            t = type(x)
+            kind = kinds_get(t) or kind_of(x)
+            if kind is None:  # a leaf of a type seen for the first time
+                return f(x) if t in immutable else leaf(x)
+            ckey = None
+            if kind.mutable:
+                if store is not None and (not unshared or getrefcount(x) > unshared):
+                    ckey = id(x)
+                    hit = results_get(ckey, MISS)  # type: ignore[misc]
+                    if hit is not MISS:
+                        return prune if use_prune else hit
+            elif kind.make_mapper is not None and not structural:
+                mapper = kind.make_mapper(self)
+                direct[t] = mapper
+                return mapper(x, depth)
+            elif unshared and getrefcount(x) > unshared and x is not root:
+                return shared(x, depth)  # type: ignore[misc]
+            if depth > MAX_FAST_DEPTH:
+                value = deep(x)
+            else:
+                kids, aux = (x, None) if t is list else kind.flatten(x)
+                out: list[Any] = []
+                append = out.append
+                depth += 1
+                for c in kids:
+                    tc = type(c)
+                    if tc in immutable:
+                        append(f(c))
+                    elif tc in leaf_types:
+                        append(leaf(c))
+                    else:
+                        m = direct_get(tc)
+                        append(m(c, depth) if m is not None else node(c, depth))
+                if t is list:
+                    value = out
+                else:
+                    value = kind.structural(aux, out) if structural else kind.unflatten(aux, out)
+            if ckey is not None:
+                store(x, value)  # type: ignore[misc]
+            return value
+
+        def dispatch(x: Any, depth: int) -> Any:
+            m = direct_get(type(x))
+            return m(x, depth) if m is not None else node(x, depth)
+
+        self.dispatch = dispatch
+        self.mapper_args = (f, leaf, node, direct_get, immutable, leaf_types, MAX_FAST_DEPTH, deep)
+
+
+def _fast_map(
+    f: Callable[..., Any], x: Any, cache: Memo | None, prune: Any, structural: bool = False
+) -> Any:
+    """fmap(f, x) (or fmapstructure) with exclude=isleaf, recursively.
+
+    Speed (benchmarks/run.py, W2, W3 and W3id): each child's type is tested inline in
+    the parent's loop (or in the class's generated mapper), so an immutable leaf costs
+    one set lookup and the call of ``f``. Node types that are never cached (tuples,
+    frozen containers) are mapped by a function from ``direct``, called straight from
+    the parent; ``node`` handles the rest: first sight of a type, the identity cache
+    for mutable nodes, and the hand-over to the iterative engine past MAX_FAST_DEPTH.
+    """
+    if cache is None or not _unshared_refcount:
+        return _Mode(f, cache, prune, structural, 0, None).dispatch(x, 0)
+    shared = _Mode(f, cache, prune, structural, 0, None)
+    trusting = _Mode(f, cache, prune, structural, _unshared_refcount, shared.dispatch, x)
+    return trusting.dispatch(x, 0)
 
 
 def _fast_map_many(
-    f: Callable[..., Any], x: Any, ys: tuple[Any, ...], cache: Cache | None, prune: Any
+    f: Callable[..., Any], x: Any, ys: tuple[Any, ...], cache: Memo | None, prune: Any
 ) -> Any:
-    """fmap(f, x, *ys) with exclude=isleaf, recursively (as ``_fast_map``)."""
+    """fmap(f, x, *ys) with exclude=isleaf, recursively (as ``_fast_map``).
+
+    Speed (benchmarks/run.py, W4): a tuple or list facing one of its own type is read
+    directly, and with one extra tree (the common case) the loop pairs children without
+    building a list per child.
+    """
     leaf_types = LEAF_TYPES
+    immutable = IMMUTABLE_LEAVES
     kinds_get = KINDS.get
     use_prune = prune is not UNSET
 
     def leaf(c: Any, cys: Any) -> Any:
-        if cache is None or type(c) in IMMUTABLE_LEAVES:
+        if cache is None or type(c) in immutable:
             return f(c, *cys)
-        key = id(c)
-        hit = cache.get(key)
-        if hit is not None:
-            return prune if use_prune else hit[1]
+        hit = cache.results.get(id(c), MISS)
+        if hit is not MISS:
+            return prune if use_prune else hit
         value = f(c, *cys)
-        cache[key] = (c, value)
+        cache.store(c, value)
         return value
 
     def node(x: Any, ys: Any, depth: int) -> Any:
-        kind = kinds_get(type(x)) or kind_of(x)
+        t = type(x)
+        kind = kinds_get(t) or kind_of(x)
         if kind is None:
             return leaf(x, ys)
         ckey = None
         if cache is not None and kind.mutable:
             ckey = id(x)
-            hit = cache.get(ckey)
-            if hit is not None:
-                return prune if use_prune else hit[1]
+            hit = cache.results.get(ckey, MISS)
+            if hit is not MISS:
+                return prune if use_prune else hit
         if depth > MAX_FAST_DEPTH:
             value = map_tree(f, x, ys, exclude=None, cache=cache, prune=prune)
         else:
-            kids, aux = kind.flatten(x)
+            kids, aux = (x, None) if t is tuple or t is list else kind.flatten(x)
             n = len(kids)
-            try:
-                ykids = [kind.read(y, aux, n) for y in ys]
-            except Mismatch:
-                raise StructureError("fmap: trees differ") from None  # located by the caller
+            ykids = []
+            for y in ys:
+                if type(y) is t and (t is tuple or t is list) and len(y) >= n:
+                    ykids.append(y)  # zip ignores the extra trailing elements
+                    continue
+                try:
+                    ykids.append(kind.read(y, aux, n))
+                except Mismatch:
+                    raise StructureError("fmap: trees differ") from None  # located by fmap
             out: list[Any] = []
             append = out.append
             depth += 1
-            for c, *cys in zip(kids, *ykids):
-                if type(c) in leaf_types:
-                    append(leaf(c, cys))
-                else:
-                    append(node(c, cys, depth))
+            if len(ykids) == 1:
+                for c, d in zip(kids, ykids[0]):
+                    tc = type(c)
+                    if tc in immutable:
+                        append(f(c, d))
+                    elif tc in leaf_types:
+                        append(leaf(c, (d,)))
+                    else:
+                        append(node(c, (d,), depth))
+            else:
+                for c, *cys in zip(kids, *ykids):
+                    append(leaf(c, cys) if type(c) in leaf_types else node(c, cys, depth))
             value = (
                 tuple(out) if kind is TUPLE else out if kind is LIST else kind.unflatten(aux, out)
             )
         if ckey is not None:
-            cache[ckey] = (x, value)  # type: ignore[index]
+            cache.store(x, value)  # type: ignore[union-attr]
         return value
 
     return node(x, ys, 0)
@@ -260,7 +371,7 @@ def fmap(
         StructureError: Another tree lacks a node or key of the first, or the tree
             contains a reference cycle; the message names the path.
     """
-    memo: Cache | None = {} if cache else None
+    memo: Memo | None = Memo() if cache else None
     if walk is not None:
         step: Walk = ExcludeWalk(walk, f, exclude)
         if memo is not None:
@@ -276,7 +387,7 @@ def fmap(
         # The fast path does not track paths: find the error again, with its path,
         # without calling f (f may have side effects).
         try:
-            map_tree(_noop, tree, rest, exclude=None, cache={} if cache else None, prune=prune)
+            map_tree(_noop, tree, rest, exclude=None, cache=Memo() if cache else None, prune=prune)
         except (StructureError, ContainerDefinitionError) as located:
             raise located from None
         raise err
@@ -324,7 +435,7 @@ def fmap_with_path(
         >>> ct.fmap_with_path(lambda p, v: f"{ct.keystr(p)}={v}", {"a": [1, 2]})
         {'a': ["['a'][0]=1", "['a'][1]=2"]}
     """
-    memo: Cache | None = {} if cache else None
+    memo: Memo | None = Memo() if cache else None
     return map_tree(
         f,
         tree,
@@ -385,12 +496,19 @@ def fmapstructure(
         >>> ct.fmapstructure(lambda v: v * 2, [Affine(1.0, 2.0)])
         [{'w': 2.0, 'b': 4.0}]
     """
-    memo: Cache | None = {} if cache else None
+    memo: Memo | None = Memo() if cache else None
+    if exclude is isleaf and not rest:
+        try:
+            return _fast_map(f, tree, memo, prune, structural=True)
+        except (StructureError, ContainerDefinitionError):
+            # A cycle or an undeclared subclass: find it again, with its path, without
+            # calling f a second time.
+            memo, f = (Memo() if cache else None), _noop
     return map_tree(
         f,
         tree,
         rest,
-        exclude=exclude,
+        exclude=None if exclude is isleaf else exclude,
         cache=memo,
         prune=prune,
         structural=True,
@@ -412,3 +530,34 @@ def fcollect(tree: Any, /, exclude: Callable[[Any], bool] = lambda v: False) -> 
         [{'a': [1, 2], 'b': 3}, 3]
     """
     return collect(tree, exclude)
+
+
+def _check_refcount_shortcut() -> None:
+    """Check, on this interpreter, that the cache shortcut never misses a shared object;
+    turn it off if it does. Each object below is held only by the tree."""
+    global _unshared_refcount  # noqa: PLW0603 - the module's one setting, fixed at import
+    for _ in range(2):
+        calls: list[Any] = []
+
+        def count(v: Any, calls: list[Any] = calls) -> Any:
+            calls.append(v)
+            return [v]
+
+        shared = object()
+        inner = ([object()],)  # a tuple reached twice: its list must stay shared
+        tree = ([shared, [shared], (shared,), {"k": shared}, [[]] * 2, object()], inner, inner)
+        del shared, inner
+        out = _fast_map(count, tree, Memo(), UNSET)
+        first = out[0]
+        if (
+            len(calls) == 3
+            and first[0] is first[1][0] is first[2][0] is first[3]["k"]
+            and first[4][0] is first[4][1]
+            and out[1][0] is out[2][0]
+        ):
+            return
+        _unshared_refcount = 0
+    raise AssertionError("containers: fmap's identity cache failed its self-check")
+
+
+_check_refcount_shortcut()

@@ -21,11 +21,13 @@ from containers._registry import Mismatch, cacheable, kind_of
 
 __all__ = [
     "MAX_FAST_DEPTH",
+    "MISS",
     "UNSET",
     "CachedWalk",
     "CollectWalk",
     "DefaultWalk",
     "ExcludeWalk",
+    "Memo",
     "StructuralWalk",
     "Walk",
     "collect",
@@ -55,6 +57,26 @@ _ORDINALS = ("first", "second", "third", "fourth", "fifth")
 
 def _ordinal(i: int) -> str:
     return _ORDINALS[i] if i < len(_ORDINALS) else f"#{i + 1}"
+
+
+class Memo:
+    """fmap's identity cache: results by ``id``, and the objects those ids belong to,
+    kept alive so that no id is reused while the walk runs."""
+
+    __slots__ = ("keep", "results")
+
+    def __init__(self) -> None:
+        self.results: dict[int, Any] = {}
+        self.keep: list[Any] = []
+
+    def store(self, obj: Any, value: Any) -> None:
+        """Remember ``value`` as the result for ``obj``."""
+        self.results[id(obj)] = value
+        self.keep.append(obj)
+
+
+#: What ``Memo.results.get`` returns for an object not mapped yet (None is a result).
+MISS = object()
 
 
 def mismatch_error(op: str, path: KeyPath, *, tree_index: int, what: str) -> StructureError:
@@ -132,7 +154,7 @@ def map_tree(
     ys: Sequence[Any] = (),
     *,
     exclude: Callable[..., bool] | None,
-    cache: dict[int, tuple[Any, Any]] | None,
+    cache: Memo | None,
     prune: Any = UNSET,
     structural: bool = False,
     with_path: bool = False,
@@ -145,7 +167,7 @@ def map_tree(
     (``f(path, value, ...)`` and ``exclude(path, value)`` with ``with_path``; paths are
     built only for those calls); a leaf that is not excluded is kept;
     a node is rebuilt from its mapped children (or, with ``structural``, turned into
-    a plain dict/tuple/list). With ``cache`` (a dict), mutable values are mapped once:
+    a plain dict/tuple/list). With ``cache`` (a ``Memo``), mutable values are mapped once:
     a repeat gets the first result, or ``prune``. The first tree decides the structure;
     the others are read by key. A node that contains itself raises ``StructureError``.
     """
@@ -163,9 +185,9 @@ def map_tree(
         ckey = None
         if cache is not None and (kind.mutable if kind is not None else cacheable(node)):
             ckey = id(node)
-            hit = cache.get(ckey)
-            if hit is not None:
-                return True, prune if use_prune else hit[1]
+            hit = cache.results.get(ckey, MISS)
+            if hit is not MISS:
+                return True, prune if use_prune else hit
         if exclude is None:
             excluded = kind is None
         else:
@@ -173,7 +195,7 @@ def map_tree(
         if excluded:
             value = f(path_at(depth), node, *yvals) if with_path else f(node, *yvals)
             if ckey is not None:
-                cache[ckey] = (node, value)  # type: ignore[index]
+                cache.store(node, value)  # type: ignore[union-attr]
             return True, value
         if kind is None:
             return True, node
@@ -202,7 +224,7 @@ def map_tree(
         build = frame.kind.structural if structural else frame.kind.unflatten
         value = build(frame.aux, frame.out)
         if frame.ckey is not None:
-            cache[frame.ckey] = (frame.node, value)  # type: ignore[index]
+            cache.store(frame.node, value)  # type: ignore[union-attr]
         if stack:
             stack[-1].out.append(value)
         else:
@@ -369,21 +391,19 @@ class CachedWalk(Walk):
         ({'a': [2.0], 'b': [2.0]}, True)
     """
 
-    def __init__(
-        self, walk: Walk, *, prune: Any = UNSET, cache: dict[int, tuple[Any, Any]] | None = None
-    ) -> None:
+    def __init__(self, walk: Walk, *, prune: Any = UNSET, cache: Memo | None = None) -> None:
         self.walk = walk
         self.prune = prune
-        self.cache: dict[int, tuple[Any, Any]] = {} if cache is None else cache
+        self.cache = Memo() if cache is None else cache
 
     def __call__(self, recurse: Callable[..., Any], x: Any, *ys: Any) -> Any:
         if not cacheable(x):
             return self.walk(recurse, x, *ys)
-        hit = self.cache.get(id(x))
-        if hit is not None:
-            return hit[1] if self.prune is UNSET else self.prune
+        hit = self.cache.results.get(id(x), MISS)
+        if hit is not MISS:
+            return hit if self.prune is UNSET else self.prune
         value = self.walk(recurse, x, *ys)
-        self.cache[id(x)] = (x, value)
+        self.cache.store(x, value)
         return value
 
     def __repr__(self) -> str:
