@@ -112,30 +112,37 @@ def _flatten_iter(
         records[fr[6]] = (fr[1], fr[2], len(kids), _mask(mask))
 
 
-def _flatten_fast(x: Any, kind: NodeKind, leaf_types: set[type]) -> tuple[list[Any], list[Any]]:
-    """Recursive flatten for shallow trees; subtrees past MAX_FAST_DEPTH go iterative."""
+def _flatten_fast(
+    x: Any, kind: NodeKind, leaf_types: set[type], records: list[Any] | None
+) -> list[Any]:
+    """Recursive flatten for shallow trees; subtrees past MAX_FAST_DEPTH go iterative.
+
+    Appends the pre-order records to ``records``, or, when it is ``None`` (``leaves``),
+    collects the leaves only.
+    """
     leaves: list[Any] = []
-    records: list[Any] = []
     lappend = leaves.append
     lextend = leaves.extend
-    rappend = records.append
     kinds_get = KINDS.get
 
     def rec(x: Any, kind: NodeKind, depth: int) -> None:
-        kids, aux = kind.flatten(x)
+        kids, aux = (x, None) if kind is TUPLE or kind is LIST else kind.flatten(x)
         for kid in kids:
             if type(kid) not in leaf_types:
                 break
         else:
-            # All children are leaves: one extend, one record (benchmarks/run.py, W1).
+            # All children are leaves: one extend, one record (benchmarks/run.py, W1, W5).
             lextend(kids)
-            rappend((kind, aux, len(kids), None))
+            if records is not None:
+                records.append((kind, aux, len(kids), None))
             return
         if depth > MAX_FAST_DEPTH:
-            _flatten_iter(x, kind, leaves, records, leaf_types, None, "flatten")
+            sink = [] if records is None else records
+            _flatten_iter(x, kind, leaves, sink, leaf_types, None, "flatten")
             return
-        slot = len(records)
-        rappend(None)
+        if records is not None:
+            slot = len(records)
+            records.append(None)
         mask = []
         for kid in kids:
             if type(kid) in leaf_types:
@@ -149,26 +156,30 @@ def _flatten_fast(x: Any, kind: NodeKind, leaf_types: set[type]) -> tuple[list[A
             else:
                 rec(kid, k, depth + 1)
                 mask.append(True)
-        records[slot] = (kind, aux, len(kids), _mask(mask))
+        if records is not None:
+            records[slot] = (kind, aux, len(kids), _mask(mask))
 
     rec(x, kind, 0)
-    return leaves, records
+    return leaves
 
 
-def _flatten(x: Any, is_leaf: IsLeaf, none_is_leaf: bool, op: str) -> tuple[list[Any], list[Any]]:
+def _flatten(
+    x: Any, is_leaf: IsLeaf, none_is_leaf: bool, op: str, records: list[Any] | None
+) -> list[Any]:
+    """The leaves of ``x``; its pre-order records go to ``records`` unless it is None."""
     leaf_types = LEAF_TYPES_NONE if none_is_leaf else LEAF_TYPES
     kind = _located_kind(x, leaf_types, is_leaf, op, tuple)
     if kind is None:
-        return [x], []
+        return [x]
     if is_leaf is None:
         try:
-            return _flatten_fast(x, kind, leaf_types)
+            return _flatten_fast(x, kind, leaf_types, records)
         except (StructureError, ContainerDefinitionError):
-            pass  # redo from the root, iteratively, to report the error with its path
+            if records is not None:  # redo from the root, iteratively, to report the
+                records.clear()  # error with its path
     leaves: list[Any] = []
-    records: list[Any] = []
-    _flatten_iter(x, kind, leaves, records, leaf_types, is_leaf, op)
-    return leaves, records
+    _flatten_iter(x, kind, leaves, [] if records is None else records, leaf_types, is_leaf, op)
+    return leaves
 
 
 def _build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
@@ -568,7 +579,8 @@ def flatten(
     Raises:
         StructureError: The tree contains a reference cycle (the message names it).
     """
-    leaves, records = _flatten(tree, is_leaf, none_is_leaf, "flatten")
+    records: list[Any] = []
+    leaves = _flatten(tree, is_leaf, none_is_leaf, "flatten", records)
     return leaves, Structure(tuple(records), len(leaves))
 
 
@@ -620,7 +632,7 @@ def leaves(tree: Any, /, *, is_leaf: IsLeaf = None, none_is_leaf: bool = False) 
     Raises:
         StructureError: The tree contains a reference cycle.
     """
-    return _flatten(tree, is_leaf, none_is_leaf, "leaves")[0]
+    return _flatten(tree, is_leaf, none_is_leaf, "leaves", None)
 
 
 def flatten_with_path(
