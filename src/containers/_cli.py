@@ -6,6 +6,7 @@ The last stage: it only calls the public API and prints.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -95,8 +96,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="print a short tour of the library")
     args = parser.parse_args(argv)
-    if args.command == "demo":
-        demo()
+    try:
+        if args.command == "demo":
+            demo()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`containers demo | head`): stop quietly, as CLI tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

@@ -164,6 +164,8 @@ class _Mode:
                 out: list[Any] = []
                 append = out.append
                 depth += 1
+                # map_tuple's loop, inlined again: a shared helper would cost a call per
+                # node (benchmarks/run.py, W2).
                 for c in kids:
                     tc = type(c)
                     if tc in immutable:

@@ -1,0 +1,54 @@
+"""The command line: `python -m containers demo` and argument errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from containers._cli import main
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "containers", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_demo_tours_the_pipeline():
+    """The demo runs every step and shows the errors it promises, with their paths."""
+    result = run("demo")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for step in range(1, 8):
+        assert f"== {step}. " in out
+    assert "Linear(w=float32[4,3], b=float32[3], name='hidden')" in out
+    assert "scaled.layers[1].w[0]" in out and "cache = None" in out
+    assert "{'layers': ({'w': (4, 3), 'b': (3,)}, {'w': (3, 2), 'b': (2,)})}" in out
+    assert "  .layers[1].b   float32[2]" in out
+    assert "StructureError: fmap: trees differ at '.layers'" in out
+    assert "kept field MLP.activation is 'relu' in one and 'gelu' in the other" in out
+
+
+def test_demo_into_a_closed_pipe_exits_quietly():
+    """`containers demo | head -1` ends without a BrokenPipeError traceback."""
+    shell = f"{sys.executable} -m containers demo | head -1"
+    result = subprocess.run(
+        shell, shell=True, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0
+    assert "Traceback" not in result.stderr
+
+
+def test_no_command_prints_usage(capsys):
+    """Without a command, argparse says which commands exist and exits with 2."""
+    try:
+        main([])
+    except SystemExit as exit_:
+        assert exit_.code == 2
+    else:
+        raise AssertionError("main([]) should exit")
+    assert "usage: containers" in capsys.readouterr().err
