@@ -95,8 +95,11 @@ class _Mode:
         immutable = IMMUTABLE_LEAVES
         kinds_get = KINDS.get
         use_prune = prune is not UNSET
-        results_get = cache.results.get if cache is not None else None
-        store = cache.store if cache is not None else None
+        # The cache's dict and keep-alive list, used inline (a Memo.store call per value
+        # costs: benchmarks/run.py, W3id).
+        results: dict[int, Any] = cache.results if cache is not None else {}
+        results_get = results.get
+        keep = cache.keep.append if cache is not None else None
         self.refcount = getrefcount
         self.unshared = unshared
         self.shared = shared
@@ -105,11 +108,13 @@ class _Mode:
         def cached_leaf(c: Any) -> Any:
             if unshared and getrefcount(c) <= unshared:  # held by its parent alone
                 return f(c)
-            hit = results_get(id(c), MISS)  # type: ignore[misc]
+            key = id(c)
+            hit = results_get(key, MISS)
             if hit is not MISS:
                 return prune if use_prune else hit
             value = f(c)
-            store(c, value)  # type: ignore[misc]
+            results[key] = value
+            keep(c)  # type: ignore[misc]
             return value
 
         leaf = f if cache is None else cached_leaf
@@ -146,9 +151,9 @@ class _Mode:
                 return f(x) if t in immutable else leaf(x)
             ckey = None
             if kind.mutable:
-                if store is not None and (not unshared or getrefcount(x) > unshared):
+                if keep is not None and (not unshared or getrefcount(x) > unshared):
                     ckey = id(x)
-                    hit = results_get(ckey, MISS)  # type: ignore[misc]
+                    hit = results_get(ckey, MISS)
                     if hit is not MISS:
                         return prune if use_prune else hit
             elif kind.make_mapper is not None and not structural:
@@ -180,7 +185,8 @@ class _Mode:
                 else:
                     value = kind.structural(aux, out) if structural else kind.unflatten(aux, out)
             if ckey is not None:
-                store(x, value)  # type: ignore[misc]
+                results[ckey] = value
+                keep(x)  # type: ignore[misc]
             return value
 
         def dispatch(x: Any, depth: int) -> Any:
