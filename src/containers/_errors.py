@@ -20,7 +20,6 @@ __all__ = [
     "SchemaError",
     "SerializationError",
     "StructureError",
-    "TreeKeyError",
     "UnknownTypeError",
     "VersionError",
     "did_you_mean",
@@ -46,17 +45,6 @@ class StructureError(ContainersError, ValueError):
     def __init__(self, message: str, path: tuple[Any, ...] | None = None) -> None:
         super().__init__(message)
         self.path = path
-
-
-class TreeKeyError(StructureError, KeyError):
-    """Aligned nodes have different keys (treelize's strict mode).
-
-    It is both a ``StructureError`` and a ``KeyError``, as treevalue users expect.
-    """
-
-    def __str__(self) -> str:
-        # KeyError.__str__ would repr() the message; show it as written.
-        return str(self.args[0]) if self.args else ""
 
 
 class SerializationError(ContainersError, ValueError):

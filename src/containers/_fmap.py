@@ -211,9 +211,14 @@ def _fast_map(
     """
     if cache is None or not _unshared_refcount:
         return _Mode(f, cache, prune, structural, 0, None).dispatch(x, 0)
-    shared = _Mode(f, cache, prune, structural, 0, None)
-    trusting = _Mode(f, cache, prune, structural, _unshared_refcount, shared.dispatch, x)
-    return trusting.dispatch(x, 0)
+    shared_mode: list[_Mode] = []  # built on first need: most trees never need it
+
+    def shared(node: Any, depth: int) -> Any:
+        if not shared_mode:
+            shared_mode.append(_Mode(f, cache, prune, structural, 0, None))
+        return shared_mode[0].dispatch(node, depth)
+
+    return _Mode(f, cache, prune, structural, _unshared_refcount, shared, x).dispatch(x, 0)
 
 
 def _fast_map_many(

@@ -33,8 +33,6 @@ __all__ = [
     "kind_for_type",
     "kind_of",
     "label",
-    "on_register",
-    "registered_kinds",
     "sort_keys",
     "values_equal",
 ]
@@ -338,7 +336,6 @@ IMMUTABLE_LEAVES: set[type] = set(_SEED_IMMUTABLE)
 
 _REGISTERED: dict[type, NodeKind] = {}
 _NAMES: dict[str, type] = {}
-_LISTENERS: list[Callable[[NodeKind], None]] = []
 
 
 def kind_of(x: Any) -> NodeKind | None:
@@ -591,7 +588,7 @@ def custom_kind(
 
 
 def add_kind(kind: NodeKind, name: str, *, explicit_name: bool, where: str) -> None:
-    """Register a declared or custom kind under ``name`` and tell the listeners.
+    """Register a declared or custom kind under ``name``.
 
     A different class under an explicit name that is taken raises; under a default
     name (or a redefinition of the same ``module.qualname``) the newest class wins.
@@ -629,20 +626,6 @@ def add_kind(kind: NodeKind, name: str, *, explicit_name: bool, where: str) -> N
     KINDS.clear()
     KINDS.update(_BUILTINS)
     KINDS.update(_REGISTERED)
-    for listener in list(_LISTENERS):
-        listener(kind)
-
-
-def on_register(listener: Callable[[NodeKind], None]) -> None:
-    """Call ``listener(kind)`` for every registered kind, now and in the future."""
-    _LISTENERS.append(listener)
-    for kind in list(_REGISTERED.values()):
-        listener(kind)
-
-
-def registered_kinds() -> list[NodeKind]:
-    """The declared and ``register_node`` kinds, in registration order."""
-    return list(_REGISTERED.values())
 
 
 def class_by_name(name: str) -> type | None:
