@@ -18,9 +18,11 @@ from containers._errors import SchemaError, type_name
 from containers._spec import ContainerSpec
 
 __all__ = [
+    "MAPPER_ARGS",
     "Generated",
     "build_source",
     "compile_spec",
+    "compile_tuple_mapper",
     "plain_deserialize",
     "plain_flatten",
     "plain_rebuild",
@@ -28,6 +30,7 @@ __all__ = [
     "plain_serialize",
     "plain_traverse",
     "plain_unflatten",
+    "tuple_mapper_source",
 ]
 
 _counter = itertools.count()
@@ -102,6 +105,120 @@ def _unpack(names: Sequence[str], source: str) -> list[str]:
     return [f"{targets}{',' if len(names) == 1 else ''} = {source}"]
 
 
+# What fmap's fast path hands a generated mapper factory, in this order (``_fmap._Mode``
+# builds ``mode.mapper_args`` from these names). Keep it short: a closure copies every
+# free variable it uses into its frame on each call.
+MAPPER_ARGS = (
+    "f",
+    "node",
+    "direct",
+    "immutable",
+    "leaf_types",
+    "leaf_unshared",
+    "results",
+    "results_get",
+    "keep",
+    "MISS",
+    "use_prune",
+    "prune",
+    "loop",
+    "max_depth",
+    "deep",
+    "refcount",
+    "unshared",
+    "shared",
+    "root",
+)
+
+# Tuples up to this length get an unrolled branch for all-immutable-leaf contents.
+UNROLLED_TUPLE_LENGTH = 4
+
+
+def _map_child(value: str, target: str, depth: str) -> list[str]:
+    """Lines setting ``target`` to fmap's result for the child in variable ``value``.
+
+    An immutable leaf is passed to ``f``, as is another leaf whose reference count
+    shows its parent alone holds it; other leaves go through the identity cache
+    (``leaf``); a node goes to its mapper in ``direct`` or to ``node``.
+    """
+    return [
+        f"_t = type({value})",
+        "if _t in immutable:",
+        f"    {target} = f({value})",
+        "elif _t in leaf_types:",
+        f"    if refcount({value}) <= leaf_unshared:",
+        f"        {target} = f({value})",
+        "    else:",
+        f"        _k = id({value})",
+        f"        {target} = results_get(_k, MISS)",
+        f"        if {target} is MISS:",
+        f"            {target} = results[_k] = f({value})",
+        f"            keep({value})",
+        "        elif use_prune:",
+        f"            {target} = prune",
+        "else:",
+        "    _m = direct(_t)",
+        f"    {target} = _m({value}, {depth}) if _m is not None else node({value}, {depth})",
+    ]
+
+
+def _mapper_factory(name: str, body: list[str]) -> list[str]:
+    """The body of ``make_mapper(mode)``: unpack ``mode.mapper_args``, define ``name``."""
+    return [
+        f"{', '.join(MAPPER_ARGS)} = mode.mapper_args",
+        f"def {name}(x, depth):",
+        *(f"    {line}" for line in body),
+        f"return {name}",
+    ]
+
+
+def tuple_mapper_source() -> str:
+    """The source of ``make_mapper(mode)`` for plain tuples (contract as a class's).
+
+    A tuple of up to UNROLLED_TUPLE_LENGTH immutable leaves is mapped by an unrolled
+    branch, as hand-written code would (benchmarks/run.py, W2): no loop, no depth or
+    sharing test (it holds no node). Any other tuple goes to ``loop(children, depth)``,
+    the fast path's loop over a node's children.
+    """
+    body = ["n = len(x)"]
+    for n in range(1, UNROLLED_TUPLE_LENGTH + 1):
+        names = [f"_a{i}" for i in range(n)]
+        tests = " and ".join(f"type({a}) in immutable" for a in names)
+        calls = ", ".join(f"f({a})" for a in names)
+        body += [
+            f"{'if' if n == 1 else 'elif'} n == {n}:",
+            f"    {', '.join(names)}{',' if n == 1 else ''} = x",
+            f"    if {tests}:",
+            f"        return ({calls}{',' if n == 1 else ''})",
+            f"    del {', '.join(names)}",  # the loop's reference counts must not see them
+        ]
+    body += [
+        "if depth > max_depth:",
+        "    return deep(x)",
+        "if unshared and refcount(x) > unshared and x is not root:",
+        "    return shared(x, depth)",
+        "return tuple(loop(x, depth + 1))",
+    ]
+    lines = [
+        "def make_mapper(mode):",
+        *(f"    {line}" for line in _mapper_factory("map_tuple", body)),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def compile_tuple_mapper() -> Callable[..., Callable[[Any, int], Any]]:
+    """Compile ``tuple_mapper_source()``; returns its ``make_mapper``."""
+    g: dict[str, Any] = {}
+    _exec(tuple_mapper_source(), g, f"<containers generated tuple mapper #{next(_counter)}>")
+    return g["make_mapper"]  # type: ignore[no-any-return]
+
+
+def _exec(source: str, g: dict[str, Any], filename: str) -> None:
+    """Run generated ``source`` in ``g`` and register it in linecache (tracebacks)."""
+    exec(compile(source, filename, "exec"), g)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+
+
 def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     """Build the source and globals of one class's generated functions.
 
@@ -157,29 +274,9 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
         "    return shared(x, depth)",
     ]
     for i, n in enumerate(kids):
-        body += [
-            f"_v = x.{n}",
-            "_t = type(_v)",
-            "if _t in immutable:",
-            f"    _c{i} = f(_v)",
-            "elif _t in leaf_types:",
-            f"    _c{i} = leaf(_v)",
-            "else:",
-            "    _m = direct(_t)",
-            f"    _c{i} = _m(_v, depth + 1) if _m is not None else node(_v, depth + 1)",
-        ]
+        body += [f"_v = x.{n}", *_map_child("_v", f"_c{i}", "depth + 1")]
     values = {**child_vars, **{n: f"x.{n}" for n in kept}}
-    inner = [f"    {line}" for line in body + _construct(spec, values, g)]
-    emit(
-        "def make_mapper(mode):",
-        [
-            "f, leaf, node, direct, immutable, leaf_types, max_depth, deep = mode.mapper_args",
-            "refcount, unshared, shared, root = mode.refcount, mode.unshared, mode.shared, mode.root",
-            "def map_node(x, depth):",
-            *inner,
-            "return map_node",
-        ],
-    )
+    emit("def make_mapper(mode):", _mapper_factory("map_node", body + _construct(spec, values, g)))
     emit(
         "def __container_traverse__(self, acc, fun, /):",
         [f"{child_vars[n]}, acc = fun(self.{n}, acc)" for n in kids]
@@ -226,8 +323,7 @@ def compile_spec(spec: ContainerSpec) -> Generated:
     source, g = build_source(spec)
     filename = f"<containers generated {spec.cls.__module__}.{type_name(spec.cls)}"
     filename += f" #{next(_counter)}>"
-    exec(compile(source, filename, "exec"), g)
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    _exec(source, g, filename)
     deserialize: Any = classmethod(g["__container_deserialize__"])
     return Generated(
         flatten=g["flatten"],

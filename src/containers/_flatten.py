@@ -124,13 +124,13 @@ def _flatten_fast(
     lappend = leaves.append
     lextend = leaves.extend
     kinds_get = KINDS.get
+    all_leaves = leaf_types.issuperset  # of map(type, children): a loop in C
+    sequences = {tuple: TUPLE, list: LIST}
+    sequences_get = sequences.get
 
     def rec(x: Any, kind: NodeKind, depth: int) -> None:
         kids, aux = (x, None) if kind is TUPLE or kind is LIST else kind.flatten(x)
-        for kid in kids:
-            if type(kid) not in leaf_types:
-                break
-        else:
+        if all_leaves(map(type, kids)):
             # All children are leaves: one extend, one record (benchmarks/run.py, W1, W5).
             lextend(kids)
             if records is not None:
@@ -145,21 +145,31 @@ def _flatten_fast(
             records.append(None)
         mask = []
         for kid in kids:
-            if type(kid) in leaf_types:
+            tk = type(kid)
+            if tk in leaf_types:
                 lappend(kid)
                 mask.append(False)
                 continue
-            k = kinds_get(type(kid)) or kind_of(kid)
+            k = sequences_get(tk)
+            if k is not None and all_leaves(map(type, kid)):
+                # A tuple or list of leaves, done here: no call (benchmarks/run.py, W1).
+                lextend(kid)
+                if records is not None:
+                    records.append((k, None, len(kid), None))
+                mask.append(True)
+                continue
+            k = kinds_get(tk) or kind_of(kid)
             if k is None:
                 lappend(kid)
                 mask.append(False)
             else:
-                rec(kid, k, depth + 1)
+                rec(kid, k, depth + 1)  # noqa: F821 - deleted only after the walk
                 mask.append(True)
         if records is not None:
             records[slot] = (kind, aux, len(kids), _mask(mask))
 
     rec(x, kind, 0)
+    del rec  # a recursive closure is a reference cycle: free it (and records) now
     return leaves
 
 

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
+from containers._codegen import MAPPER_ARGS, compile_tuple_mapper
 from containers._errors import ContainerDefinitionError, StructureError
 from containers._paths import KeyPath
 from containers._protocol import isleaf
@@ -43,43 +44,53 @@ __all__ = ["fcollect", "fmap", "fmap_with_path", "fmapstructure"]
 T = TypeVar("T")
 
 
-def _calibrate() -> int:
-    """The reference count an object shows inside the fast path's leaf/node functions
-    when its parent is the only thing holding it: parent slot, the caller's loop or
-    local variable, the callee's parameter and getrefcount's argument.
+def _calibrate() -> tuple[int, int]:
+    """The reference counts an object shows when its parent alone holds it: inside a
+    function it was passed to (parent slot, the caller's variable, the parameter and
+    getrefcount's argument), and read inline into a variable (no parameter).
 
     The identity cache matters only for objects that occur more than once; one whose
     count is at most this cannot, so the fast path skips the cache for it (id() and two
-    dict operations per array: benchmarks/run.py, W3 and W3id). 0 turns the shortcut off
-    where reference counts do not mean this (no getrefcount, free-threaded builds).
+    dict operations per array: benchmarks/run.py, W3 and W3id). (0, 0) turns the
+    shortcut off where reference counts do not mean this (no getrefcount, free-threaded
+    builds).
     """
     if not hasattr(sys, "getrefcount") or not getattr(sys, "_is_gil_enabled", lambda: True)():
-        return 0
+        return 0, 0
 
     def callee(c: Any) -> int:
         return sys.getrefcount(c)
 
-    for c in [object()]:
-        return callee(c)
-    return 0
+    class Holder:  # a generated mapper reads a child into a variable: `_v = x.name`
+        __slots__ = ("child",)
+
+    holder = Holder()
+    holder.child = object()
+    v = holder.child
+    for c in [object()]:  # a tuple mapper loops: `for _v in x`
+        if sys.getrefcount(c) == sys.getrefcount(v):
+            return callee(c), sys.getrefcount(c)
+    return 0, 0
 
 
-_unshared_refcount = _calibrate()
+_unshared_refcount, _unshared_inline = _calibrate()
 getrefcount = getattr(sys, "getrefcount", lambda obj: 1 << 30)
+_make_tuple_mapper = compile_tuple_mapper()
 
 
 class _Mode:
     """One set of fast-path closures for ``_fast_map``, and what generated mappers need.
 
-    ``unshared`` is the reference count at or below which a value is held by its
-    parent alone (0: no shortcut). In the trusting mode (every ancestor held once, the
-    root visited once by definition) such a value occurs once in the tree, so the
-    identity cache is skipped for it; a tuple or frozen container with a higher count
-    may be reached again, so its subtree is mapped in the ``shared`` mode, which caches
-    every mutable value.
+    ``unshared`` is the reference count at or below which a value passed to a function
+    is held by its parent alone (0: no shortcut; ``leaf_unshared`` is the same for a
+    value read inline). In the trusting mode (every ancestor held once, the root
+    visited once by definition) such a value occurs once in the tree, so the identity
+    cache is skipped for it; a tuple or frozen container with a higher count may be
+    reached again, so its subtree is mapped in the ``shared`` mode, which caches every
+    mutable value.
     """
 
-    __slots__ = ("dispatch", "mapper_args", "refcount", "root", "shared", "unshared")
+    __slots__ = ("dispatch", "mapper_args")
 
     def __init__(
         self,
@@ -92,7 +103,9 @@ class _Mode:
         root: Any = None,
     ) -> None:
         leaf_types = LEAF_TYPES
-        immutable = IMMUTABLE_LEAVES
+        # Without a cache every leaf goes straight to f, so every leaf type counts as
+        # immutable here.
+        immutable = IMMUTABLE_LEAVES if cache is not None else LEAF_TYPES
         kinds_get = KINDS.get
         use_prune = prune is not UNSET
         # The cache's dict and keep-alive list, used inline (a Memo.store call per value
@@ -100,14 +113,10 @@ class _Mode:
         results: dict[int, Any] = cache.results if cache is not None else {}
         results_get = results.get
         keep = cache.keep.append if cache is not None else None
-        self.refcount = getrefcount
-        self.unshared = unshared
-        self.shared = shared
-        self.root = root  # visited once by definition, whatever its reference count
+        refcount = getrefcount
+        leaf_unshared = _unshared_inline if unshared else 0
 
-        def cached_leaf(c: Any) -> Any:
-            if unshared and getrefcount(c) <= unshared:  # held by its parent alone
-                return f(c)
+        def leaf(c: Any) -> Any:  # a leaf that may occur twice
             key = id(c)
             hit = results_get(key, MISS)
             if hit is not MISS:
@@ -117,41 +126,32 @@ class _Mode:
             keep(c)  # type: ignore[misc]
             return value
 
-        leaf = f if cache is None else cached_leaf
-
         def deep(x: Any) -> Any:
             return map_tree(f, x, exclude=None, cache=cache, prune=prune, structural=structural)
 
-        def map_tuple(x: Any, depth: int) -> Any:
-            if depth > MAX_FAST_DEPTH:
-                return deep(x)
-            if unshared and getrefcount(x) > unshared and x is not root:
-                return shared(x, depth)  # type: ignore[misc]
+        def loop(kids: Any, depth: int) -> list[Any]:
+            """The mapped children (at ``depth``) of a node: the fast path's inner loop."""
             out: list[Any] = []
             append = out.append
-            depth += 1
-            for c in x:
+            for c in kids:
                 tc = type(c)
                 if tc in immutable:
                     append(f(c))
                 elif tc in leaf_types:
-                    append(leaf(c))
+                    append(f(c) if refcount(c) <= leaf_unshared else leaf(c))
                 else:
                     m = direct_get(tc)
                     append(m(c, depth) if m is not None else node(c, depth))
-            return tuple(out)
-
-        direct: dict[type, Callable[[Any, int], Any]] = {tuple: map_tuple}
-        direct_get = direct.get
+            return out
 
         def node(x: Any, depth: int) -> Any:
             t = type(x)
             kind = kinds_get(t) or kind_of(x)
             if kind is None:  # a leaf of a type seen for the first time
-                return f(x) if t in immutable else leaf(x)
+                return f(x) if t in immutable or refcount(x) <= unshared else leaf(x)
             ckey = None
             if kind.mutable:
-                if keep is not None and (not unshared or getrefcount(x) > unshared):
+                if keep is not None and (not unshared or refcount(x) > unshared):
                     ckey = id(x)
                     hit = results_get(ckey, MISS)
                     if hit is not MISS:
@@ -160,41 +160,52 @@ class _Mode:
                 mapper = kind.make_mapper(self)
                 direct[t] = mapper
                 return mapper(x, depth)
-            elif unshared and getrefcount(x) > unshared and x is not root:
+            elif unshared and refcount(x) > unshared and x is not root:
                 return shared(x, depth)  # type: ignore[misc]
             if depth > MAX_FAST_DEPTH:
                 value = deep(x)
+            elif t is list:
+                value = loop(x, depth + 1)
             else:
-                kids, aux = (x, None) if t is list else kind.flatten(x)
-                out: list[Any] = []
-                append = out.append
-                depth += 1
-                # map_tuple's loop, inlined again: a shared helper would cost a call per
-                # node (benchmarks/run.py, W2).
-                for c in kids:
-                    tc = type(c)
-                    if tc in immutable:
-                        append(f(c))
-                    elif tc in leaf_types:
-                        append(leaf(c))
-                    else:
-                        m = direct_get(tc)
-                        append(m(c, depth) if m is not None else node(c, depth))
-                if t is list:
-                    value = out
-                else:
-                    value = kind.structural(aux, out) if structural else kind.unflatten(aux, out)
+                kids, aux = kind.flatten(x)
+                out = loop(kids, depth + 1)
+                value = kind.structural(aux, out) if structural else kind.unflatten(aux, out)
             if ckey is not None:
                 results[ckey] = value
                 keep(x)  # type: ignore[misc]
             return value
+
+        direct: dict[type, Callable[[Any, int], Any]] = {}
+        direct_get = direct.get
+        args = {
+            "f": f,
+            "node": node,
+            "direct": direct_get,
+            "immutable": immutable,
+            "leaf_types": leaf_types,
+            "results": results,
+            "results_get": results_get,
+            "keep": keep,
+            "MISS": MISS,
+            "use_prune": use_prune,
+            "prune": prune,
+            "leaf_unshared": leaf_unshared,
+            "loop": loop,
+            "max_depth": MAX_FAST_DEPTH,
+            "deep": deep,
+            "refcount": refcount,
+            "unshared": unshared,
+            "shared": shared,
+            "root": root,
+        }
+        self.mapper_args = tuple(args[name] for name in MAPPER_ARGS)
+        direct[tuple] = _make_tuple_mapper(self)
 
         def dispatch(x: Any, depth: int) -> Any:
             m = direct_get(type(x))
             return m(x, depth) if m is not None else node(x, depth)
 
         self.dispatch = dispatch
-        self.mapper_args = (f, leaf, node, direct_get, immutable, leaf_types, MAX_FAST_DEPTH, deep)
 
 
 def _fast_map(
@@ -404,6 +415,9 @@ def fmap(
         except (StructureError, ContainerDefinitionError) as located:
             raise located from None
         raise err
+    finally:
+        if memo is not None:
+            memo.clear()
 
 
 @overload
@@ -511,12 +525,16 @@ def fmapstructure(
     """
     memo: Memo | None = Memo() if cache else None
     if exclude is isleaf and not rest:
+        fast_memo = memo
         try:
-            return _fast_map(f, tree, memo, prune, structural=True)
+            return _fast_map(f, tree, fast_memo, prune, structural=True)
         except (StructureError, ContainerDefinitionError):
             # A cycle or an undeclared subclass: find it again, with its path, without
             # calling f a second time.
             memo, f = (Memo() if cache else None), _noop
+        finally:
+            if fast_memo is not None:
+                fast_memo.clear()
     return map_tree(
         f,
         tree,
@@ -548,7 +566,7 @@ def fcollect(tree: Any, /, exclude: Callable[[Any], bool] = lambda v: False) -> 
 def _check_refcount_shortcut() -> None:
     """Check, on this interpreter, that the cache shortcut never misses a shared object;
     turn it off if it does. Each object below is held only by the tree."""
-    global _unshared_refcount  # noqa: PLW0603 - the module's one setting, fixed at import
+    global _unshared_refcount, _unshared_inline  # noqa: PLW0603 - fixed at import
     for _ in range(2):
         calls: list[Any] = []
 
@@ -569,7 +587,7 @@ def _check_refcount_shortcut() -> None:
             and out[1][0] is out[2][0]
         ):
             return
-        _unshared_refcount = 0
+        _unshared_refcount = _unshared_inline = 0
     raise AssertionError("containers: fmap's identity cache failed its self-check")
 
 

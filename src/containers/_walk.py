@@ -74,6 +74,12 @@ class Memo:
         self.results[id(obj)] = value
         self.keep.append(obj)
 
+    def clear(self) -> None:
+        """Forget everything: a finished walk's closures may live on until the cyclic
+        garbage collector runs, and must not keep the tree and its results alive."""
+        self.results.clear()
+        self.keep.clear()
+
 
 #: What ``Memo.results.get`` returns for an object not mapped yet (None is a result).
 MISS = object()
