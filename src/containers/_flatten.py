@@ -125,7 +125,7 @@ def _flatten_fast(
     lextend = leaves.extend
     kinds_get = KINDS.get
     all_leaves = leaf_types.issuperset  # of map(type, children): a loop in C
-    sequences = {tuple: TUPLE, list: LIST}
+    sequences: dict[type, NodeKind] = {tuple: TUPLE, list: LIST}
     sequences_get = sequences.get
 
     def rec(x: Any, kind: NodeKind, depth: int) -> None:

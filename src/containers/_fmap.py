@@ -63,6 +63,7 @@ def _calibrate() -> tuple[int, int]:
 
     class Holder:  # a generated mapper reads a child into a variable: `_v = x.name`
         __slots__ = ("child",)
+        child: object
 
     holder = Holder()
     holder.child = object()
@@ -238,11 +239,12 @@ def _fast_map_many(
     """fmap(f, x, *ys) with exclude=isleaf, recursively (as ``_fast_map``).
 
     Speed (benchmarks/run.py, W4): a tuple or list facing one of its own type is read
-    directly, and with one extra tree (the common case) the loop pairs children without
-    building a list per child.
+    directly, and with one extra tree (the common case) ``pair`` maps tuples without
+    looking them up and the loop pairs children without building a list per child.
     """
     leaf_types = LEAF_TYPES
-    immutable = IMMUTABLE_LEAVES
+    # Without a cache every leaf goes straight to f (as in _Mode).
+    immutable = IMMUTABLE_LEAVES if cache is not None else LEAF_TYPES
     kinds_get = KINDS.get
     use_prune = prune is not UNSET
 
@@ -255,6 +257,28 @@ def _fast_map_many(
         value = f(c, *cys)
         cache.store(c, value)
         return value
+
+    def pair(x: Any, y: Any, depth: int) -> Any:
+        """``node(x, (y,), depth)``; a tuple facing a tuple is mapped here, uncached."""
+        if (
+            type(x) is not tuple
+            or type(y) is not tuple
+            or len(y) < len(x)
+            or depth > MAX_FAST_DEPTH
+        ):
+            return node(x, (y,), depth)
+        out: list[Any] = []
+        append = out.append
+        depth += 1
+        for c, d in zip(x, y):
+            tc = type(c)
+            if tc in immutable:
+                append(f(c, d))
+            elif tc in leaf_types:
+                append(leaf(c, (d,)))
+            else:
+                append(pair(c, d, depth))
+        return tuple(out)
 
     def node(x: Any, ys: Any, depth: int) -> Any:
         t = type(x)
@@ -292,7 +316,7 @@ def _fast_map_many(
                     elif tc in leaf_types:
                         append(leaf(c, (d,)))
                     else:
-                        append(node(c, (d,), depth))
+                        append(pair(c, d, depth))
             else:
                 for c, *cys in zip(kids, *ykids):
                     append(leaf(c, cys) if type(c) in leaf_types else node(c, cys, depth))
@@ -303,6 +327,8 @@ def _fast_map_many(
             cache.store(x, value)  # type: ignore[union-attr]
         return value
 
+    if len(ys) == 1:
+        return pair(x, ys[0], 0)
     return node(x, ys, 0)
 
 
