@@ -333,6 +333,80 @@ def test_cache_false_maps_every_occurrence():
     assert out[0] is not out[1]
 
 
+@pytest.mark.parametrize("length", [1, 2, 3, 4, 5])
+def test_small_tuples_of_values_and_arrays(length: int) -> None:
+    """Tuples of each length map their values (the unrolled branch) and share an array
+    that also sits elsewhere in the tree or outside it (the loop, with the cache)."""
+    calls: list[Any] = []
+
+    def f(v: Any) -> Any:
+        calls.append(v)
+        return v * 2
+
+    values = tuple(range(1, length + 1))
+    assert ct.fmap(f, values) == tuple(2 * v for v in values)
+    array = np.arange(3)
+    mixed = (*values[:-1], array)
+    out = ct.fmap(f, {"t": mixed, "again": (array,), "list": [array]})
+    assert out["t"][: length - 1] == tuple(2 * v for v in values[:-1])
+    assert out["t"][-1] is out["again"][0] is out["list"][0]
+    assert sum(c is array for c in calls) == 1
+    nested = (*values[:-1], (values[-1], [values[-1]]))
+    assert ct.fmap(f, nested, cache=False)[-1] == (2 * values[-1], [2 * values[-1]])
+
+
+def test_fmapstructure_keeps_small_tuples() -> None:
+    """Tuples stay tuples in fmapstructure, on the unrolled branch and off it."""
+    assert ct.fmapstructure(str, [(1, 2), (1, [2]), Frozen((3,))]) == [
+        ("1", "2"),
+        ("1", ["2"]),
+        {"a": ("3",), "b": None},
+    ]
+
+
+def test_tuple_mapper_source_is_shown_in_tracebacks() -> None:
+    """The generated tuple mapper is registered in linecache, like a class's code."""
+    import linecache
+    import traceback
+
+    def boom(v: Any) -> Any:
+        raise KeyError(v)
+
+    with pytest.raises(KeyError) as info:
+        ct.fmap(boom, [(1, 2)])
+    frames = traceback.extract_tb(info.value.__traceback__)
+    generated = [fr for fr in frames if fr.filename.startswith("<containers generated tuple")]
+    assert generated, [fr.filename for fr in frames]
+    line = linecache.getline(generated[0].filename, generated[0].lineno)
+    assert line.strip() == "return (f(_a0), f(_a1))"
+
+
+def test_results_are_freed_when_fmap_returns() -> None:
+    """fmap keeps nothing alive after it returns, even with the cyclic GC off: the
+    identity cache is emptied and flatten frees its records."""
+    import gc
+    import weakref
+
+    array = np.arange(3)
+    gc.disable()
+    try:
+        out = ct.fmap(lambda v: v + 1, {"a": [array, array], "b": (array,)})
+        freed = weakref.ref(out["a"][0])
+        del out
+        assert freed() is None
+        out = ct.fmapstructure(lambda v: v + 1, [Frozen(array)])
+        freed = weakref.ref(out[0]["a"])
+        del out
+        assert freed() is None
+        key = type("Key", (), {})()  # a dict key lives in the structure's records
+        freed = weakref.ref(key)
+        structure = ct.flatten([{key: (1, 2)}, [3]])[1]
+        del key, structure
+        assert freed() is None
+    finally:
+        gc.enable()
+
+
 def test_prune_replaces_repeats_of_cached_objects():
     """prune=v replaces every repeat of a cached object after its first occurrence."""
     shared = [1]
