@@ -193,61 +193,66 @@ def _flatten(
 
 
 def _build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
-    """Rebuild a tree from pre-order records and leaves, with a stack of open nodes."""
+    """Rebuild a tree from pre-order records and leaves, with a stack of open nodes.
+
+    The innermost open node is kept in locals (``pkind``, ``paux``, ``pn``, ``pmask``,
+    ``pout``), the others on ``stack``: a node whose children are all leaves is built
+    from one slice and attached without touching the stack (benchmarks/run.py, W1u).
+    """
     if not records:
         return leaves[0]
+    if type(leaves) is not list:
+        leaves = list(leaves)  # slices must be fresh lists (a list node is its slice)
     pos = 0
-    stack: list[list[Any]] = []  # [kind, aux, n, mask, children so far]
-    kind, aux, n, mask = records[0]
-    j = 1
+    stack: list[tuple[Any, ...]] = []
+    pkind: Any = None
+    paux: Any = None
+    pn = 0
+    pmask: Any = None
+    pout: list[Any] | None = None  # None: no open node (the root is next, or done)
+    j = 0
     while True:
-        if mask is not None:
-            out = []
+        kind, aux, n, mask = records[j]
+        j += 1
+        if mask is not None:  # a node with node children: open it
+            if pout is not None:
+                stack.append((pkind, paux, pn, pmask, pout))
+            pkind, paux, pn, pmask, pout = kind, aux, n, mask, []
             if mask is not True:
                 i = 0
                 while not mask[i]:
-                    out.append(leaves[pos])
+                    pout.append(leaves[pos])
                     pos += 1
                     i += 1
-            stack.append([kind, aux, n, mask, out])
-            kind, aux, n, mask = records[j]
-            j += 1
             continue
         kids = leaves[pos : pos + n]
         pos += n
         value = (
-            tuple(kids)
-            if kind is TUPLE
-            else list(kids)
-            if kind is LIST
-            else kind.unflatten(aux, kids)
+            tuple(kids) if kind is TUPLE else kids if kind is LIST else kind.unflatten(aux, kids)
         )
-        while True:
-            if not stack:
+        while True:  # attach value to the open node; close the nodes it completes
+            if pout is None:
                 return value
-            top = stack[-1]
-            out = top[4]
-            out.append(value)
-            tmask = top[3]
-            if tmask is not True:
-                i = len(out)
-                while i < top[2] and not tmask[i]:
-                    out.append(leaves[pos])
+            pout.append(value)
+            if pmask is not True:
+                i = len(pout)
+                while i < pn and not pmask[i]:
+                    pout.append(leaves[pos])
                     pos += 1
                     i += 1
-            if len(out) < top[2]:
+            if len(pout) < pn:
                 break
-            stack.pop()
-            tkind = top[0]
             value = (
-                tuple(out)
-                if tkind is TUPLE
-                else out
-                if tkind is LIST
-                else tkind.unflatten(top[1], out)
+                tuple(pout)
+                if pkind is TUPLE
+                else pout
+                if pkind is LIST
+                else pkind.unflatten(paux, pout)
             )
-        kind, aux, n, mask = records[j]
-        j += 1
+            if stack:
+                pkind, paux, pn, pmask, pout = stack.pop()
+            else:
+                pout = None
 
 
 def _node_children(mask: Any, n: int) -> int:
