@@ -138,6 +138,8 @@ class _Mode:
                 tc = type(c)
                 if tc in immutable:
                     append(f(c))
+                elif tc is tuple:  # the commonest node: no lookup
+                    append(map_tuple(c, depth))
                 elif tc in leaf_types:
                     append(f(c) if refcount(c) <= leaf_unshared else leaf(c))
                 else:
@@ -200,7 +202,7 @@ class _Mode:
             "root": root,
         }
         self.mapper_args = tuple(args[name] for name in MAPPER_ARGS)
-        direct[tuple] = _make_tuple_mapper(self)
+        direct[tuple] = map_tuple = _make_tuple_mapper(self)
 
         def dispatch(x: Any, depth: int) -> Any:
             m = direct_get(type(x))
