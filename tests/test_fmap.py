@@ -355,6 +355,29 @@ def test_small_tuples_of_values_and_arrays(length: int) -> None:
     assert ct.fmap(f, nested, cache=False)[-1] == (2 * values[-1], [2 * values[-1]])
 
 
+@pytest.mark.parametrize("length", [1, 2, 3, 4, 5])
+def test_two_tree_small_tuples(length: int) -> None:
+    """Two trees of tuples of each length: values paired (the unrolled branch), a longer
+    second tuple's extra elements ignored, a nested node or an array mapped in the loop,
+    a list read by position, and a short second tuple reported with its path."""
+    xs = tuple(range(length))
+    ys = tuple(range(10, 10 + length))
+    add = lambda a, b: a + b  # noqa: E731
+    assert ct.fmap(add, [xs], [ys]) == [tuple(a + b for a, b in zip(xs, ys, strict=True))]
+    assert ct.fmap(add, xs, (*ys, 99)) == tuple(a + b for a, b in zip(xs, ys, strict=True))
+    array = np.arange(2)
+    nested = ct.fmap(add, [(*xs[:-1], (array,))], [(*ys[:-1], (array,))])
+    assert nested[0][: length - 1] == tuple(a + b for a, b in zip(xs, ys, strict=False))[:-1]
+    assert nested[0][-1][0].tolist() == [0, 2]
+    assert ct.fmap(add, [xs], [list(ys)]) == ct.fmap(add, [xs], [ys])  # read by position
+    what = (
+        f"the first tree has a sequence of length {length} there, the second has one of "
+        f"length {length - 1}"
+    )
+    with pytest.raises(ct.StructureError, match=trees_differ("'[0]'", what)):
+        ct.fmap(add, [xs], [ys[:-1]])
+
+
 def test_fmapstructure_keeps_small_tuples() -> None:
     """Tuples stay tuples in fmapstructure, on the unrolled branch and off it."""
     assert ct.fmapstructure(str, [(1, 2), (1, [2]), Frozen((3,))]) == [

@@ -21,8 +21,10 @@ __all__ = [
     "MAPPER_ARGS",
     "Generated",
     "build_source",
+    "compile_pair_mapper",
     "compile_spec",
     "compile_tuple_mapper",
+    "pair_mapper_source",
     "plain_deserialize",
     "plain_flatten",
     "plain_rebuild",
@@ -172,6 +174,27 @@ def _mapper_factory(name: str, body: list[str]) -> list[str]:
     ]
 
 
+def _unrolled_tuples(trees: str) -> list[str]:
+    """``if``/``elif`` branches returning ``(f(_a0, _b0, ...), ...)`` for tuples of up to
+    UNROLLED_TUPLE_LENGTH immutable leaves; ``trees`` names the tuples read together
+    (the first is tested), which the caller has checked are tuples of length ``n``."""
+    lines = []
+    for n in range(1, UNROLLED_TUPLE_LENGTH + 1):
+        rows = [[f"_{chr(97 + t)}{i}" for i in range(n)] for t in range(len(trees))]
+        tests = " and ".join(f"type({a}) in immutable" for a in rows[0])
+        calls = ", ".join(f"f({', '.join(col)})" for col in zip(*rows, strict=True))
+        comma = "," if n == 1 else ""
+        lines.append(f"{'if' if n == 1 else 'elif'} n == {n}:")
+        lines += [f"    {', '.join(row)}{comma} = {tree}" for row, tree in zip(rows, trees)]
+        lines += [
+            f"    if {tests}:",
+            f"        return ({calls}{comma})",
+            # The loop's reference counts (the identity cache's shortcut) must not see them.
+            f"    del {', '.join(name for row in rows for name in row)}",
+        ]
+    return lines
+
+
 def tuple_mapper_source() -> str:
     """The source of ``make_mapper(mode)`` for plain tuples (contract as a class's).
 
@@ -180,19 +203,9 @@ def tuple_mapper_source() -> str:
     sharing test (it holds no node). Any other tuple goes to ``loop(children, depth)``,
     the fast path's loop over a node's children.
     """
-    body = ["n = len(x)"]
-    for n in range(1, UNROLLED_TUPLE_LENGTH + 1):
-        names = [f"_a{i}" for i in range(n)]
-        tests = " and ".join(f"type({a}) in immutable" for a in names)
-        calls = ", ".join(f"f({a})" for a in names)
-        body += [
-            f"{'if' if n == 1 else 'elif'} n == {n}:",
-            f"    {', '.join(names)}{',' if n == 1 else ''} = x",
-            f"    if {tests}:",
-            f"        return ({calls}{',' if n == 1 else ''})",
-            f"    del {', '.join(names)}",  # the loop's reference counts must not see them
-        ]
-    body += [
+    body = [
+        "n = len(x)",
+        *_unrolled_tuples("x"),
         "if depth > max_depth:",
         "    return deep(x)",
         "if unshared and refcount(x) > unshared and x is not root:",
@@ -206,11 +219,41 @@ def tuple_mapper_source() -> str:
     return "\n".join(lines) + "\n"
 
 
+def pair_mapper_source() -> str:
+    """The source of ``make_pair_mapper(f, immutable, general)`` for two-tree fmap.
+
+    ``map_pair(x, y, depth)`` maps a tuple of up to UNROLLED_TUPLE_LENGTH immutable
+    leaves facing a tuple of the same length in an unrolled branch (benchmarks/run.py,
+    W4); everything else goes to ``general(x, y, depth)``.
+    """
+    body = [
+        "if type(x) is tuple and type(y) is tuple:",
+        "    n = len(x)",
+        "    if n == len(y):",
+        *(f"        {line}" for line in _unrolled_tuples("xy")),
+        "return general(x, y, depth)",
+    ]
+    lines = [
+        "def make_pair_mapper(f, immutable, general):",
+        "    def map_pair(x, y, depth):",
+        *(f"        {line}" for line in body),
+        "    return map_pair",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def compile_tuple_mapper() -> Callable[..., Callable[[Any, int], Any]]:
     """Compile ``tuple_mapper_source()``; returns its ``make_mapper``."""
     g: dict[str, Any] = {}
     _exec(tuple_mapper_source(), g, f"<containers generated tuple mapper #{next(_counter)}>")
     return g["make_mapper"]  # type: ignore[no-any-return]
+
+
+def compile_pair_mapper() -> Callable[..., Callable[[Any, Any, int], Any]]:
+    """Compile ``pair_mapper_source()``; returns its ``make_pair_mapper``."""
+    g: dict[str, Any] = {}
+    _exec(pair_mapper_source(), g, f"<containers generated pair mapper #{next(_counter)}>")
+    return g["make_pair_mapper"]  # type: ignore[no-any-return]
 
 
 def _exec(source: str, g: dict[str, Any], filename: str) -> None:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from containers._codegen import MAPPER_ARGS, compile_tuple_mapper
+from containers._codegen import MAPPER_ARGS, compile_pair_mapper, compile_tuple_mapper
 from containers._errors import ContainerDefinitionError, StructureError
 from containers._paths import KeyPath
 from containers._protocol import isleaf
@@ -77,6 +77,7 @@ def _calibrate() -> tuple[int, int]:
 _unshared_refcount, _unshared_inline = _calibrate()
 getrefcount = getattr(sys, "getrefcount", lambda obj: 1 << 30)
 _make_tuple_mapper = compile_tuple_mapper()
+_make_pair_mapper = compile_pair_mapper()
 
 
 class _Mode:
@@ -242,7 +243,8 @@ def _fast_map_many(
 
     Speed (benchmarks/run.py, W4): a tuple or list facing one of its own type is read
     directly, and with one extra tree (the common case) ``pair`` maps tuples without
-    looking them up and the loop pairs children without building a list per child.
+    looking them up (small ones unrolled, in generated code) and the loop pairs
+    children without building a list per child.
     """
     leaf_types = LEAF_TYPES
     # Without a cache every leaf goes straight to f (as in _Mode).
@@ -260,14 +262,9 @@ def _fast_map_many(
         cache.store(c, value)
         return value
 
-    def pair(x: Any, y: Any, depth: int) -> Any:
-        """``node(x, (y,), depth)``; a tuple facing a tuple is mapped here, uncached."""
-        if (
-            type(x) is not tuple
-            or type(y) is not tuple
-            or len(y) < len(x)
-            or depth > MAX_FAST_DEPTH
-        ):
+    def general_pair(x: Any, y: Any, depth: int) -> Any:
+        """``node(x, (y,), depth)`` for a tuple ``x``; facing a tuple, mapped here."""
+        if type(y) is not tuple or len(y) < len(x) or depth > MAX_FAST_DEPTH:
             return node(x, (y,), depth)
         out: list[Any] = []
         append = out.append
@@ -279,8 +276,10 @@ def _fast_map_many(
             elif tc in leaf_types:
                 append(leaf(c, (d,)))
             else:
-                append(pair(c, d, depth))
+                append(pair(c, d, depth) if tc is tuple else node(c, (d,), depth))
         return tuple(out)
+
+    pair = _make_pair_mapper(f, immutable, general_pair)  # small tuples unrolled
 
     def node(x: Any, ys: Any, depth: int) -> Any:
         t = type(x)
@@ -318,7 +317,7 @@ def _fast_map_many(
                     elif tc in leaf_types:
                         append(leaf(c, (d,)))
                     else:
-                        append(pair(c, d, depth))
+                        append(pair(c, d, depth) if tc is tuple else node(c, (d,), depth))
             else:
                 for c, *cys in zip(kids, *ykids):
                     append(leaf(c, cys) if type(c) in leaf_types else node(c, cys, depth))
@@ -329,7 +328,7 @@ def _fast_map_many(
             cache.store(x, value)  # type: ignore[union-attr]
         return value
 
-    if len(ys) == 1:
+    if len(ys) == 1 and type(x) is tuple:
         return pair(x, ys[0], 0)
     return node(x, ys, 0)
 
