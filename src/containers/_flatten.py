@@ -143,12 +143,11 @@ def _flatten_fast(
         if records is not None:
             slot = len(records)
             records.append(None)
-        mask = []
+        nodes = 0  # the mask is rebuilt only for a node mixing leaves and nodes
         for kid in kids:
             tk = type(kid)
             if tk in leaf_types:
                 lappend(kid)
-                mask.append(False)
                 continue
             k = sequences_get(tk)
             if k is not None and all_leaves(map(type, kid)):
@@ -156,17 +155,25 @@ def _flatten_fast(
                 lextend(kid)
                 if records is not None:
                     records.append((k, None, len(kid), None))
-                mask.append(True)
+                nodes += 1
                 continue
             k = kinds_get(tk) or kind_of(kid)
             if k is None:
                 lappend(kid)
-                mask.append(False)
             else:
                 rec(kid, k, depth + 1)  # noqa: F821 - deleted only after the walk
-                mask.append(True)
+                nodes += 1
         if records is not None:
-            records[slot] = (kind, aux, len(kids), _mask(mask))
+            mask = (
+                None
+                if not nodes
+                else True
+                if nodes == len(kids)
+                else tuple(
+                    type(kid) not in leaf_types and kind_of(kid) is not None for kid in kids
+                )
+            )
+            records[slot] = (kind, aux, len(kids), mask)
 
     rec(x, kind, 0)
     del rec  # a recursive closure is a reference cycle: free it (and records) now
