@@ -1,4 +1,5 @@
-"""The benchmark's smoke run (`benchmarks/run.py --quick`), as CI runs it.
+"""The benchmark's smoke run (`benchmarks/run.py --quick`), as CI runs it, and the
+instruction counter (`benchmarks/instructions.py`) where valgrind is installed.
 
 Not a timed test: it checks that the harness runs end to end and that containers'
 result equals the hand-written one on every workload, at every size.
@@ -7,9 +8,12 @@ result equals the hand-written one on every workload, at every size.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,3 +37,32 @@ def test_quick_benchmark_runs_and_containers_agrees_with_hand(tmp_path: Path) ->
     assert {"W1", "W2", "W3", "W3id", "W4", "W5", "deep-fmap"} <= workloads
     bad = {(c["workload"], c["n"], c["lib"]): c["status"] for c in ours if c["status"] != "ok"}
     assert bad == {}
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+def test_instruction_counts_run_and_compare_to_hand() -> None:
+    """instructions.py counts W5 under callgrind for hand and containers: positive
+    counts, and a ratio that is their quotient."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "instructions.py"),
+            "--only",
+            "W5",
+            "--libs",
+            "containers",
+            "--n",
+            "200",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    row = next(line for line in result.stdout.splitlines() if line.startswith("| W5 |"))
+    hand, ours, ratio = (float(cell.replace(",", "")) for cell in row.strip("| ").split(" | ")[1:])
+    assert hand > 0
+    assert ours > 0
+    assert ratio == pytest.approx(ours / hand, rel=0.01)  # the cells are rounded
