@@ -18,17 +18,18 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def run_script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``benchmarks/name`` with ``args`` from the project root, capturing output."""
+    command = [sys.executable, str(ROOT / "benchmarks" / name), *args]
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=600, check=False, cwd=ROOT
+    )
+
+
 def test_quick_benchmark_runs_and_containers_agrees_with_hand(tmp_path: Path) -> None:
     """--quick finishes, prints the targets, and containers matches hand everywhere."""
     out = tmp_path / "quick.json"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=ROOT,
-    )
+    result = run_script("run.py", "--quick", "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "### Targets (issue 4)" in result.stdout
     cells = json.loads(out.read_text())["cells"]
@@ -43,23 +44,7 @@ def test_quick_benchmark_runs_and_containers_agrees_with_hand(tmp_path: Path) ->
 def test_instruction_counts_run_and_compare_to_hand() -> None:
     """instructions.py counts W5 under callgrind for hand and containers: positive
     counts, and a ratio that is their quotient."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "instructions.py"),
-            "--only",
-            "W5",
-            "--libs",
-            "containers",
-            "--n",
-            "200",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=ROOT,
-    )
+    result = run_script("instructions.py", "--only", "W5", "--libs", "containers", "--n", "200")
     assert result.returncode == 0, result.stderr[-3000:]
     row = next(line for line in result.stdout.splitlines() if line.startswith("| W5 |"))
     hand, ours, ratio = (float(cell.replace(",", "")) for cell in row.strip("| ").split(" | ")[1:])

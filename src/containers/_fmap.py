@@ -262,14 +262,11 @@ def _fast_map_many(
         cache.store(c, value)
         return value
 
-    def general_pair(x: Any, y: Any, depth: int) -> Any:
-        """``node(x, (y,), depth)`` for a tuple ``x``; facing a tuple, mapped here."""
-        if type(y) is not tuple or len(y) < len(x) or depth > MAX_FAST_DEPTH:
-            return node(x, (y,), depth)
+    def pair_loop(kids: Any, ykids: Any, depth: int) -> list[Any]:
+        """The mapped children (at ``depth``) of a node facing one other tree's node."""
         out: list[Any] = []
         append = out.append
-        depth += 1
-        for c, d in zip(x, y):
+        for c, d in zip(kids, ykids):
             tc = type(c)
             if tc in immutable:
                 append(f(c, d))
@@ -277,7 +274,13 @@ def _fast_map_many(
                 append(leaf(c, (d,)))
             else:
                 append(pair(c, d, depth) if tc is tuple else node(c, (d,), depth))
-        return tuple(out)
+        return out
+
+    def general_pair(x: Any, y: Any, depth: int) -> Any:
+        """``node(x, (y,), depth)`` for a tuple ``x``; facing a tuple, mapped here."""
+        if type(y) is not tuple or len(y) < len(x) or depth > MAX_FAST_DEPTH:
+            return node(x, (y,), depth)
+        return tuple(pair_loop(x, y, depth + 1))
 
     pair = _make_pair_mapper(f, immutable, general_pair)  # small tuples unrolled
 
@@ -306,21 +309,14 @@ def _fast_map_many(
                     ykids.append(kind.read(y, aux, n))
                 except Mismatch:
                     raise StructureError("fmap: trees differ") from None  # located by fmap
-            out: list[Any] = []
-            append = out.append
             depth += 1
             if len(ykids) == 1:
-                for c, d in zip(kids, ykids[0]):
-                    tc = type(c)
-                    if tc in immutable:
-                        append(f(c, d))
-                    elif tc in leaf_types:
-                        append(leaf(c, (d,)))
-                    else:
-                        append(pair(c, d, depth) if tc is tuple else node(c, (d,), depth))
+                out = pair_loop(kids, ykids[0], depth)
             else:
-                for c, *cys in zip(kids, *ykids):
-                    append(leaf(c, cys) if type(c) in leaf_types else node(c, cys, depth))
+                out = [
+                    leaf(c, cys) if type(c) in leaf_types else node(c, cys, depth)
+                    for c, *cys in zip(kids, *ykids)
+                ]
             value = (
                 tuple(out) if kind is TUPLE else out if kind is LIST else kind.unflatten(aux, out)
             )
