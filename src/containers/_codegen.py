@@ -1,8 +1,9 @@
 """Generated per-class code: pure builders ``spec -> (source, globals)``, one exec per class.
 
 This stage turns a validated ContainerSpec into straight-line functions (flatten,
-unflatten, rebuild and the four protocol methods) and registers their source with
-``linecache`` so tracebacks and ``inspect.getsource`` show it. It never validates
+unflatten, rebuild, fmap's mapper and the four protocol methods), builds fmap's tuple
+mappers (small tuples unrolled), and registers all their source with ``linecache`` so
+tracebacks and ``inspect.getsource`` show it. It never validates
 (the spec is trusted) and never registers classes. The ``plain_*`` twins at the end
 say the same thing with getattr loops; property tests check that both agree.
 """
@@ -140,8 +141,9 @@ def _map_child(value: str, target: str, depth: str) -> list[str]:
     """Lines setting ``target`` to fmap's result for the child in variable ``value``.
 
     An immutable leaf is passed to ``f``, as is another leaf whose reference count
-    shows its parent alone holds it; other leaves go through the identity cache
-    (``leaf``); a node goes to its mapper in ``direct`` or to ``node``.
+    shows its parent alone holds it; other leaves go through the identity cache, inline
+    (``results`` by id, ``keep`` holding the keys' objects, ``prune`` for repeats); a
+    node goes to its mapper in ``direct`` or to ``node``.
     """
     return [
         f"_t = type({value})",
@@ -244,16 +246,23 @@ def pair_mapper_source() -> str:
 
 def compile_tuple_mapper() -> Callable[..., Callable[[Any, int], Any]]:
     """Compile ``tuple_mapper_source()``; returns its ``make_mapper``."""
-    g: dict[str, Any] = {}
-    _exec(tuple_mapper_source(), g, f"<containers generated tuple mapper #{next(_counter)}>")
-    return g["make_mapper"]  # type: ignore[no-any-return]
+    make: Callable[..., Callable[[Any, int], Any]]
+    make = _compile_factory(tuple_mapper_source(), "tuple mapper", "make_mapper")
+    return make
 
 
 def compile_pair_mapper() -> Callable[..., Callable[[Any, Any, int], Any]]:
     """Compile ``pair_mapper_source()``; returns its ``make_pair_mapper``."""
+    make: Callable[..., Callable[[Any, Any, int], Any]]
+    make = _compile_factory(pair_mapper_source(), "pair mapper", "make_pair_mapper")
+    return make
+
+
+def _compile_factory(source: str, label: str, name: str) -> Any:
+    """Compile the generated ``source`` of one factory function and return it."""
     g: dict[str, Any] = {}
-    _exec(pair_mapper_source(), g, f"<containers generated pair mapper #{next(_counter)}>")
-    return g["make_pair_mapper"]  # type: ignore[no-any-return]
+    _exec(source, g, f"<containers generated {label} #{next(_counter)}>")
+    return g[name]
 
 
 def _exec(source: str, g: dict[str, Any], filename: str) -> None:
