@@ -630,27 +630,34 @@ class _Shapes:
 
     # The three walks.
 
+    def _builtin(self, p: ProperType, kind: str, walk: Callable[[Type], Type]) -> Type | None:
+        """What ``rebuild`` and ``structure`` share: a leaf becomes U, and unions,
+        sequences, mappings and tuples keep their type with ``walk`` applied to their
+        items; None for the other kinds."""
+        if kind == _LEAF:
+            return self.result
+        if kind == _UNION:
+            assert isinstance(p, UnionType)
+            return make_simplified_union([walk(item) for item in p.items])
+        if kind == _SEQUENCE:
+            assert isinstance(p, Instance)
+            return p.copy_modified(args=[walk(p.args[0])], last_known_value=None)
+        if kind == _MAPPING:
+            assert isinstance(p, Instance)
+            return p.copy_modified(args=[p.args[0], walk(p.args[1])], last_known_value=None)
+        if kind == _TUPLE:
+            assert isinstance(p, TupleType)
+            return self._tuple([walk(item) for item in p.items])
+        return None
+
     @_nested
     def rebuild(self, t: Type) -> Type:
         """The type of ``fmap(f, tree)`` for a tree of type ``t``: leaves become U."""
         p = get_proper_type(t)
         kind = self.kind(p)
-        if kind == _LEAF:
-            return self.result
-        if kind == _UNION:
-            assert isinstance(p, UnionType)
-            return make_simplified_union([self.rebuild(item) for item in p.items])
-        if kind == _SEQUENCE:
-            assert isinstance(p, Instance)
-            return p.copy_modified(args=[self.rebuild(p.args[0])], last_known_value=None)
-        if kind == _MAPPING:
-            assert isinstance(p, Instance)
-            return p.copy_modified(
-                args=[p.args[0], self.rebuild(p.args[1])], last_known_value=None
-            )
-        if kind == _TUPLE:
-            assert isinstance(p, TupleType)
-            return self._tuple([self.rebuild(item) for item in p.items])
+        shared = self._builtin(p, kind, self.rebuild)
+        if shared is not None:
+            return shared
         if kind == _TYPEDDICT:
             assert isinstance(p, TypedDictType)
             return self._typeddict({k: self.rebuild(v) for k, v in p.items.items()}, p)
@@ -668,22 +675,9 @@ class _Shapes:
         """The type of ``fmapstructure(f, tree)``: containers become dicts of children."""
         p = get_proper_type(t)
         kind = self.kind(p)
-        if kind == _LEAF:
-            return self.result
-        if kind == _UNION:
-            assert isinstance(p, UnionType)
-            return make_simplified_union([self.structure(item) for item in p.items])
-        if kind == _SEQUENCE:
-            assert isinstance(p, Instance)
-            return p.copy_modified(args=[self.structure(p.args[0])], last_known_value=None)
-        if kind == _MAPPING:
-            assert isinstance(p, Instance)
-            return p.copy_modified(
-                args=[p.args[0], self.structure(p.args[1])], last_known_value=None
-            )
-        if kind == _TUPLE:
-            assert isinstance(p, TupleType)
-            return self._tuple([self.structure(item) for item in p.items])
+        shared = self._builtin(p, kind, self.structure)
+        if shared is not None:
+            return shared
         if kind == _NAMEDTUPLE:
             assert isinstance(p, TupleType)
             names = p.partial_fallback.type.metadata["namedtuple"]["fields"]
