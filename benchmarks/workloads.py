@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from adapters import Fn, Lib, Model
+from adapters import Fn, Lib, Model, frozen_dataclasses
 
 Op = Callable[[], object]
 
@@ -36,19 +36,8 @@ def add(a: Any, b: Any) -> Any:
 # --- hand-written baseline: code that knows the exact structure, no dispatch ---------
 
 
-@dataclasses.dataclass(frozen=True)
-class Linear:
-    w: Any
-    b: Any
-
-
-@dataclasses.dataclass(frozen=True)
-class MLP:
-    layers: tuple[Any, ...]
-    name: str
-
-
-HAND = Lib(name="hand", model=Model(Linear, MLP), note="structure-specific comprehensions")
+Linear, MLP = HAND_MODEL = frozen_dataclasses()  # frozen dataclasses, registered nowhere
+HAND = Lib(name="hand", model=HAND_MODEL, note="structure-specific comprehensions")
 
 
 def hand_flatten(tree: dict[str, list[tuple[float, ...]]]) -> tuple[list[float], list[str]]:
@@ -87,11 +76,11 @@ def hand_flatten_with_path(tree: dict[str, list[Any]]) -> tuple[list[Any], list[
     return pairs, list(tree)
 
 
-def hand_map_mlps(f: Fn, mlps: list[MLP]) -> list[MLP]:
+def hand_map_mlps(f: Fn, mlps: list[Any]) -> list[Any]:
     return [MLP(tuple([Linear(f(x.w), f(x.b)) for x in m.layers]), m.name) for m in mlps]
 
 
-def hand_map2_mlps(f: Fn, mlps: list[MLP], others: list[MLP]) -> list[MLP]:
+def hand_map2_mlps(f: Fn, mlps: list[Any], others: list[Any]) -> list[Any]:
     out = []
     for m, o in zip(mlps, others, strict=True):
         layers = zip(m.layers, o.layers, strict=True)
@@ -99,11 +88,11 @@ def hand_map2_mlps(f: Fn, mlps: list[MLP], others: list[MLP]) -> list[MLP]:
     return out
 
 
-def hand_fmapstructure_mlps(f: Fn, mlps: list[MLP]) -> list[dict[str, Any]]:
+def hand_fmapstructure_mlps(f: Fn, mlps: list[Any]) -> list[dict[str, Any]]:
     return [{"layers": tuple([{"w": f(x.w), "b": f(x.b)} for x in m.layers])} for m in mlps]
 
 
-def hand_fcollect_mlps(mlps: list[MLP]) -> list[Any]:
+def hand_fcollect_mlps(mlps: list[Any]) -> list[Any]:
     out: list[Any] = [mlps]
     append = out.append
     for m in mlps:
