@@ -499,6 +499,7 @@ def test_undeclared_subclass_of_a_container_raises_when_traversed():
         ("leaves", ct.leaves),
         ("flatten", ct.structure),
         ("fmap", lambda t: ct.fmap(lambda v: v, t)),
+        ("fcollect", ct.fcollect),
     ]:
         with pytest.raises(
             ct.ContainerDefinitionError, match=exact(f"{name}: at '[1]': {message}")

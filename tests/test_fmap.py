@@ -593,6 +593,43 @@ def test_fcollect_deduplicates_mutable_objects():
     assert out[1] is shared
 
 
+def test_fcollect_keeps_sharing_rules_across_node_kinds():
+    """Shared arrays, lists and mutable containers appear once wherever they recur;
+    tuples, frozen containers and numbers appear at every place they occur."""
+    array = np.zeros(2)
+    shared_list = [array]
+    pair = (shared_list, 7)
+    box = Mutable(array)
+    tree = [Frozen(array, array), pair, pair, box, {"k": box}, Named(shared_list, 7)]
+    expected = [
+        tree,
+        tree[0],
+        array,
+        pair,
+        shared_list,
+        7,
+        pair,
+        7,
+        box,
+        None,  # Mutable.b: None is a node
+        tree[4],
+        tree[5],
+        7,
+    ]
+    out = ct.fcollect(tree)
+    assert [id(v) for v in out] == [id(v) for v in expected]
+    with_exclude = ct.fcollect(tree, exclude=lambda v: False)  # the iterative engine
+    assert [id(v) for v in with_exclude] == [id(v) for v in expected]
+
+
+def test_fcollect_of_a_leaf_is_the_leaf():
+    """A leaf alone is collected as itself."""
+    array = np.ones(3)
+    assert ct.fcollect(5) == [5]
+    out = ct.fcollect(array)
+    assert len(out) == 1 and out[0] is array
+
+
 def test_fcollect_exclude_drops_the_subtree():
     """An excluded value and its subtree are left out."""
     assert ct.fcollect({"a": [1, 2], "b": 3}, exclude=lambda v: isinstance(v, list)) == [

@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 
 import containers as ct
 from containers import _codegen
+from containers._fmap import _fast_collect
 from containers._registry import kind_of
-from containers._walk import UNSET, Memo, map_tree
+from containers._walk import UNSET, Memo, collect, map_tree
 
 settings.register_profile(
     "containers", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -273,6 +274,13 @@ def test_fcollect_matches_collect_walk(tree: Any) -> None:
     walk = ct.CollectWalk()
     ct.execute(walk, tree)
     assert [id(v) for v in ct.fcollect(tree)] == [id(v) for v in walk.items]
+
+
+@given(trees())
+def test_fast_fcollect_matches_iterative_collect(tree: Any) -> None:
+    """fcollect's recursive fast path and the iterative engine agree, object for object."""
+    fast = _fast_collect(tree)
+    assert [id(v) for v in fast] == [id(v) for v in collect(tree, lambda v: False)]
 
 
 @given(container_classes(), st.data())

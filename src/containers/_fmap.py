@@ -570,7 +570,77 @@ def fmapstructure(
     )
 
 
-def fcollect(tree: Any, /, exclude: Callable[[Any], bool] = lambda v: False) -> list[Any]:
+def _exclude_nothing(value: Any) -> bool:
+    """fcollect's default ``exclude``: keep every value."""
+    return False
+
+
+class _Redo(Exception):
+    """Raised inside ``_fast_collect``: let ``collect`` do this tree (a reference cycle,
+    or a subtree deeper than MAX_FAST_DEPTH)."""
+
+
+def _fast_collect(x: Any) -> list[Any]:
+    """fcollect(x) with nothing excluded, recursively; agrees with ``collect``.
+
+    Speed (benchmarks/run.py, fcollect): each child's type is tested in the parent's
+    loop, immutable leaves are appended at once, other leaves and mutable nodes go
+    through ``seen`` (id -> object, which keeps it alive). A mutable node is marked
+    ``_OPEN`` in ``seen`` while its children are collected, so meeting it again inside
+    itself is a cycle; that, a subtree deeper than MAX_FAST_DEPTH and an undeclared
+    subclass raise, and ``fcollect`` hands the tree to ``collect`` (the error's path, or
+    unlimited depth).
+    """
+    out: list[Any] = []
+    append = out.append
+    seen: dict[int, Any] = {}
+    kinds_get = KINDS.get
+    immutable = IMMUTABLE_LEAVES
+    leaf_types = LEAF_TYPES
+    open_ = _OPEN
+
+    def rec(x: Any, kind: Any, depth: int) -> None:
+        if depth > MAX_FAST_DEPTH:
+            raise _Redo
+        for kid in x if kind is TUPLE or kind is LIST else kind.flatten(x)[0]:
+            t = type(kid)
+            if t in immutable:
+                append(kid)
+                continue
+            k = None if t in leaf_types else kinds_get(t) or kind_of(kid)
+            if k is None:
+                if type(kid) in immutable:  # first sight of a value type (kind_of)
+                    append(kid)
+                    continue
+            elif not k.mutable:
+                append(kid)
+                rec(kid, k, depth + 1)  # noqa: F821 - deleted only after the walk
+                continue
+            key = id(kid)
+            if key in seen:
+                if seen[key] is open_:
+                    raise _Redo  # a node inside itself: collect reports the cycle
+                continue
+            append(kid)
+            if k is None:
+                seen[key] = kid
+            else:
+                seen[key] = open_
+                rec(kid, k, depth + 1)  # noqa: F821
+                seen[key] = kid
+
+    try:
+        rec([x], LIST, 0)
+    finally:
+        del rec  # a recursive closure is a reference cycle: free it (and seen) now
+    return out
+
+
+#: ``_fast_collect``'s mark for a mutable node whose children are being collected.
+_OPEN = object()
+
+
+def fcollect(tree: Any, /, exclude: Callable[[Any], bool] = _exclude_nothing) -> list[Any]:
     """Every node and leaf of ``tree``, depth-first pre-order (parents first).
 
     Mutable objects appear once (by identity); values appear every time. An excluded
@@ -583,6 +653,11 @@ def fcollect(tree: Any, /, exclude: Callable[[Any], bool] = lambda v: False) -> 
         >>> ct.fcollect({"a": [1, 2], "b": 3}, exclude=lambda v: isinstance(v, list))
         [{'a': [1, 2], 'b': 3}, 3]
     """
+    if exclude is _exclude_nothing:
+        try:
+            return _fast_collect(tree)
+        except (_Redo, ContainerDefinitionError):
+            pass  # collect finds the cycle or the subclass again, with its path
     return collect(tree, exclude)
 
 
