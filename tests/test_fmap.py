@@ -525,6 +525,22 @@ def test_fmapstructure_turns_containers_into_dicts():
     assert ct.fmapstructure(lambda v: v * 2, [Layer(1.0, "fc")]) == [{"w": 2.0}]
 
 
+def test_fmapstructure_maps_shared_arrays_in_frozen_containers_once():
+    """A frozen container's generated mapper builds its dict with the cache on: an array
+    in two containers is mapped once, both dicts hold the result, prune replaces the
+    repeat; a nested container becomes a nested dict."""
+    array = np.arange(3.0)
+    tree = [Frozen(array, Layer(array, "fc")), Frozen(array)]
+    calls = Recorder(lambda a: a * 2)
+    out = ct.fmapstructure(calls, tree)
+    assert len(calls.calls) == 1 and calls.calls[0] is array
+    assert out[0]["a"] is out[0]["b"]["w"] is out[1]["a"]
+    np.testing.assert_array_equal(out[1]["a"], [0.0, 2.0, 4.0])
+    assert out[1]["b"] is None
+    pruned = ct.fmapstructure(lambda a: a, tree, prune="seen")
+    assert pruned[0]["b"] == {"w": "seen"} and pruned[1] == {"a": "seen", "b": None}
+
+
 def test_fmapstructure_turns_namedtuples_into_dicts():
     """Namedtuples become dicts keyed by field name."""
     assert ct.fmapstructure(lambda v: v + 1, Named(1, 2)) == {"x": 2, "y": 3}

@@ -131,6 +131,7 @@ MAPPER_ARGS = (
     "unshared",
     "shared",
     "root",
+    "structural",
 )
 
 # Tuples up to this length get an unrolled branch for all-immutable-leaf contents.
@@ -283,8 +284,9 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
       replaced by ``f(c)`` if its type is in ``immutable``, ``leaf(c)`` if in
       ``leaf_types``, else by the mapper ``direct(type(c))`` or ``node(c, depth + 1)``;
       past ``max_depth`` it returns ``deep(x)``, and an ``x`` whose reference count
-      says it may occur twice goes to ``shared``. The leaf test is inlined and a node
-      costs one call (benchmarks/run.py, W3 and W3id).
+      says it may occur twice goes to ``shared``; with ``structural`` (fmapstructure)
+      it returns a dict keyed by child name instead. The leaf test is inlined and a
+      node costs one call (benchmarks/run.py, W3, W3id and fmapstructure).
     - the four ``__container_*__`` protocol methods.
     """
     g: dict[str, Any] = {
@@ -327,6 +329,10 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     ]
     for i, n in enumerate(kids):
         body += [f"_v = x.{n}", *_map_child("_v", f"_c{i}", "depth + 1")]
+    body += [
+        "if structural:",  # fmapstructure: the node as a dict keyed by child name
+        f"    return {{{', '.join(f'{n!r}: {child_vars[n]}' for n in kids)}}}",
+    ]
     values = {**child_vars, **{n: f"x.{n}" for n in kept}}
     emit("def make_mapper(mode):", _mapper_factory("map_node", body + _construct(spec, values, g)))
     emit(

@@ -160,7 +160,7 @@ class _Mode:
                     hit = results_get(ckey, MISS)
                     if hit is not MISS:
                         return prune if use_prune else hit
-            elif kind.make_mapper is not None and not structural:
+            elif kind.make_mapper is not None:
                 mapper = kind.make_mapper(self)
                 direct[t] = mapper
                 return mapper(x, depth)
@@ -201,6 +201,7 @@ class _Mode:
             "unshared": unshared,
             "shared": shared,
             "root": root,
+            "structural": structural,
         }
         self.mapper_args = tuple(args[name] for name in MAPPER_ARGS)
         direct[tuple] = map_tuple = _make_tuple_mapper(self)
