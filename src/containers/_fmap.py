@@ -28,7 +28,6 @@ from containers._registry import (
 )
 from containers._walk import (
     MAX_FAST_DEPTH,
-    MISS,
     UNSET,
     CachedWalk,
     ExcludeWalk,
@@ -113,16 +112,14 @@ class _Mode:
         # The cache's dict and keep-alive list, used inline (a Memo.store call per value
         # costs: benchmarks/run.py, W3id).
         results: dict[int, Any] = cache.results if cache is not None else {}
-        results_get = results.get
         keep = cache.keep.append if cache is not None else None
         refcount = getrefcount
         leaf_unshared = _unshared_inline if unshared else 0
 
         def leaf(c: Any) -> Any:  # a leaf that may occur twice
             key = id(c)
-            hit = results_get(key, MISS)
-            if hit is not MISS:
-                return prune if use_prune else hit
+            if key in results:
+                return prune if use_prune else results[key]
             value = f(c)
             results[key] = value
             keep(c)  # type: ignore[misc]
@@ -157,9 +154,8 @@ class _Mode:
             if kind.mutable:
                 if keep is not None and (not unshared or refcount(x) > unshared):
                     ckey = id(x)
-                    hit = results_get(ckey, MISS)
-                    if hit is not MISS:
-                        return prune if use_prune else hit
+                    if ckey in results:
+                        return prune if use_prune else results[ckey]
             elif kind.make_mapper is not None:
                 mapper = kind.make_mapper(self)
                 direct[t] = mapper
@@ -188,9 +184,7 @@ class _Mode:
             "immutable": immutable,
             "leaf_types": leaf_types,
             "results": results,
-            "results_get": results_get,
             "keep": keep,
-            "MISS": MISS,
             "use_prune": use_prune,
             "prune": prune,
             "leaf_unshared": leaf_unshared,
@@ -256,9 +250,9 @@ def _fast_map_many(
     def leaf(c: Any, cys: Any) -> Any:
         if cache is None or type(c) in immutable:
             return f(c, *cys)
-        hit = cache.results.get(id(c), MISS)
-        if hit is not MISS:
-            return prune if use_prune else hit
+        key = id(c)
+        if key in cache.results:
+            return prune if use_prune else cache.results[key]
         value = f(c, *cys)
         cache.store(c, value)
         return value
@@ -293,9 +287,8 @@ def _fast_map_many(
         ckey = None
         if cache is not None and kind.mutable:
             ckey = id(x)
-            hit = cache.results.get(ckey, MISS)
-            if hit is not MISS:
-                return prune if use_prune else hit
+            if ckey in cache.results:
+                return prune if use_prune else cache.results[ckey]
         if depth > MAX_FAST_DEPTH:
             value = map_tree(f, x, ys, exclude=None, cache=cache, prune=prune)
         else:
