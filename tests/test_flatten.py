@@ -76,6 +76,48 @@ def test_flatten_unflatten_round_trip(tree, leaves):
     assert type(out) is type(tree)
 
 
+@pytest.mark.parametrize(
+    "tree",
+    [
+        [(1, 2), (3, 4), (5, 6)],
+        ((1, 2), (3, 4)),
+        {"a": [[1, 2, 3], [4, 5, 6]], "b": [(7,), (8,)]},
+        [(), ()],
+        [[], []],
+        [(1, 2), (3,)],
+        [(1, 2), [3, 4]],
+        [Named(1, 2), Named(3, 4)],
+        Layer([(1, 2), (3, 4)], ((5,), (6,)), "fc"),
+        [[(1, 2), (3, 4)], [(5, 6)]],
+    ],
+    ids=[
+        "list-of-pairs",
+        "tuple-of-pairs",
+        "dict-of-lists",
+        "empty-tuples",
+        "empty-lists",
+        "different-lengths",
+        "tuple-and-list",
+        "namedtuples",
+        "container",
+        "nested",
+    ],
+)
+def test_nodes_of_equal_leaf_sequences_round_trip(tree):
+    """unflatten cuts runs of equal all-leaf tuples or lists in one step; every shape
+    of such a run (and the near misses) comes back equal, with the same types and fresh
+    lists."""
+    leaves, s = ct.flatten(tree)
+    out = ct.unflatten(s, [leaf * 10 for leaf in leaves])
+    assert out == ct.fmap(lambda v: v * 10, tree)
+    assert ct.structure(out) == s
+    again = ct.unflatten(s, leaves)
+    assert again == tree
+    for node in ct.fcollect(again):
+        if type(node) is list:
+            assert all(node is not other for other in ct.fcollect(tree))
+
+
 def test_leaves_are_flatten_order():
     """leaves(x) is flatten(x)[0]."""
     tree = {"b": [1, 2], "a": 0, "c": None}

@@ -221,7 +221,19 @@ def _build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
     while True:
         kind, aux, n, mask = records[j]
         j += 1
-        if mask is not None:  # a node with node children: open it
+        if mask is None:  # a node whose children are all leaves: one slice
+            kids = leaves[pos : pos + n]
+            pos += n
+        elif mask is True and n and _same_sequences(records, j, n):
+            # n tuples (or lists) of m leaves each: cut by zip in C (benchmarks/run.py, W1u)
+            seq, _, m, _ = records[j]
+            j += n
+            chunk = leaves[pos : pos + n * m]
+            pos += n * m
+            kids = list(zip(*[iter(chunk)] * m)) if m else [()] * n
+            if seq is LIST:
+                kids = list(map(list, kids))
+        else:  # a node with node children: open it
             if pout is not None:
                 stack.append((pkind, paux, pn, pmask, pout))
             pkind, paux, pn, pmask, pout = kind, aux, n, mask, []
@@ -232,8 +244,6 @@ def _build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
                     pos += 1
                     i += 1
             continue
-        kids = leaves[pos : pos + n]
-        pos += n
         value = (
             tuple(kids) if kind is TUPLE else kids if kind is LIST else kind.unflatten(aux, kids)
         )
@@ -260,6 +270,16 @@ def _build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
                 pkind, paux, pn, pmask, pout = stack.pop()
             else:
                 pout = None
+
+
+def _same_sequences(records: Sequence[Record], j: int, n: int) -> bool:
+    """Whether ``records[j:j + n]`` are n equal records of all-leaf tuples or lists."""
+    first = records[j]
+    return (
+        first[3] is None
+        and (first[0] is TUPLE or first[0] is LIST)
+        and records[j : j + n].count(first) == n
+    )
 
 
 def _node_children(mask: Any, n: int) -> int:
