@@ -150,13 +150,35 @@ def _flatten_fast(
                 lappend(kid)
                 continue
             k = sequences_get(tk)
-            if k is not None and all_leaves(map(type, kid)):
+            if k is not None:
                 # A tuple or list of leaves, done here: no call (benchmarks/run.py, W1).
-                lextend(kid)
-                if records is not None:
-                    records.append((k, None, len(kid), None))
-                nodes += 1
-                continue
+                # Up to four children are tested inline: creating map(type, kid) alone
+                # costs more than four tests.
+                n = len(kid)
+                if n == 4:
+                    a, b, c, d = kid
+                    is_leaves = (
+                        type(a) in leaf_types
+                        and type(b) in leaf_types
+                        and type(c) in leaf_types
+                        and type(d) in leaf_types
+                    )
+                elif n == 2:
+                    a, b = kid
+                    is_leaves = type(a) in leaf_types and type(b) in leaf_types
+                elif n == 3:
+                    a, b, c = kid
+                    is_leaves = (
+                        type(a) in leaf_types and type(b) in leaf_types and type(c) in leaf_types
+                    )
+                else:
+                    is_leaves = all_leaves(map(type, kid))
+                if is_leaves:
+                    lextend(kid)
+                    if records is not None:
+                        records.append((k, None, n, None))
+                    nodes += 1
+                    continue
             k = kinds_get(tk) or kind_of(kid)
             if k is None:
                 lappend(kid)
