@@ -218,6 +218,15 @@ def test_paths_lead_to_their_leaves(tree: Any) -> None:
         assert ct.getpath(tree, ct.keystr(path)) is leaf if path else True
 
 
+@given(trees())
+def test_structure_paths_match_the_iterative_engine(tree: Any) -> None:
+    """Structure.paths (from the records) gives the paths fmap_with_path's iterative
+    engine passes to f, in the same order."""
+    seen: list[Any] = []
+    ct.fmap_with_path(lambda path, leaf: seen.append(path), tree, cache=False)
+    assert ct.structure(tree).paths() == seen
+
+
 @given(trees(), trees())
 def test_structures_equal_exactly_when_diff_is_empty(a: Any, b: Any) -> None:
     """diff(a, b) is empty exactly when their structures are equal."""

@@ -335,6 +335,8 @@ def _leaf_paths(records: Sequence[Record]) -> list[KeyPath]:
     keys_above: list[Key] = []
     nxt = 1
     kind, aux, n, mask = records[0]
+    if mask is None:
+        return list(zip(kind.keys(aux, n)))
     stack = [[kind.keys(aux, n), mask, 0]]
     while stack:
         fr = stack[-1]
@@ -345,13 +347,18 @@ def _leaf_paths(records: Sequence[Record]) -> list[KeyPath]:
                 keys_above.pop()
             continue
         fr[2] = i + 1
-        if mask is None or (mask is not True and not mask[i]):
+        if mask is not True and not mask[i]:
             out.append((*keys_above, keys[i]))
+            continue
+        kind, aux, n, child_mask = records[nxt]
+        nxt += 1
+        if child_mask is None:
+            # A node of leaves: all its paths at once, built in C (benchmarks/run.py,
+            # flatten_with_path).
+            out += map((*keys_above, keys[i]).__add__, zip(kind.keys(aux, n)))
         else:
             keys_above.append(keys[i])
-            kind, aux, n, mask = records[nxt]
-            nxt += 1
-            stack.append([kind.keys(aux, n), mask, 0])
+            stack.append([kind.keys(aux, n), child_mask, 0])
     return out
 
 

@@ -19,6 +19,7 @@ __all__ = [
     "Key",
     "KeyPath",
     "index_key",
+    "index_keys",
     "keystr",
     "parse_keystr",
     "where",
@@ -161,6 +162,11 @@ _INDEX_KEYS = tuple(IndexKey(i) for i in range(256))
 def index_key(i: int) -> IndexKey:
     """Return the (shared, for small ``i``) ``IndexKey(i)``."""
     return _INDEX_KEYS[i] if i < 256 else IndexKey(i)
+
+
+def index_keys(n: int) -> tuple[IndexKey, ...]:
+    """Return ``(IndexKey(0), ..., IndexKey(n - 1))``, shared for small ``n``."""
+    return _INDEX_KEYS[:n] if n <= 256 else (*_INDEX_KEYS, *map(IndexKey, range(256, n)))
 
 
 def keystr(path: Sequence[Key]) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from containers._errors import ContainerDefinitionError, type_name
-from containers._paths import AttrKey, DictKey, IndexKey, Key, index_key
+from containers._paths import AttrKey, DictKey, IndexKey, Key, index_key, index_keys
 from containers._spec import ContainerSpec
 
 __all__ = [
@@ -43,7 +43,7 @@ class Mismatch(Exception):
 
 
 def _no_keys(aux: Any, n: int) -> tuple[Key, ...]:
-    return tuple(index_key(i) for i in range(n))
+    return index_keys(n)
 
 
 def values_equal(a: Any, b: Any) -> bool:
