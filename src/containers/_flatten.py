@@ -152,7 +152,7 @@ def _flatten_fast(
             k = sequences_get(tk)
             if k is not None:
                 # A tuple or list of leaves, done here: no call (benchmarks/run.py, W1).
-                # Up to four children are tested inline: creating map(type, kid) alone
+                # Two to four children are tested inline: creating map(type, kid) alone
                 # costs more than four tests.
                 n = len(kid)
                 if n == 4:

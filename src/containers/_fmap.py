@@ -603,7 +603,7 @@ def _fast_collect(x: Any) -> list[Any]:
                 continue
             k = None if t in leaf_types else kinds_get(t) or kind_of(kid)
             if k is None:
-                if type(kid) in immutable:  # first sight of a value type (kind_of)
+                if t in immutable:  # a value type seen for the first time (kind_of)
                     append(kid)
                     continue
             elif not k.mutable:
