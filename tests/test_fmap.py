@@ -430,6 +430,93 @@ def test_results_are_freed_when_fmap_returns() -> None:
         gc.enable()
 
 
+# --- fmap's closures are reused from call to call (_fmap._Mode) ---------------------------
+
+
+def test_fmap_called_inside_f_gets_its_own_closures() -> None:
+    """f may call fmap (one tree or several) while the outer call is running."""
+
+    def inner(v: Any) -> Any:
+        return ct.fmap(lambda a: a * 10, [v, (v,), Frozen(v)])
+
+    def inner2(a: Any, b: Any) -> Any:
+        return ct.fmap(lambda x, y: x - y, [a, (a,)], [b, (b,)])
+
+    tree = [Frozen(1, [2]), (3, 4), {"k": Layer(5)}]
+    out = ct.fmap(inner, tree)
+    assert out == ct.fmap(lambda v: [v * 10, (v * 10,), Frozen(v * 10)], tree)
+    assert out[0] == Frozen([10, (10,), Frozen(10)], [[20, (20,), Frozen(20)]])
+    out = ct.fmap(inner2, tree, ct.fmap(lambda v: v * 2, tree))
+    assert out == ct.fmap(lambda v: [-v, (-v,)], tree)
+    assert ct.fmap(lambda v: -v, tree) == [Frozen(-1, [-2]), (-3, -4), {"k": Layer(-5)}]
+
+
+def test_a_call_after_an_error_in_f_sees_only_its_own_f() -> None:
+    def boom(*vs: Any) -> Any:
+        raise ValueError(f"no {vs[0]}")
+
+    tree = [Layer(Frozen(1, (2, [3]))), {"a": 4}]
+    with pytest.raises(ValueError, match=exact("no 1")):
+        ct.fmap(boom, tree)
+    with pytest.raises(ValueError, match=exact("no 1")):
+        ct.fmap(boom, tree, tree)
+    assert ct.fmap(str, tree) == [Layer(Frozen("1", ("2", ["3"]))), {"a": "4"}]
+    assert ct.fmap(lambda a, b: a + b, tree, tree) == [Layer(Frozen(2, (4, [6]))), {"a": 8}]
+    assert ct.fmapstructure(str, tree) == [{"w": {"a": "1", "b": ("2", ["3"])}}, {"a": "4"}]
+
+
+def test_fmap_on_several_threads_at_once() -> None:
+    """Each call takes its own closures: threads switching every few bytecodes never see
+    another call's f."""
+    import sys
+    import threading
+
+    trees = [[Layer(Frozen(i, [i, (i, i)])) for _ in range(200)] for i in range(4)]
+    failures: list[Any] = []
+
+    def work(i: int) -> None:
+        for _ in range(20):
+            out = ct.fmap(lambda v, i=i: v * 100 + i, trees[i])
+            pair = ct.fmap(lambda a, b, i=i: a + b + i, trees[i], trees[i])
+            j = i * 100 + i
+            if (
+                out != [Layer(Frozen(j, [j, (j, j)]))] * 200
+                or pair != [Layer(Frozen(3 * i, [3 * i, (3 * i, 3 * i)]))] * 200
+            ):
+                failures.append(i)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert failures == []
+
+
+def test_idle_closures_hold_nothing_of_the_last_call() -> None:
+    """After fmap returns, its reused closures keep neither the tree nor f (gc off)."""
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        for args in ((), (np.arange(2),)):
+            root = np.arange(2)
+            f = lambda *vs: vs[0] + 1  # noqa: E731 - a function object to watch
+            ct.fmap(f, root, *args)
+            ct.fmap(f, [Layer(root), (root,)], *([[Layer(a), (a,)] for a in args]))
+            gone = weakref.ref(root), weakref.ref(f)
+            del root, f
+            assert [ref() for ref in gone] == [None, None]
+    finally:
+        gc.enable()
+
+
 def test_prune_replaces_repeats_of_cached_objects():
     """prune=v replaces every repeat of a cached object after its first occurrence."""
     shared = [1]

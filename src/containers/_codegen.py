@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import itertools
 import linecache
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import CellType, FunctionType
+from typing import Any, NamedTuple, TypeVar
 
 from containers._errors import SchemaError, type_name
 from containers._spec import ContainerSpec
@@ -33,10 +34,12 @@ __all__ = [
     "plain_serialize",
     "plain_traverse",
     "plain_unflatten",
+    "rebind",
     "tuple_mapper_source",
 ]
 
 _counter = itertools.count()
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Generated(NamedTuple):
@@ -254,6 +257,22 @@ def compile_pair_mapper() -> Callable[..., Callable[[Any, Any, int], Any]]:
     make: Callable[..., Callable[[Any, Any, int], Any]]
     make = _compile_factory(pair_mapper_source(), "pair mapper", "make_pair_mapper")
     return make
+
+
+def rebind(function: F, cells: Mapping[str, CellType]) -> F:
+    """``function`` with its free variables named in ``cells`` bound to those cells.
+
+    fmap reuses its closures from call to call (``_fmap._Mode``): the values that change
+    per call sit in cells of the mode, and a generated mapper, made by its factory with
+    cells of its own, is rebound to share them, so that one assignment per call reaches
+    every function of the mode.
+    """
+    code = function.__code__
+    cells_now = function.__closure__ or ()
+    closure = tuple(cells.get(n, c) for n, c in zip(code.co_freevars, cells_now, strict=True))
+    return FunctionType(  # type: ignore[return-value]
+        code, function.__globals__, function.__name__, function.__defaults__, closure
+    )
 
 
 def _compile_factory(source: str, label: str, name: str) -> Any:

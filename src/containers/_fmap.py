@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from containers._codegen import MAPPER_ARGS, compile_pair_mapper, compile_tuple_mapper
+from containers._codegen import MAPPER_ARGS, compile_pair_mapper, compile_tuple_mapper, rebind
 from containers._errors import ContainerDefinitionError, StructureError
 from containers._paths import KeyPath
 from containers._protocol import isleaf
@@ -80,41 +80,76 @@ _make_pair_mapper = compile_pair_mapper()
 
 
 class _Mode:
-    """One set of fast-path closures for ``_fast_map``, and what generated mappers need.
+    """The fast path's closures for one kind of call, built once and reused (``_take``).
 
-    ``unshared`` is the reference count at or below which a value passed to a function
-    is held by its parent alone (0: no shortcut; ``leaf_unshared`` is the same for a
-    value read inline). In the trusting mode (every ancestor held once, the root
-    visited once by definition) such a value occurs once in the tree, so the identity
-    cache is skipped for it; a tuple or frozen container with a higher count may be
-    reached again, so its subtree is mapped in the ``shared`` mode, which caches every
-    mutable value.
+    ``cached`` (an identity cache is used), ``structural`` (fmapstructure) and
+    ``unshared`` are fixed per mode. ``unshared`` is the reference count at or below
+    which a value passed to a function is held by its parent alone (0: no shortcut;
+    ``leaf_unshared`` is the same for a value read inline). In the trusting mode (every
+    ancestor held once, the root visited once by definition) such a value occurs once
+    in the tree, so the identity cache is skipped for it; a tuple or frozen container
+    with a higher count may be reached again, so its subtree is mapped by ``shared``,
+    in a mode with no shortcut, which caches every mutable value.
+
+    What changes per call (``f``, the cache, ``prune``, ``shared``, the root) lives in
+    cells that every closure of the mode shares, generated mappers included
+    (``_codegen.rebind``): ``begin`` fills them, ``end`` empties them so that an idle
+    mode holds no tree. Building the closures and mappers anew cost about 60,000
+    instructions per call, the price of mapping some 30 leaves (benchmarks/instructions.py).
     """
 
-    __slots__ = ("dispatch", "mapper_args")
+    __slots__ = ("begin", "dispatch", "end", "key", "mapper_args")
 
-    def __init__(
-        self,
-        f: Callable[..., Any],
-        cache: Memo | None,
-        prune: Any,
-        structural: bool,
-        unshared: int,
-        shared: Callable[[Any, int], Any] | None,
-        root: Any = None,
-    ) -> None:
+    def __init__(self, cached: bool, structural: bool, unshared: int) -> None:
+        self.key = (_Mode, cached, structural, unshared)
         leaf_types = LEAF_TYPES
         # Without a cache every leaf goes straight to f, so every leaf type counts as
         # immutable here.
-        immutable = IMMUTABLE_LEAVES if cache is not None else LEAF_TYPES
+        immutable = IMMUTABLE_LEAVES if cached else LEAF_TYPES
         kinds_get = KINDS.get
-        use_prune = prune is not UNSET
-        # The cache's dict and keep-alive list, used inline (a Memo.store call per value
-        # costs: benchmarks/run.py, W3id).
-        results: dict[int, Any] = cache.results if cache is not None else {}
-        keep = cache.keep.append if cache is not None else None
         refcount = getrefcount
         leaf_unshared = _unshared_inline if unshared else 0
+        # Per call (begin, end). The cache's dict and keep-alive list are used inline
+        # (a Memo.store call per value costs: benchmarks/run.py, W3id).
+        f: Callable[..., Any] = _noop
+        cache: Memo | None = None
+        results: dict[int, Any] = _NO_RESULTS
+        keep: Callable[[Any], None] = _noop
+        prune: Any = UNSET
+        use_prune = False
+        shared: Callable[[Any, int], Any] = _noop
+        root: Any = None
+
+        def begin(
+            f_: Callable[..., Any],
+            cache_: Memo | None,
+            prune_: Any,
+            shared_: Callable[[Any, int], Any],
+            root_: Any,
+        ) -> None:
+            nonlocal f, cache, results, keep, prune, use_prune, shared, root
+            f, cache, prune, use_prune, shared, root = (
+                f_,
+                cache_,
+                prune_,
+                prune_ is not UNSET,
+                shared_,
+                root_,
+            )
+            if cache_ is not None:
+                results, keep = cache_.results, cache_.keep.append
+
+        def end() -> None:
+            nonlocal f, cache, results, keep, prune, shared, root
+            f, cache, results, keep, prune, shared, root = (
+                _noop,
+                None,
+                _NO_RESULTS,
+                _noop,
+                UNSET,
+                _noop,
+                None,
+            )
 
         def leaf(c: Any) -> Any:  # a leaf that may occur twice
             key = id(c)
@@ -122,7 +157,7 @@ class _Mode:
                 return prune if use_prune else results[key]
             value = f(c)
             results[key] = value
-            keep(c)  # type: ignore[misc]
+            keep(c)
             return value
 
         def deep(x: Any) -> Any:
@@ -152,16 +187,15 @@ class _Mode:
                 return f(x) if t in immutable or refcount(x) <= unshared else leaf(x)
             ckey = None
             if kind.mutable:
-                if keep is not None and (not unshared or refcount(x) > unshared):
+                if cached and (not unshared or refcount(x) > unshared):
                     ckey = id(x)
                     if ckey in results:
                         return prune if use_prune else results[ckey]
             elif kind.make_mapper is not None:
-                mapper = kind.make_mapper(self)
-                direct[t] = mapper
+                mapper = direct[t] = rebind(kind.make_mapper(self), per_call)
                 return mapper(x, depth)
             elif unshared and refcount(x) > unshared and x is not root:
-                return shared(x, depth)  # type: ignore[misc]
+                return shared(x, depth)
             if depth > MAX_FAST_DEPTH:
                 value = deep(x)
             elif t is list:
@@ -172,11 +206,12 @@ class _Mode:
                 value = kind.structural(aux, out) if structural else kind.unflatten(aux, out)
             if ckey is not None:
                 results[ckey] = value
-                keep(x)  # type: ignore[misc]
+                keep(x)
             return value
 
         direct: dict[type, Callable[[Any, int], Any]] = {}
         direct_get = direct.get
+        per_call = dict(zip(begin.__code__.co_freevars, begin.__closure__ or ()))
         args = {
             "f": f,
             "node": node,
@@ -198,13 +233,34 @@ class _Mode:
             "structural": structural,
         }
         self.mapper_args = tuple(args[name] for name in MAPPER_ARGS)
-        direct[tuple] = map_tuple = _make_tuple_mapper(self)
+        direct[tuple] = map_tuple = rebind(_make_tuple_mapper(self), per_call)
 
         def dispatch(x: Any, depth: int) -> Any:
             m = direct_get(type(x))
             return m(x, depth) if m is not None else node(x, depth)
 
-        self.dispatch = dispatch
+        self.begin, self.end, self.dispatch = begin, end, dispatch
+
+
+#: ``results`` of a mode between calls and without a cache; never written.
+_NO_RESULTS: dict[int, Any] = {}
+#: Idle modes by key (``_Mode.key``, ``_ManyMode.key``: the class and its arguments).
+_idle: dict[tuple[Any, ...], list[Any]] = {}
+
+
+def _take(key: tuple[Any, ...]) -> Any:
+    """An idle mode of ``key`` (the class and its arguments), or a new one. Each call
+    takes its own, so that fmap called inside ``f`` or on another thread is safe."""
+    try:
+        return _idle[key].pop()
+    except (KeyError, IndexError):
+        return key[0](*key[1:])
+
+
+def _give(mode: Any) -> None:
+    """Return a mode taken by ``_take``, emptied of the call's values."""
+    mode.end()
+    _idle.setdefault(mode.key, []).append(mode)
 
 
 def _fast_map(
@@ -219,108 +275,152 @@ def _fast_map(
     the parent; ``node`` handles the rest: first sight of a type, the identity cache
     for mutable nodes, and the hand-over to the iterative engine past MAX_FAST_DEPTH.
     """
-    if cache is None or not _unshared_refcount:
-        return _Mode(f, cache, prune, structural, 0, None).dispatch(x, 0)
-    shared_mode: list[_Mode] = []  # built on first need: most trees never need it
+    unshared = _unshared_refcount if cache is not None else 0
+    mode: _Mode = _take((_Mode, cache is not None, structural, unshared))
+    helper: list[_Mode] = []  # the shared mode, taken on first need: most trees never do
 
     def shared(node: Any, depth: int) -> Any:
-        if not shared_mode:
-            shared_mode.append(_Mode(f, cache, prune, structural, 0, None))
-        return shared_mode[0].dispatch(node, depth)
+        if not helper:
+            helper.append(_take((_Mode, True, structural, 0)))
+            helper[0].begin(f, cache, prune, _noop, None)
+        return helper[0].dispatch(node, depth)
 
-    return _Mode(f, cache, prune, structural, _unshared_refcount, shared, x).dispatch(x, 0)
+    mode.begin(f, cache, prune, shared, x)
+    try:
+        return mode.dispatch(x, 0)
+    finally:
+        _give(mode)
+        if helper:
+            _give(helper[0])
 
 
-def _fast_map_many(
-    f: Callable[..., Any], x: Any, ys: tuple[Any, ...], cache: Memo | None, prune: Any
-) -> Any:
-    """fmap(f, x, *ys) with exclude=isleaf, recursively (as ``_fast_map``).
+class _ManyMode:
+    """fmap(f, x, *ys) with exclude=isleaf: the closures for one kind of call, reused
+    as ``_Mode``'s are (``begin`` binds f, the cache and ``prune``; ``end`` drops them).
 
     Speed (benchmarks/run.py, W4): a tuple or list facing one of its own type is read
     directly, and with one extra tree (the common case) ``pair`` maps tuples without
     looking them up (small ones unrolled, in generated code) and the loop pairs
     children without building a list per child.
     """
-    leaf_types = LEAF_TYPES
-    # Without a cache every leaf goes straight to f (as in _Mode).
-    immutable = IMMUTABLE_LEAVES if cache is not None else LEAF_TYPES
-    kinds_get = KINDS.get
-    use_prune = prune is not UNSET
 
-    def leaf(c: Any, cys: Any) -> Any:
-        if cache is None or type(c) in immutable:
-            return f(c, *cys)
-        key = id(c)
-        if key in cache.results:
-            return prune if use_prune else cache.results[key]
-        value = f(c, *cys)
-        cache.store(c, value)
-        return value
+    __slots__ = ("begin", "end", "key", "run")
 
-    def pair_loop(kids: Any, ykids: Any, depth: int) -> list[Any]:
-        """The mapped children (at ``depth``) of a node facing one other tree's node."""
-        out: list[Any] = []
-        append = out.append
-        for c, d in zip(kids, ykids):
-            tc = type(c)
-            if tc in immutable:
-                append(f(c, d))
-            elif tc in leaf_types:
-                append(leaf(c, (d,)))
+    def __init__(self, cached: bool) -> None:
+        self.key = (_ManyMode, cached)
+        leaf_types = LEAF_TYPES
+        # Without a cache every leaf goes straight to f (as in _Mode).
+        immutable = IMMUTABLE_LEAVES if cached else LEAF_TYPES
+        kinds_get = KINDS.get
+        # Per call (begin, end).
+        f: Callable[..., Any] = _noop
+        cache: Memo | None = None
+        prune: Any = UNSET
+        use_prune = False
+
+        def begin(f_: Callable[..., Any], cache_: Memo | None, prune_: Any) -> None:
+            nonlocal f, cache, prune, use_prune
+            f, cache, prune, use_prune = f_, cache_, prune_, prune_ is not UNSET
+
+        def end() -> None:
+            nonlocal f, cache, prune
+            f, cache, prune = _noop, None, UNSET
+
+        def leaf(c: Any, cys: Any) -> Any:
+            if cache is None or type(c) in immutable:
+                return f(c, *cys)
+            key = id(c)
+            if key in cache.results:
+                return prune if use_prune else cache.results[key]
+            value = f(c, *cys)
+            cache.store(c, value)
+            return value
+
+        def pair_loop(kids: Any, ykids: Any, depth: int) -> list[Any]:
+            """The mapped children (at ``depth``) of a node facing one other tree's node."""
+            out: list[Any] = []
+            append = out.append
+            for c, d in zip(kids, ykids):
+                tc = type(c)
+                if tc in immutable:
+                    append(f(c, d))
+                elif tc in leaf_types:
+                    append(leaf(c, (d,)))
+                else:
+                    append(pair(c, d, depth) if tc is tuple else node(c, (d,), depth))
+            return out
+
+        def general_pair(x: Any, y: Any, depth: int) -> Any:
+            """``node(x, (y,), depth)`` for a tuple ``x``; facing a tuple, mapped here."""
+            if type(y) is not tuple or len(y) < len(x) or depth > MAX_FAST_DEPTH:
+                return node(x, (y,), depth)
+            return tuple(pair_loop(x, y, depth + 1))
+
+        per_call = dict(zip(begin.__code__.co_freevars, begin.__closure__ or ()))
+        # Small tuples unrolled, in generated code.
+        pair = rebind(_make_pair_mapper(f, immutable, general_pair), per_call)
+
+        def node(x: Any, ys: Any, depth: int) -> Any:
+            t = type(x)
+            kind = kinds_get(t) or kind_of(x)
+            if kind is None:
+                return leaf(x, ys)
+            ckey = None
+            if cache is not None and kind.mutable:
+                ckey = id(x)
+                if ckey in cache.results:
+                    return prune if use_prune else cache.results[ckey]
+            if depth > MAX_FAST_DEPTH:
+                value = map_tree(f, x, ys, exclude=None, cache=cache, prune=prune)
             else:
-                append(pair(c, d, depth) if tc is tuple else node(c, (d,), depth))
-        return out
+                kids, aux = (x, None) if t is tuple or t is list else kind.flatten(x)
+                n = len(kids)
+                ykids = []
+                for y in ys:
+                    if type(y) is t and (t is tuple or t is list) and len(y) >= n:
+                        ykids.append(y)  # zip ignores the extra trailing elements
+                        continue
+                    try:
+                        ykids.append(kind.read(y, aux, n))
+                    except Mismatch:
+                        raise StructureError("fmap: trees differ") from None  # located by fmap
+                depth += 1
+                if len(ykids) == 1:
+                    out = pair_loop(kids, ykids[0], depth)
+                else:
+                    out = [
+                        leaf(c, cys) if type(c) in leaf_types else node(c, cys, depth)
+                        for c, *cys in zip(kids, *ykids)
+                    ]
+                value = (
+                    tuple(out)
+                    if kind is TUPLE
+                    else out
+                    if kind is LIST
+                    else kind.unflatten(aux, out)
+                )
+            if ckey is not None:
+                cache.store(x, value)  # type: ignore[union-attr]
+            return value
 
-    def general_pair(x: Any, y: Any, depth: int) -> Any:
-        """``node(x, (y,), depth)`` for a tuple ``x``; facing a tuple, mapped here."""
-        if type(y) is not tuple or len(y) < len(x) or depth > MAX_FAST_DEPTH:
-            return node(x, (y,), depth)
-        return tuple(pair_loop(x, y, depth + 1))
+        def run(x: Any, ys: tuple[Any, ...]) -> Any:
+            if len(ys) == 1 and type(x) is tuple:
+                return pair(x, ys[0], 0)
+            return node(x, ys, 0)
 
-    pair = _make_pair_mapper(f, immutable, general_pair)  # small tuples unrolled
+        self.begin, self.end, self.run = begin, end, run
 
-    def node(x: Any, ys: Any, depth: int) -> Any:
-        t = type(x)
-        kind = kinds_get(t) or kind_of(x)
-        if kind is None:
-            return leaf(x, ys)
-        ckey = None
-        if cache is not None and kind.mutable:
-            ckey = id(x)
-            if ckey in cache.results:
-                return prune if use_prune else cache.results[ckey]
-        if depth > MAX_FAST_DEPTH:
-            value = map_tree(f, x, ys, exclude=None, cache=cache, prune=prune)
-        else:
-            kids, aux = (x, None) if t is tuple or t is list else kind.flatten(x)
-            n = len(kids)
-            ykids = []
-            for y in ys:
-                if type(y) is t and (t is tuple or t is list) and len(y) >= n:
-                    ykids.append(y)  # zip ignores the extra trailing elements
-                    continue
-                try:
-                    ykids.append(kind.read(y, aux, n))
-                except Mismatch:
-                    raise StructureError("fmap: trees differ") from None  # located by fmap
-            depth += 1
-            if len(ykids) == 1:
-                out = pair_loop(kids, ykids[0], depth)
-            else:
-                out = [
-                    leaf(c, cys) if type(c) in leaf_types else node(c, cys, depth)
-                    for c, *cys in zip(kids, *ykids)
-                ]
-            value = (
-                tuple(out) if kind is TUPLE else out if kind is LIST else kind.unflatten(aux, out)
-            )
-        if ckey is not None:
-            cache.store(x, value)  # type: ignore[union-attr]
-        return value
 
-    if len(ys) == 1 and type(x) is tuple:
-        return pair(x, ys[0], 0)
-    return node(x, ys, 0)
+def _fast_map_many(
+    f: Callable[..., Any], x: Any, ys: tuple[Any, ...], cache: Memo | None, prune: Any
+) -> Any:
+    """fmap(f, x, *ys) with exclude=isleaf, recursively (``_ManyMode``)."""
+    mode: _ManyMode = _take((_ManyMode, cache is not None))
+    mode.begin(f, cache, prune)
+    try:
+        return mode.run(x, ys)
+    finally:
+        _give(mode)
 
 
 def _noop(*args: Any) -> None:
