@@ -353,6 +353,13 @@ def test_small_tuples_of_values_and_arrays(length: int) -> None:
     assert sum(c is array for c in calls) == 1
     nested = (*values[:-1], (values[-1], [values[-1]]))
     assert ct.fmap(f, nested, cache=False)[-1] == (2 * values[-1], [2 * values[-1]])
+    calls.clear()
+    listed = ct.fmap(f, [values, mixed, nested, mixed])  # in a list: the loop's branches
+    assert listed[0] == tuple(2 * v for v in values)
+    assert listed[1][-1] is listed[3][-1]
+    assert listed[1][-1].tolist() == [0, 2, 4]
+    assert sum(c is array for c in calls) == 1
+    assert listed[2] == ct.fmap(f, nested)
 
 
 @pytest.mark.parametrize("length", [1, 2, 3, 4, 5])
@@ -370,6 +377,8 @@ def test_two_tree_small_tuples(length: int) -> None:
     assert nested[0][: length - 1] == tuple(a + b for a, b in zip(xs, ys, strict=False))[:-1]
     assert nested[0][-1][0].tolist() == [0, 2]
     assert ct.fmap(add, [xs], [list(ys)]) == ct.fmap(add, [xs], [ys])  # read by position
+    longer = ct.fmap(add, [xs, xs], [(*ys, 99), ys])  # extra elements ignored, in the loop
+    assert longer == [tuple(a + b for a, b in zip(xs, ys, strict=True))] * 2
     what = (
         f"the first tree has a sequence of length {length} there, the second has one of "
         f"length {length - 1}"
@@ -387,8 +396,16 @@ def test_fmapstructure_keeps_small_tuples() -> None:
     ]
 
 
-def test_tuple_mapper_source_is_shown_in_tracebacks() -> None:
-    """The generated tuple mapper is registered in linecache, like a class's code."""
+@pytest.mark.parametrize(
+    ("tree", "label", "source"),
+    [
+        ((1, 2), "tuple mapper", "return (f(_a0), f(_a1))"),
+        ([(1, 2)], "loop", "append((f(_a0), f(_a1)))"),
+    ],
+)
+def test_generated_tuple_code_is_shown_in_tracebacks(tree: Any, label: str, source: str) -> None:
+    """The generated tuple mapper and loop are registered in linecache, like a class's
+    code: a root tuple goes to the tuple mapper, a tuple in a list is mapped in the loop."""
     import linecache
     import traceback
 
@@ -396,12 +413,12 @@ def test_tuple_mapper_source_is_shown_in_tracebacks() -> None:
         raise KeyError(v)
 
     with pytest.raises(KeyError) as info:
-        ct.fmap(boom, [(1, 2)])
+        ct.fmap(boom, tree)
     frames = traceback.extract_tb(info.value.__traceback__)
-    generated = [fr for fr in frames if fr.filename.startswith("<containers generated tuple")]
+    generated = [fr for fr in frames if fr.filename.startswith(f"<containers generated {label} #")]
     assert generated, [fr.filename for fr in frames]
-    line = linecache.getline(generated[0].filename, generated[0].lineno)
-    assert line.strip() == "return (f(_a0), f(_a1))"
+    line = linecache.getline(generated[-1].filename, generated[-1].lineno)
+    assert line.strip() == source
 
 
 def test_results_are_freed_when_fmap_returns() -> None:

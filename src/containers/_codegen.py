@@ -23,9 +23,13 @@ __all__ = [
     "MAPPER_ARGS",
     "Generated",
     "build_source",
+    "compile_loop",
+    "compile_pair_loop",
     "compile_pair_mapper",
     "compile_spec",
     "compile_tuple_mapper",
+    "loop_source",
+    "pair_loop_source",
     "pair_mapper_source",
     "plain_deserialize",
     "plain_flatten",
@@ -147,8 +151,12 @@ def _map_child(value: str, target: str, depth: str) -> list[str]:
     (``results`` by id, ``keep`` holding the keys' objects, ``prune`` for repeats); a
     node goes to its mapper in ``direct`` or to ``node``.
     """
+    return [f"_t = type({value})", *_map_typed_child(value, target, depth)]
+
+
+def _map_typed_child(value: str, target: str, depth: str) -> list[str]:
+    """``_map_child`` once ``_t`` holds the child's type."""
     return [
-        f"_t = type({value})",
         "if _t in immutable:",
         f"    {target} = f({value})",
         "elif _t in leaf_types:",
@@ -167,20 +175,21 @@ def _map_child(value: str, target: str, depth: str) -> list[str]:
     ]
 
 
-def _mapper_factory(name: str, body: list[str]) -> list[str]:
+def _mapper_factory(name: str, body: list[str], params: str = "x, depth") -> list[str]:
     """The body of ``make_mapper(mode)``: unpack ``mode.mapper_args``, define ``name``."""
     return [
         f"{', '.join(MAPPER_ARGS)} = mode.mapper_args",
-        f"def {name}(x, depth):",
+        f"def {name}({params}):",
         *(f"    {line}" for line in body),
         f"return {name}",
     ]
 
 
-def _unrolled_tuples(trees: str) -> list[str]:
-    """``if``/``elif`` branches returning ``(f(_a0, _b0, ...), ...)`` for tuples of up to
-    UNROLLED_TUPLE_LENGTH immutable leaves; ``trees`` names the tuples read together
-    (the first is tested), which the caller has checked are tuples of length ``n``."""
+def _unrolled_tuples(trees: str, done: Callable[[str], list[str]]) -> list[str]:
+    """``if``/``elif`` branches mapping tuples of up to UNROLLED_TUPLE_LENGTH immutable
+    leaves to ``(f(_a0, _b0, ...), ...)``, handed to ``done`` for the lines that use it
+    (a ``return``, an ``append``); ``trees`` names the tuples read together (the first
+    is tested), which the caller has checked are tuples of length ``n``."""
     lines = []
     for n in range(1, UNROLLED_TUPLE_LENGTH + 1):
         rows = [[f"_{chr(97 + t)}{i}" for i in range(n)] for t in range(len(trees))]
@@ -191,11 +200,46 @@ def _unrolled_tuples(trees: str) -> list[str]:
         lines += [f"    {', '.join(row)}{comma} = {tree}" for row, tree in zip(rows, trees)]
         lines += [
             f"    if {tests}:",
-            f"        return ({calls}{comma})",
+            *(f"        {line}" for line in done(f"({calls}{comma})")),
             # The loop's reference counts (the identity cache's shortcut) must not see them.
             f"    del {', '.join(name for row in rows for name in row)}",
         ]
     return lines
+
+
+def _returned(value: str) -> list[str]:
+    return [f"return {value}"]
+
+
+def _appended(value: str) -> list[str]:
+    return [f"append({value})", "continue"]
+
+
+def loop_source() -> str:
+    """The source of ``make_loop(mode)``: fmap's loop over the children of a node.
+
+    ``loop(kids, depth)`` returns the list of the mapped children (at ``depth``), each
+    tested as in a class's mapper; a tuple of up to UNROLLED_TUPLE_LENGTH immutable
+    leaves is mapped in the loop itself, without the call of the tuple mapper
+    (benchmarks/run.py, W2: a list of pairs or 4-tuples).
+    """
+    body = [
+        "out = []",
+        "append = out.append",
+        "for x in kids:",
+        "    _t = type(x)",
+        "    if _t is tuple:",
+        "        n = len(x)",
+        *(f"        {line}" for line in _unrolled_tuples("x", _appended)),
+        *(f"    {line}" for line in _map_typed_child("x", "_r", "depth")),
+        "    append(_r)",
+        "return out",
+    ]
+    lines = [
+        "def make_loop(mode):",
+        *(f"    {line}" for line in _mapper_factory("loop", body, "kids, depth")),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def tuple_mapper_source() -> str:
@@ -208,7 +252,7 @@ def tuple_mapper_source() -> str:
     """
     body = [
         "n = len(x)",
-        *_unrolled_tuples("x"),
+        *_unrolled_tuples("x", _returned),
         "if depth > max_depth:",
         "    return deep(x)",
         "if unshared and refcount(x) > unshared and x is not root:",
@@ -233,7 +277,7 @@ def pair_mapper_source() -> str:
         "if type(x) is tuple and type(y) is tuple:",
         "    n = len(x)",
         "    if n == len(y):",
-        *(f"        {line}" for line in _unrolled_tuples("xy")),
+        *(f"        {line}" for line in _unrolled_tuples("xy", _returned)),
         "return general(x, y, depth)",
     ]
     lines = [
@@ -245,10 +289,60 @@ def pair_mapper_source() -> str:
     return "\n".join(lines) + "\n"
 
 
+def pair_loop_source() -> str:
+    """The source of ``make_pair_loop(f, immutable, leaf_types, leaf, pair, node)``.
+
+    ``pair_loop(kids, ykids, depth)`` returns the list of the mapped children (at
+    ``depth``) of a node facing one other tree's node: an immutable leaf goes to ``f``,
+    another leaf to ``leaf``, a tuple of up to UNROLLED_TUPLE_LENGTH immutable leaves
+    facing a tuple of its length is mapped in the loop itself (benchmarks/run.py, W4),
+    any other tuple goes to ``pair`` and any other node to ``node``.
+    """
+    body = [
+        "out = []",
+        "append = out.append",
+        "for x, y in zip(kids, ykids):",
+        "    _t = type(x)",
+        "    if _t is tuple:",
+        "        n = len(x)",
+        "        if type(y) is tuple and n == len(y):",
+        *(f"            {line}" for line in _unrolled_tuples("xy", _appended)),
+        "        append(pair(x, y, depth))",
+        "    elif _t in immutable:",
+        "        append(f(x, y))",
+        "    elif _t in leaf_types:",
+        "        append(leaf(x, (y,)))",
+        "    else:",
+        "        append(node(x, (y,), depth))",
+        "return out",
+    ]
+    lines = [
+        "def make_pair_loop(f, immutable, leaf_types, leaf, pair, node):",
+        "    def pair_loop(kids, ykids, depth):",
+        *(f"        {line}" for line in body),
+        "    return pair_loop",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def compile_pair_loop() -> Callable[..., Callable[[Any, Any, int], list[Any]]]:
+    """Compile ``pair_loop_source()``; returns its ``make_pair_loop``."""
+    make: Callable[..., Callable[[Any, Any, int], list[Any]]]
+    make = _compile_factory(pair_loop_source(), "pair loop", "make_pair_loop")
+    return make
+
+
 def compile_tuple_mapper() -> Callable[..., Callable[[Any, int], Any]]:
     """Compile ``tuple_mapper_source()``; returns its ``make_mapper``."""
     make: Callable[..., Callable[[Any, int], Any]]
     make = _compile_factory(tuple_mapper_source(), "tuple mapper", "make_mapper")
+    return make
+
+
+def compile_loop() -> Callable[..., Callable[[Any, int], list[Any]]]:
+    """Compile ``loop_source()``; returns its ``make_loop``."""
+    make: Callable[..., Callable[[Any, int], list[Any]]]
+    make = _compile_factory(loop_source(), "loop", "make_loop")
     return make
 
 

@@ -13,7 +13,14 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from containers._codegen import MAPPER_ARGS, compile_pair_mapper, compile_tuple_mapper, rebind
+from containers._codegen import (
+    MAPPER_ARGS,
+    compile_loop,
+    compile_pair_loop,
+    compile_pair_mapper,
+    compile_tuple_mapper,
+    rebind,
+)
 from containers._errors import ContainerDefinitionError, StructureError
 from containers._paths import KeyPath
 from containers._protocol import isleaf
@@ -76,6 +83,10 @@ def _calibrate() -> tuple[int, int]:
 _unshared_refcount, _unshared_inline = _calibrate()
 getrefcount = getattr(sys, "getrefcount", lambda obj: 1 << 30)
 _make_tuple_mapper = compile_tuple_mapper()
+_make_loop = compile_loop()
+_make_pair_loop = compile_pair_loop()
+#: The free variables of generated functions that ``_Mode`` rebinds to its own cells.
+_SHARED_CELLS = frozenset({"f", "results", "keep", "prune", "use_prune", "shared", "root", "loop"})
 _make_pair_mapper = compile_pair_mapper()
 
 
@@ -163,23 +174,6 @@ class _Mode:
         def deep(x: Any) -> Any:
             return map_tree(f, x, exclude=None, cache=cache, prune=prune, structural=structural)
 
-        def loop(kids: Any, depth: int) -> list[Any]:
-            """The mapped children (at ``depth``) of a node: the fast path's inner loop."""
-            out: list[Any] = []
-            append = out.append
-            for c in kids:
-                tc = type(c)
-                if tc in immutable:
-                    append(f(c))
-                elif tc is tuple:  # the commonest node: no lookup
-                    append(map_tuple(c, depth))
-                elif tc in leaf_types:
-                    append(f(c) if refcount(c) <= leaf_unshared else leaf(c))
-                else:
-                    m = direct_get(tc)
-                    append(m(c, depth) if m is not None else node(c, depth))
-            return out
-
         def node(x: Any, depth: int) -> Any:
             t = type(x)
             kind = kinds_get(t) or kind_of(x)
@@ -211,7 +205,15 @@ class _Mode:
 
         direct: dict[type, Callable[[Any, int], Any]] = {}
         direct_get = direct.get
-        per_call = dict(zip(begin.__code__.co_freevars, begin.__closure__ or ()))
+        loop: Callable[[Any, int], list[Any]] = _noop  # type: ignore[assignment] # below
+        # The cells that generated functions share with this mode: the per-call values
+        # (begin) and the loop, generated after mapper_args, which name it.
+        per_call = {
+            name: cell
+            for function in (begin, node)
+            for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ())
+            if name in _SHARED_CELLS
+        }
         args = {
             "f": f,
             "node": node,
@@ -233,7 +235,8 @@ class _Mode:
             "structural": structural,
         }
         self.mapper_args = tuple(args[name] for name in MAPPER_ARGS)
-        direct[tuple] = map_tuple = rebind(_make_tuple_mapper(self), per_call)
+        loop = rebind(_make_loop(self), per_call)
+        direct[tuple] = rebind(_make_tuple_mapper(self), per_call)
 
         def dispatch(x: Any, depth: int) -> Any:
             m = direct_get(type(x))
@@ -336,28 +339,14 @@ class _ManyMode:
             cache.store(c, value)
             return value
 
-        def pair_loop(kids: Any, ykids: Any, depth: int) -> list[Any]:
-            """The mapped children (at ``depth``) of a node facing one other tree's node."""
-            out: list[Any] = []
-            append = out.append
-            for c, d in zip(kids, ykids):
-                tc = type(c)
-                if tc in immutable:
-                    append(f(c, d))
-                elif tc in leaf_types:
-                    append(leaf(c, (d,)))
-                else:
-                    append(pair(c, d, depth) if tc is tuple else node(c, (d,), depth))
-            return out
-
         def general_pair(x: Any, y: Any, depth: int) -> Any:
             """``node(x, (y,), depth)`` for a tuple ``x``; facing a tuple, mapped here."""
             if type(y) is not tuple or len(y) < len(x) or depth > MAX_FAST_DEPTH:
                 return node(x, (y,), depth)
             return tuple(pair_loop(x, y, depth + 1))
 
+        # Small tuples unrolled, in generated code; its f is this mode's.
         per_call = dict(zip(begin.__code__.co_freevars, begin.__closure__ or ()))
-        # Small tuples unrolled, in generated code.
         pair = rebind(_make_pair_mapper(f, immutable, general_pair), per_call)
 
         def node(x: Any, ys: Any, depth: int) -> Any:
@@ -402,6 +391,8 @@ class _ManyMode:
             if ckey is not None:
                 cache.store(x, value)  # type: ignore[union-attr]
             return value
+
+        pair_loop = rebind(_make_pair_loop(f, immutable, leaf_types, leaf, pair, node), per_call)
 
         def run(x: Any, ys: tuple[Any, ...]) -> Any:
             if len(ys) == 1 and type(x) is tuple:
