@@ -84,10 +84,10 @@ _unshared_refcount, _unshared_inline = _calibrate()
 getrefcount = getattr(sys, "getrefcount", lambda obj: 1 << 30)
 _make_tuple_mapper = compile_tuple_mapper()
 _make_loop = compile_loop()
+_make_pair_mapper = compile_pair_mapper()
 _make_pair_loop = compile_pair_loop()
 #: The free variables of generated functions that ``_Mode`` rebinds to its own cells.
 _SHARED_CELLS = frozenset({"f", "results", "keep", "prune", "use_prune", "shared", "root", "loop"})
-_make_pair_mapper = compile_pair_mapper()
 
 
 class _Mode:
@@ -186,7 +186,7 @@ class _Mode:
                     if ckey in results:
                         return prune if use_prune else results[ckey]
             elif kind.make_mapper is not None:
-                mapper = direct[t] = rebind(kind.make_mapper(self), per_call)
+                mapper = direct[t] = rebind(kind.make_mapper(self), cells)
                 return mapper(x, depth)
             elif unshared and refcount(x) > unshared and x is not root:
                 return shared(x, depth)
@@ -205,10 +205,10 @@ class _Mode:
 
         direct: dict[type, Callable[[Any, int], Any]] = {}
         direct_get = direct.get
-        loop: Callable[[Any, int], list[Any]] = _noop  # type: ignore[assignment] # below
+        loop: Callable[..., Any] = _noop  # generated below, once mapper_args exists
         # The cells that generated functions share with this mode: the per-call values
-        # (begin) and the loop, generated after mapper_args, which name it.
-        per_call = {
+        # (begin's) and the loop (node's), which mapper_args can only name.
+        cells = {
             name: cell
             for function in (begin, node)
             for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ())
@@ -235,8 +235,8 @@ class _Mode:
             "structural": structural,
         }
         self.mapper_args = tuple(args[name] for name in MAPPER_ARGS)
-        loop = rebind(_make_loop(self), per_call)
-        direct[tuple] = rebind(_make_tuple_mapper(self), per_call)
+        loop = rebind(_make_loop(self), cells)
+        direct[tuple] = rebind(_make_tuple_mapper(self), cells)
 
         def dispatch(x: Any, depth: int) -> Any:
             m = direct_get(type(x))
