@@ -447,6 +447,65 @@ def test_results_are_freed_when_fmap_returns() -> None:
         gc.enable()
 
 
+def _held_by_the_tree_only(kind: str) -> Any:
+    """A tree of the given mapping or deque kind whose arrays only the tree holds: one
+    array twice in the node, one also in a list elsewhere, one once."""
+    twice, elsewhere, once = np.arange(2), np.arange(3), np.arange(4)
+    items = [("b", twice), ("a", twice), ("c", elsewhere), ("d", once)]  # "b" first: unsorted
+    node: Any = {
+        "dict": lambda: dict(items),
+        "OrderedDict": lambda: OrderedDict(items),
+        "defaultdict": lambda: defaultdict(list, items),
+        "deque": lambda: deque(v for _, v in items),
+    }[kind]()
+    return [node, [elsewhere]]
+
+
+@pytest.mark.parametrize("kind", ["dict", "OrderedDict", "defaultdict", "deque"])
+def test_sharing_through_dict_and_deque_values_with_the_tree_as_only_holder(kind: str) -> None:
+    """A dict's (or deque's) values reach the loop in the fresh list its flatten builds,
+    one reference more; the reference-count shortcut allows for it and still catches a
+    value held twice by the node or once more elsewhere."""
+    f = Recorder(lambda v: v * 10)
+    node, rest = ct.fmap(f, _held_by_the_tree_only(kind))
+    values = list(node.values()) if kind != "deque" else list(node)
+    twice_a, twice_b, elsewhere, once = values
+    assert twice_a is twice_b
+    assert elsewhere is rest[0]
+    assert [v.tolist() for v in (twice_a, elsewhere, once)] == [
+        [0, 10],
+        [0, 10, 20],
+        [0, 10, 20, 30],
+    ]
+    assert [len(v) for v in f.calls] == [2, 3, 4]  # each array mapped once
+    if kind != "deque":
+        assert list(node) == ["b", "a", "c", "d"]
+
+
+def test_arrays_held_by_a_dict_alone_skip_the_identity_cache() -> None:
+    """The shortcut reaches a dict's values: no id() per array (as for a list's)."""
+    import sys
+
+    def ids_taken(tree: Any) -> int:
+        taken = [0]
+
+        def watch(frame: Any, event: str, arg: Any) -> None:
+            if event == "c_call" and arg is id:
+                taken[0] += 1
+
+        sys.setprofile(watch)
+        try:
+            ct.fmap(lambda v: v, tree)
+        finally:
+            sys.setprofile(None)
+        return taken[0]
+
+    assert ids_taken([np.zeros(2) for _ in range(10)]) == 1  # the root list
+    assert ids_taken({f"k{i}": np.zeros(2) for i in range(10)}) == 1  # the root dict
+    kept = [np.zeros(2) for _ in range(10)]  # also held here: every array is cached
+    assert ids_taken({f"k{i}": a for i, a in enumerate(kept)}) == 11
+
+
 # --- fmap's closures are reused from call to call (_fmap._Mode) ---------------------------
 
 

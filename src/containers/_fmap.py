@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from types import CellType
 from typing import Any, TypeVar, overload
 
 from containers._codegen import (
@@ -196,7 +197,7 @@ class _Mode:
                 value = loop(x, depth + 1)
             else:
                 kids, aux = kind.flatten(x)
-                out = loop(kids, depth + 1)
+                out = (loop_fresh if kind.fresh else loop)(kids, depth + 1)
                 value = kind.structural(aux, out) if structural else kind.unflatten(aux, out)
             if ckey is not None:
                 results[ckey] = value
@@ -206,6 +207,7 @@ class _Mode:
         direct: dict[type, Callable[[Any, int], Any]] = {}
         direct_get = direct.get
         loop: Callable[..., Any] = _noop  # generated below, once mapper_args exists
+        loop_fresh: Callable[..., Any] = _noop
         # The cells that generated functions share with this mode: the per-call values
         # (begin's) and the loop (node's), which mapper_args can only name.
         cells = {
@@ -236,6 +238,10 @@ class _Mode:
         }
         self.mapper_args = tuple(args[name] for name in MAPPER_ARGS)
         loop = rebind(_make_loop(self), cells)
+        # For the fresh list a dict's (or deque's) flatten returns: it holds each child
+        # once more, so a leaf child held once by the node shows one reference more.
+        fresh_unshared = CellType(leaf_unshared + 1 if leaf_unshared else 0)
+        loop_fresh = rebind(_make_loop(self), {**cells, "leaf_unshared": fresh_unshared})
         direct[tuple] = rebind(_make_tuple_mapper(self), cells)
 
         def dispatch(x: Any, depth: int) -> Any:
@@ -759,15 +765,24 @@ def _check_refcount_shortcut() -> None:
 
         shared = object()
         inner = ([object()],)  # a tuple reached twice: its list must stay shared
-        tree = ([shared, [shared], (shared,), {"k": shared}, [[]] * 2, object()], inner, inner)
-        del shared, inner
+        twice, also = object(), object()  # in a dict, whose flatten lists them (fresh)
+        tree = (
+            [shared, [shared], (shared,), {"k": shared}, [[]] * 2, object()],
+            inner,
+            inner,
+            {"a": twice, "b": twice, "c": also, "d": object()},
+            [also],
+        )
+        del shared, inner, twice, also
         out = _fast_map(count, tree, Memo(), UNSET)
         first = out[0]
         if (
-            len(calls) == 3
+            len(calls) == 6
             and first[0] is first[1][0] is first[2][0] is first[3]["k"]
             and first[4][0] is first[4][1]
             and out[1][0] is out[2][0]
+            and out[3]["a"] is out[3]["b"]
+            and out[3]["c"] is out[4][0]
         ):
             return
         _unshared_refcount = _unshared_inline = 0

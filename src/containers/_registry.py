@@ -83,12 +83,16 @@ class NodeKind:
     - ``structural(aux, children)``: the node as fmapstructure gives it.
     - ``mutable``: cached by identity in fmap/fcollect.
     - ``make_mapper``: for declared containers, the generated fmap fast path.
+    - ``fresh``: ``flatten`` returns a new list holding each child once and keeps no
+      other reference to the children (dicts, deques); fmap's reference-count shortcut
+      allows a leaf child that one reference more.
     """
 
     __slots__ = (
         "aux_eq",
         "aux_hash",
         "flatten",
+        "fresh",
         "keys",
         "label",
         "make_mapper",
@@ -115,6 +119,7 @@ class NodeKind:
         aux_hash: Callable[[Any], int] = value_hash,
         spec: ContainerSpec | None = None,
         make_mapper: Callable[..., Callable[[Any, int], Any]] | None = None,
+        fresh: bool = False,
     ) -> None:
         self.type = type_
         self.label = label
@@ -128,6 +133,7 @@ class NodeKind:
         self.aux_hash = aux_hash
         self.spec = spec
         self.make_mapper = make_mapper
+        self.fresh = fresh
 
     def __repr__(self) -> str:
         return f"<NodeKind {self.label}>"
@@ -276,6 +282,7 @@ DICT = NodeKind(
     read=_read_mapping,
     structural=_dict_build,
     mutable=True,
+    fresh=True,
     aux_eq=_sorted_eq,
     aux_hash=_sorted_hash,
 )
@@ -288,6 +295,7 @@ ORDERED_DICT = NodeKind(
     read=_ordered_read,
     structural=_ordered_build,
     mutable=True,
+    fresh=True,
 )
 DEFAULT_DICT = NodeKind(
     defaultdict,
@@ -298,6 +306,7 @@ DEFAULT_DICT = NodeKind(
     read=_read_mapping,
     structural=_defaultdict_build,
     mutable=True,
+    fresh=True,
     aux_eq=_defaultdict_eq,
     aux_hash=_sorted_hash,
 )
@@ -309,6 +318,7 @@ DEQUE = NodeKind(
     read=_read_sequence,
     structural=lambda aux, ch: deque(ch, aux),
     mutable=True,
+    fresh=True,
 )
 NONE = NodeKind(
     type(None),
