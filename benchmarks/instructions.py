@@ -38,7 +38,7 @@ def child(workload_name: str, lib_name: str, n: int, calls: int) -> None:
     """Build the input, warm up with one call, then make ``calls`` calls (gc off)."""
     workload = next(w for w in WORKLOADS if w.name == workload_name)
     lib = HAND if lib_name == "hand" else adapters.LOADERS[lib_name]()
-    case = Case(n)  # kept alive, as in run.py: it holds the W3 arrays too
+    case = Case(n)  # kept alive, as in run.py: it holds the -held workloads' arrays
     op = workload.bind(lib, case)
     op()
     gc.disable()

@@ -131,15 +131,18 @@ def hand_deep_map(f: Fn, tree: Any) -> Any:
 class Case:
     """The inputs at one size N, built once and shared by every library.
 
-    W3 trees differ per library only in their classes: the numpy arrays are shared.
+    W3 trees hold arrays nothing else refers to, as a model holds its parameters: each
+    library's trees get arrays of their own, drawn from the same seed (equal values).
+    The held W3 trees (the `-held` workloads) are built over one list of arrays that
+    this Case keeps, so every array is also referenced from outside the tree.
     """
 
     def __init__(self, n: int, seed: int = 0) -> None:
         self.n = n
         self._seed = seed
         self._w1: dict[int, dict[str, list[tuple[float, ...]]]] = {}
-        self._arrays: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
-        self._w3: dict[tuple[Model, int], list[Any]] = {}
+        self._held: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self._w3: dict[tuple[Model, int, bool], list[Any]] = {}
         self._deep: list[Any] | None = None
 
     def w1(self, which: int = 0) -> dict[str, list[tuple[float, ...]]]:
@@ -155,16 +158,22 @@ class Case:
             }
         return self._w1[which]
 
-    def w3(self, model: Model, which: int = 0) -> list[Any]:
-        """`[MLP((Linear(w, b),) * 4, name)]` with N Linear nodes: 2N small arrays."""
-        key = (model, which)
+    def _arrays(self, which: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """N pairs (w 4x4, b 4), the same values on every call with this `which`."""
+        rng = np.random.default_rng(self._seed + which)
+        return [(rng.standard_normal((4, 4)), rng.standard_normal(4)) for _ in range(self.n)]
+
+    def w3(self, model: Model, which: int = 0, held: bool = False) -> list[Any]:
+        """`[MLP((Linear(w, b),) * 4, name)]` with N Linear nodes: 2N small arrays.
+
+        The arrays are the tree's own unless `held`: then they also sit in a list this
+        Case keeps (and in the held trees of every other library).
+        """
+        key = (model, which, held)
         if key not in self._w3:
-            if which not in self._arrays:
-                rng = np.random.default_rng(self._seed + which)
-                self._arrays[which] = [
-                    (rng.standard_normal((4, 4)), rng.standard_normal(4)) for _ in range(self.n)
-                ]
-            arrays = self._arrays[which]
+            if held and which not in self._held:
+                self._held[which] = self._arrays(which)
+            arrays = self._held[which] if held else self._arrays(which)
             linear, mlp = model
             self._w3[key] = [
                 mlp(
@@ -256,13 +265,15 @@ class Workload:
         return n * self.units_per_n
 
 
-def _w3_args(f: Fn | None, trees: int = 1) -> Callable[[Case, Lib], tuple[Any, ...]]:
+def _w3_args(
+    f: Fn | None, trees: int = 1, held: bool = False
+) -> Callable[[Case, Lib], tuple[Any, ...]]:
     """Arguments `(f, *W3 trees)` in `lib`'s classes; no `f` when it is None."""
 
     def args(case: Case, lib: Lib) -> tuple[Any, ...]:
         assert lib.model is not None, "Workload.supports checks it"
         fs = () if f is None else (lib.array_fn(f),)
-        return (*fs, *(case.w3(lib.model, which) for which in range(trees)))
+        return (*fs, *(case.w3(lib.model, which, held) for which in range(trees)))
 
     return args
 
@@ -318,6 +329,26 @@ WORKLOADS: tuple[Workload, ...] = (
         uses=("tree_map",),
         hand=(hand_map_mlps,),
         args=_w3_args(identity),
+        unit="array",
+        units_per_n=2,
+        on_classes=True,
+    ),
+    Workload(
+        "W3-held",
+        f"map x + 1 over {W3_TREE}, the arrays also held outside the tree",
+        uses=("tree_map",),
+        hand=(hand_map_mlps,),
+        args=_w3_args(inc, held=True),
+        unit="array",
+        units_per_n=2,
+        on_classes=True,
+    ),
+    Workload(
+        "W3id-held",
+        f"map identity over {W3_TREE}, the arrays also held outside the tree",
+        uses=("tree_map",),
+        hand=(hand_map_mlps,),
+        args=_w3_args(identity, held=True),
         unit="array",
         units_per_n=2,
         on_classes=True,

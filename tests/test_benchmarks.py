@@ -35,9 +35,29 @@ def test_quick_benchmark_runs_and_containers_agrees_with_hand(tmp_path: Path) ->
     cells = json.loads(out.read_text())["cells"]
     ours = [c for c in cells if c["lib"].startswith("containers")]
     workloads = {c["workload"] for c in ours}
-    assert {"W1", "W2", "W3", "W3id", "W4", "W5", "deep-fmap"} <= workloads
+    assert {"W1", "W2", "W3", "W3id", "W3-held", "W3id-held", "W4", "W5", "deep-fmap"} <= workloads
     bad = {(c["workload"], c["n"], c["lib"]): c["status"] for c in ours if c["status"] != "ok"}
     assert bad == {}
+
+
+def test_w3_arrays_are_the_trees_own_unless_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    """W3 trees hold arrays nothing else refers to, equal across libraries; the held
+    trees of two libraries share one list of arrays that the Case keeps."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import adapters
+    import workloads
+
+    case = workloads.Case(8)
+    models = [workloads.HAND_MODEL, adapters.frozen_dataclasses()]
+    own = [[layer.w for mlp in case.w3(model) for layer in mlp.layers] for model in models]
+    held = [[layer.w for mlp in case.w3(m, held=True) for layer in mlp.layers] for m in models]
+    assert len(own[0]) == 8
+    assert all(a is not b and (a == b).all() for a, b in zip(*own, strict=True))
+    assert all(a is b for a, b in zip(*held, strict=True))
+    assert [(a == b).all() for a, b in zip(own[0], held[0], strict=True)] == [True] * 8
+    # held by its layer, the list `own[0]`, the loop variable and getrefcount's argument
+    assert {sys.getrefcount(a) for a in own[0]} == {4}
+    assert min(sys.getrefcount(a) for a in held[0]) > 4
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
