@@ -463,9 +463,8 @@ def _held_by_the_tree_only(kind: str) -> Any:
 
 @pytest.mark.parametrize("kind", ["dict", "OrderedDict", "defaultdict", "deque"])
 def test_sharing_through_dict_and_deque_values_with_the_tree_as_only_holder(kind: str) -> None:
-    """A dict's (or deque's) values reach the loop in the fresh list its flatten builds,
-    one reference more; the reference-count shortcut allows for it and still catches a
-    value held twice by the node or once more elsewhere."""
+    """The reference-count shortcut reads a dict's (or deque's) values from the node
+    itself and still catches a value held twice by the node or once more elsewhere."""
     f = Recorder(lambda v: v * 10)
     node, rest = ct.fmap(f, _held_by_the_tree_only(kind))
     values = list(node.values()) if kind != "deque" else list(node)
@@ -504,6 +503,50 @@ def test_arrays_held_by_a_dict_alone_skip_the_identity_cache() -> None:
     assert ids_taken({f"k{i}": np.zeros(2) for i in range(10)}) == 1  # the root dict
     kept = [np.zeros(2) for _ in range(10)]  # also held here: every array is cached
     assert ids_taken({f"k{i}": a for i, a in enumerate(kept)}) == 11
+    # nodes among a dict's values: nested dicts (keys not in sorted order), lists,
+    # frozen containers, deques, OrderedDicts
+    layers = {
+        f"layer{i}": {"kernel": np.zeros(2), "bias": np.zeros(2), "extra": [np.zeros(2)]}
+        for i in range(5)
+    }
+    assert ids_taken(layers) == 1
+    assert ids_taken({f"k{i}": Frozen(np.zeros(2), (np.zeros(2),)) for i in range(5)}) == 1
+    queued = OrderedDict(a=deque([np.zeros(2), {"b": np.zeros(2)}]))  # not in the assert:
+    assert ids_taken(queued) == 1  # pytest keeps the parts of an asserted expression
+
+
+def test_f_that_resizes_a_dict_being_mapped_gets_pythons_error() -> None:
+    """Children are read as they are mapped (the docstring says so): a dict that loses
+    a key to f while it is mapped raises as a comprehension over it would."""
+    tree = {"a": 1, "b": 2, "c": 3}
+
+    def f(v: int) -> int:
+        tree.pop("c", None)
+        return v
+
+    with pytest.raises(RuntimeError, match="dictionary changed size during iteration"):
+        ct.fmap(f, tree)
+
+
+def test_nodes_held_twice_by_a_dict_stay_shared() -> None:
+    """A list, a dict and a frozen container each held twice by one dict and by nothing
+    else: each mutable one is mapped once and stays shared, and the frozen one's array
+    (it is rebuilt, not cached: SPEC) too; the dicts keep their key order."""
+    f = Recorder(lambda v: v * 10)
+    arrays = [np.arange(n) for n in (2, 3, 4, 5)]
+    items = [arrays.pop() for _ in range(4)]  # the list empties: the tree alone holds them
+    lst, inner, frozen = [items[0]], {"z": items[1], "y": items[2]}, Frozen(items[3])
+    del items
+    tree = {"b": lst, "a": lst, "f": inner, "e": inner, "d": frozen, "c": frozen}
+    del lst, inner, frozen
+    out = ct.fmap(f, tree)
+    assert out["a"] is out["b"]
+    assert out["e"] is out["f"]
+    assert out["c"].a is out["d"].a
+    assert sorted(len(v) for v in f.calls) == [2, 3, 4, 5]  # each array mapped once
+    assert list(out) == ["b", "a", "f", "e", "d", "c"]
+    assert list(out["e"]) == ["z", "y"]
+    assert out["b"][0].tolist() == [0, 10, 20, 30, 40]
 
 
 # --- fmap's closures are reused from call to call (_fmap._Mode) ---------------------------

@@ -10,8 +10,8 @@ inside a node type: the registry does.
 from __future__ import annotations
 
 import sys
+from collections import deque
 from collections.abc import Callable
-from types import CellType
 from typing import Any, TypeVar, overload
 
 from containers._codegen import (
@@ -196,8 +196,8 @@ class _Mode:
             elif t is list:
                 value = loop(x, depth + 1)
             else:
-                kids, aux = kind.flatten(x)
-                out = (loop_fresh if kind.fresh else loop)(kids, depth + 1)
+                kids, aux = kind.iterate(x)
+                out = loop(kids, depth + 1)
                 value = kind.structural(aux, out) if structural else kind.unflatten(aux, out)
             if ckey is not None:
                 results[ckey] = value
@@ -207,7 +207,6 @@ class _Mode:
         direct: dict[type, Callable[[Any, int], Any]] = {}
         direct_get = direct.get
         loop: Callable[..., Any] = _noop  # generated below, once mapper_args exists
-        loop_fresh: Callable[..., Any] = _noop
         # The cells that generated functions share with this mode: the per-call values
         # (begin's) and the loop (node's), which mapper_args can only name.
         cells = {
@@ -238,10 +237,6 @@ class _Mode:
         }
         self.mapper_args = tuple(args[name] for name in MAPPER_ARGS)
         loop = rebind(_make_loop(self), cells)
-        # For the fresh list a dict's (or deque's) flatten returns: it holds each child
-        # once more, so a leaf child held once by the node shows one reference more.
-        fresh_unshared = CellType(leaf_unshared + 1 if leaf_unshared else 0)
-        loop_fresh = rebind(_make_loop(self), {**cells, "leaf_unshared": fresh_unshared})
         direct[tuple] = rebind(_make_tuple_mapper(self), cells)
 
         def dispatch(x: Any, depth: int) -> Any:
@@ -475,6 +470,10 @@ def fmap(
     mapped once by identity, so shared objects stay shared; values (numbers, strings,
     tuples, frozen containers) are not cached. ``cache=False`` turns this off;
     ``prune=v`` replaces every repeat of a cached object with ``v``.
+
+    A node's children are read as they are mapped, as in a comprehension, so ``f``
+    must not add or remove children of the tree it maps: for a dict (or deque) that
+    changes size Python raises ``RuntimeError``.
 
     Examples:
         >>> import containers as ct
@@ -765,24 +764,30 @@ def _check_refcount_shortcut() -> None:
 
         shared = object()
         inner = ([object()],)  # a tuple reached twice: its list must stay shared
-        twice, also = object(), object()  # in a dict, whose flatten lists them (fresh)
+        twice, also, pair, node, queued = object(), object(), ([object()],), [object()], object()
         tree = (
             [shared, [shared], (shared,), {"k": shared}, [[]] * 2, object()],
             inner,
             inner,
-            {"a": twice, "b": twice, "c": also, "d": object()},
+            # a dict's values: a leaf, a tuple and a list twice, a leaf also elsewhere
+            {"a": twice, "b": twice, "c": also, "d": object(), "e": pair, "f": pair},
             [also],
+            {"b": node, "a": node},  # not in sorted order
+            deque([queued, queued, object()]),
         )
-        del shared, inner, twice, also
+        del shared, inner, twice, also, pair, node, queued
         out = _fast_map(count, tree, Memo(), UNSET)
-        first = out[0]
+        first, mapping = out[0], out[3]
         if (
-            len(calls) == 6
+            len(calls) == 10
             and first[0] is first[1][0] is first[2][0] is first[3]["k"]
             and first[4][0] is first[4][1]
             and out[1][0] is out[2][0]
-            and out[3]["a"] is out[3]["b"]
-            and out[3]["c"] is out[4][0]
+            and mapping["a"] is mapping["b"]
+            and out[6][0] is out[6][1]
+            and mapping["c"] is out[4][0]
+            and mapping["e"][0] is mapping["f"][0]
+            and out[5]["a"] is out[5]["b"]
         ):
             return
         _unshared_refcount = _unshared_inline = 0

@@ -83,16 +83,18 @@ class NodeKind:
     - ``structural(aux, children)``: the node as fmapstructure gives it.
     - ``mutable``: cached by identity in fmap/fcollect.
     - ``make_mapper``: for declared containers, the generated fmap fast path.
-    - ``fresh``: ``flatten`` returns a new list holding each child once and keeps no
-      other reference to the children (dicts, deques); fmap's reference-count shortcut
-      allows a leaf child that one reference more.
+    - ``iterate(x)``: ``flatten``'s children as an iterable that holds no reference to
+      them of its own, and its aux; fmap's fast path reads children this way, so that
+      a child's reference count shows its parent's references alone, as for the items
+      of a list (a dict's ``flatten`` builds a list, which holds each value once
+      more). Defaults to ``flatten``.
     """
 
     __slots__ = (
         "aux_eq",
         "aux_hash",
         "flatten",
-        "fresh",
+        "iterate",
         "keys",
         "label",
         "make_mapper",
@@ -119,7 +121,7 @@ class NodeKind:
         aux_hash: Callable[[Any], int] = value_hash,
         spec: ContainerSpec | None = None,
         make_mapper: Callable[..., Callable[[Any, int], Any]] | None = None,
-        fresh: bool = False,
+        iterate: Callable[[Any], tuple[Iterable[Any], Any]] | None = None,
     ) -> None:
         self.type = type_
         self.label = label
@@ -133,7 +135,7 @@ class NodeKind:
         self.aux_hash = aux_hash
         self.spec = spec
         self.make_mapper = make_mapper
-        self.fresh = fresh
+        self.iterate = flatten if iterate is None else iterate
 
     def __repr__(self) -> str:
         return f"<NodeKind {self.label}>"
@@ -172,12 +174,17 @@ def sort_keys(d: Iterable[Any]) -> list[Any]:
         return sorted(d, key=lambda k: (type(k).__name__, repr(k)))
 
 
-def _dict_flatten(x: dict[Any, Any]) -> tuple[list[Any], tuple[tuple[Any, ...], Any]]:
+def _dict_iterate(x: dict[Any, Any]) -> tuple[Iterable[Any], tuple[tuple[Any, ...], Any]]:
     keys = list(x)
     order = sort_keys(keys)
     if order == keys:
-        return list(x.values()), (tuple(order), None)
-    return [x[k] for k in order], (tuple(order), tuple(keys))
+        return x.values(), (tuple(order), None)
+    return map(x.__getitem__, order), (tuple(order), tuple(keys))
+
+
+def _dict_flatten(x: dict[Any, Any]) -> tuple[list[Any], tuple[tuple[Any, ...], Any]]:
+    children, aux = _dict_iterate(x)
+    return list(children), aux
 
 
 def _dict_build(aux: tuple[tuple[Any, ...], Any], children: Sequence[Any]) -> dict[Any, Any]:
@@ -210,9 +217,14 @@ def _sorted_hash(a: Any) -> int:
     return value_hash(a[0])
 
 
-def _defaultdict_flatten(x: defaultdict[Any, Any]) -> tuple[list[Any], Any]:
-    children, aux = _dict_flatten(x)
+def _defaultdict_iterate(x: defaultdict[Any, Any]) -> tuple[Iterable[Any], Any]:
+    children, aux = _dict_iterate(x)
     return children, (*aux, x.default_factory)
+
+
+def _defaultdict_flatten(x: defaultdict[Any, Any]) -> tuple[list[Any], Any]:
+    children, aux = _defaultdict_iterate(x)
+    return list(children), aux
 
 
 def _defaultdict_build(aux: Any, children: Sequence[Any]) -> defaultdict[Any, Any]:
@@ -221,6 +233,10 @@ def _defaultdict_build(aux: Any, children: Sequence[Any]) -> defaultdict[Any, An
 
 def _defaultdict_eq(a: Any, b: Any) -> bool:
     return values_equal(a[0], b[0]) and a[2] == b[2]
+
+
+def _ordered_iterate(x: OrderedDict[Any, Any]) -> tuple[Iterable[Any], tuple[Any, ...]]:
+    return x.values(), tuple(x)
 
 
 def _ordered_flatten(x: OrderedDict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
@@ -282,7 +298,7 @@ DICT = NodeKind(
     read=_read_mapping,
     structural=_dict_build,
     mutable=True,
-    fresh=True,
+    iterate=_dict_iterate,
     aux_eq=_sorted_eq,
     aux_hash=_sorted_hash,
 )
@@ -295,7 +311,7 @@ ORDERED_DICT = NodeKind(
     read=_ordered_read,
     structural=_ordered_build,
     mutable=True,
-    fresh=True,
+    iterate=_ordered_iterate,
 )
 DEFAULT_DICT = NodeKind(
     defaultdict,
@@ -306,7 +322,7 @@ DEFAULT_DICT = NodeKind(
     read=_read_mapping,
     structural=_defaultdict_build,
     mutable=True,
-    fresh=True,
+    iterate=_defaultdict_iterate,
     aux_eq=_defaultdict_eq,
     aux_hash=_sorted_hash,
 )
@@ -318,7 +334,7 @@ DEQUE = NodeKind(
     read=_read_sequence,
     structural=lambda aux, ch: deque(ch, aux),
     mutable=True,
-    fresh=True,
+    iterate=lambda x: (x, x.maxlen),
 )
 NONE = NodeKind(
     type(None),
