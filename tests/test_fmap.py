@@ -515,6 +515,19 @@ def test_arrays_held_by_a_dict_alone_skip_the_identity_cache() -> None:
     assert ids_taken(queued) == 1  # pytest keeps the parts of an asserted expression
 
 
+@pytest.mark.parametrize("mapper", [ct.fmap, ct.fmapstructure])
+def test_dict_values_are_mapped_in_flatten_order_into_insertion_order(mapper: Any) -> None:
+    """f sees a dict's values in sorted key order (flatten's, with the fallback for keys
+    that do not compare); the result keeps the dict's own key order."""
+    tree = {"b": "str-b", 2: "int-2", (1,): "tuple", "a": "str-a", 1: "int-1"}
+    f = Recorder(str.upper)
+    out = mapper(f, {"outer": tree, "sorted": {"x": "x", "y": "y"}})
+    assert f.calls == ["int-1", "int-2", "str-a", "str-b", "tuple", "x", "y"]
+    assert f.calls[:5] == ct.leaves(tree)
+    assert list(out["outer"].items()) == [(k, v.upper()) for k, v in tree.items()]
+    assert list(out) == ["outer", "sorted"]
+
+
 def test_f_that_resizes_a_dict_being_mapped_gets_pythons_error() -> None:
     """Children are read as they are mapped (the docstring says so): a dict that loses
     a key to f while it is mapped raises as a comprehension over it would."""

@@ -33,6 +33,7 @@ from containers._registry import (
     TUPLE,
     Mismatch,
     kind_of,
+    sort_keys,
 )
 from containers._walk import (
     MAX_FAST_DEPTH,
@@ -204,7 +205,33 @@ class _Mode:
                 keep(x)
             return value
 
-        direct: dict[type, Callable[[Any, int], Any]] = {}
+        def map_dict(x: dict[Any, Any], depth: int) -> Any:
+            # node's work for a dict, without its calls (kind lookup, iterate, rebuild):
+            # values read from the dict in sorted key order, insertion order kept
+            ckey = None
+            if cached and (not unshared or refcount(x) > unshared):
+                ckey = id(x)
+                if ckey in results:
+                    return prune if use_prune else results[ckey]
+            if depth > MAX_FAST_DEPTH:
+                value: Any = deep(x)
+            else:
+                keys = list(x)
+                try:
+                    order = sorted(keys)
+                except TypeError:
+                    order = sort_keys(keys)
+                if order == keys:
+                    value = dict(zip(keys, loop(x.values(), depth + 1)))
+                else:
+                    value = dict.fromkeys(keys)
+                    value.update(zip(order, loop(map(x.__getitem__, order), depth + 1)))
+            if ckey is not None:
+                results[ckey] = value
+                keep(x)
+            return value
+
+        direct: dict[type, Callable[[Any, int], Any]] = {dict: map_dict}
         direct_get = direct.get
         loop: Callable[..., Any] = _noop  # generated below, once mapper_args exists
         # The cells that generated functions share with this mode: the per-call values

@@ -189,8 +189,11 @@ def _dict_flatten(x: dict[Any, Any]) -> tuple[list[Any], tuple[tuple[Any, ...], 
 
 def _dict_build(aux: tuple[tuple[Any, ...], Any], children: Sequence[Any]) -> dict[Any, Any]:
     order, insertion = aux
-    d = dict(zip(order, children))
-    return d if insertion is None else {k: d[k] for k in insertion}
+    if insertion is None:
+        return dict(zip(order, children))
+    d = dict.fromkeys(insertion)  # insertion order, then the values in sorted order
+    d.update(zip(order, children))
+    return d
 
 
 def _read_mapping(y: Any, aux: Any, n: int) -> list[Any]:
