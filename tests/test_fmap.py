@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import re
 from collections import OrderedDict, defaultdict, deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -530,15 +531,26 @@ def test_dict_values_are_mapped_in_flatten_order_into_insertion_order(mapper: An
 
 def test_f_that_resizes_a_dict_being_mapped_gets_pythons_error() -> None:
     """Children are read as they are mapped (the docstring says so): a dict that loses
-    a key to f while it is mapped raises as a comprehension over it would."""
-    tree = {"a": 1, "b": 2, "c": 3}
+    a key to f while it is mapped raises as a comprehension over it would; a
+    defaultdict never gets a removed key back from its default_factory."""
+    tree: dict[str, int] = {"a": 1, "b": 2, "c": 3}
+    unsorted: dict[str, int] = {"c": 3, "a": 1, "b": 2}
+    counts: defaultdict[str, int] = defaultdict(int, {"b": 1, "a": 2, "c": 3})
 
-    def f(v: int) -> int:
-        tree.pop("c", None)
-        return v
+    def removing_c_from(d: dict[str, int]) -> Callable[[int], int]:
+        def f(v: int) -> int:
+            d.pop("c", None)
+            return v
+
+        return f
 
     with pytest.raises(RuntimeError, match="dictionary changed size during iteration"):
-        ct.fmap(f, tree)
+        ct.fmap(removing_c_from(tree), tree)
+    with pytest.raises(KeyError, match="'c'"):
+        ct.fmap(removing_c_from(unsorted), unsorted)
+    out = ct.fmap(removing_c_from(counts), counts)
+    assert out == {"b": 1, "a": 2, "c": 3}  # the values as they were
+    assert counts == {"b": 1, "a": 2}
 
 
 def test_nodes_held_twice_by_a_dict_stay_shared() -> None:

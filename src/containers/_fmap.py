@@ -499,8 +499,9 @@ def fmap(
     ``prune=v`` replaces every repeat of a cached object with ``v``.
 
     A node's children are read as they are mapped, as in a comprehension, so ``f``
-    must not add or remove children of the tree it maps: for a dict (or deque) that
-    changes size Python raises ``RuntimeError``.
+    must not add or remove children of the tree it maps: Python then raises
+    ``RuntimeError`` (a dict or deque changed size) or ``KeyError`` (a dict's key was
+    removed before it was reached).
 
     Examples:
         >>> import containers as ct
