@@ -1,6 +1,6 @@
 """Count CPU instructions per leaf with valgrind's callgrind: a cost that does not move.
 
-    python benchmarks/instructions.py                       # W1..W5, N = 2,000
+    python benchmarks/instructions.py                       # W1..W5, W3id-held, N = 2,000
     python benchmarks/instructions.py --only W2,W3id --n 10k --libs containers
 
 Timings on a shared 2-core machine move by 10-50 % from run to run; the number of
@@ -29,7 +29,7 @@ import adapters
 from run import parse_sizes, pick
 from workloads import HAND, WORKLOADS, Case
 
-DEFAULT_WORKLOADS = ("W1", "W1f", "W1u", "W2", "W3id", "W4", "W5")
+DEFAULT_WORKLOADS = ("W1", "W1f", "W1u", "W2", "W3id", "W3id-held", "W4", "W5")
 DEFAULT_LIBS = ("containers", "containers-nocache")
 CALLS = (1, 6)  # the difference of the two runs is 5 calls: start-up cancels out
 
@@ -76,7 +76,7 @@ def count(workload_name: str, lib_name: str, n: int) -> float:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", default="2k", help="leaves (Linear nodes on W3), e.g. 2k")
-    parser.add_argument("--only", help="comma-separated workloads (default W1..W5)")
+    parser.add_argument("--only", help="comma-separated workloads (default W1..W5, W3id-held)")
     parser.add_argument("--libs", help="comma-separated libraries (hand always runs)")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
