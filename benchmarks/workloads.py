@@ -278,6 +278,20 @@ def _w3_args(
     return args
 
 
+def _w3_map(name: str, title: str, f: Fn, held: bool) -> Workload:
+    """One tree_map of `f` over the W3 trees (held: their arrays also held outside)."""
+    return Workload(
+        name,
+        title,
+        uses=("tree_map",),
+        hand=(hand_map_mlps,),
+        args=_w3_args(f, held=held),
+        unit="array",
+        units_per_n=2,
+        on_classes=True,
+    )
+
+
 W3_TREE = "[MLP((Linear(w, b),) * 4, name)] (N Linear, 2N arrays)"
 W1_TREE = "{key: [(f, f, f, f) x 5]}"
 
@@ -313,45 +327,13 @@ WORKLOADS: tuple[Workload, ...] = (
         hand=(hand_map,),
         args=lambda case, lib: (inc, case.w1()),
     ),
-    Workload(
-        "W3",
-        f"map x + 1 over {W3_TREE}",
-        uses=("tree_map",),
-        hand=(hand_map_mlps,),
-        args=_w3_args(inc),
-        unit="array",
-        units_per_n=2,
-        on_classes=True,
-    ),
-    Workload(
-        "W3id",
-        f"map identity over {W3_TREE}",
-        uses=("tree_map",),
-        hand=(hand_map_mlps,),
-        args=_w3_args(identity),
-        unit="array",
-        units_per_n=2,
-        on_classes=True,
-    ),
-    Workload(
-        "W3-held",
-        f"map x + 1 over {W3_TREE}, the arrays also held outside the tree",
-        uses=("tree_map",),
-        hand=(hand_map_mlps,),
-        args=_w3_args(inc, held=True),
-        unit="array",
-        units_per_n=2,
-        on_classes=True,
-    ),
-    Workload(
-        "W3id-held",
-        f"map identity over {W3_TREE}, the arrays also held outside the tree",
-        uses=("tree_map",),
-        hand=(hand_map_mlps,),
-        args=_w3_args(identity, held=True),
-        unit="array",
-        units_per_n=2,
-        on_classes=True,
+    *(
+        _w3_map(name + held_suffix, f"{what} over {W3_TREE}{held_title}", f, held)
+        for held, held_suffix, held_title in (
+            (False, "", ""),
+            (True, "-held", ", the arrays also held outside the tree"),
+        )
+        for name, what, f in (("W3", "map x + 1", inc), ("W3id", "map identity", identity))
     ),
     Workload(
         "W4",
