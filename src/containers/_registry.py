@@ -222,8 +222,8 @@ def _sorted_hash(a: Any) -> int:
 
 def _defaultdict_iterate(x: defaultdict[Any, Any]) -> tuple[Iterable[Any], Any]:
     children, aux = _dict_iterate(x)
-    if aux[1] is not None:  # read by key: a key that f removed would come back, default
-        children = list(children)
+    if aux[1] is not None:  # read by key, a key that f removed would come back, made
+        children = list(children)  # by default_factory: read a snapshot instead
     return children, (*aux, x.default_factory)
 
 
