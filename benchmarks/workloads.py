@@ -76,6 +76,10 @@ def hand_flatten_with_path(tree: dict[str, list[Any]]) -> tuple[list[Any], list[
     return pairs, list(tree)
 
 
+def hand_map_params(f: Fn, params: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {k: {"bias": f(v["bias"]), "kernel": f(v["kernel"])} for k, v in params.items()}
+
+
 def hand_map_mlps(f: Fn, mlps: list[Any]) -> list[Any]:
     return [MLP(tuple([Linear(f(x.w), f(x.b)) for x in m.layers]), m.name) for m in mlps]
 
@@ -143,6 +147,7 @@ class Case:
         self._w1: dict[int, dict[str, list[tuple[float, ...]]]] = {}
         self._held: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
         self._w3: dict[tuple[Model, int, bool], list[Any]] = {}
+        self._params: dict[str, dict[str, np.ndarray]] | None = None
         self._deep: list[Any] | None = None
 
     def w1(self, which: int = 0) -> dict[str, list[tuple[float, ...]]]:
@@ -183,6 +188,16 @@ class Case:
                 for i in range(0, self.n, LAYERS_PER_MLP)
             ]
         return self._w3[key]
+
+    def params(self) -> dict[str, dict[str, np.ndarray]]:
+        """`{"layer00000": {"bias": b, "kernel": w}, ...}`: N arrays, N/2 layers, held
+        by the tree alone; the same arrays' values as the W3 trees'."""
+        if self._params is None:
+            self._params = {
+                f"layer{i:05d}": {"bias": b, "kernel": w}
+                for i, (w, b) in enumerate(self._arrays(0)[: self.n // 2])
+            }
+        return self._params
 
     def deep(self) -> list[Any]:
         """A list nested N deep with one float at the bottom: `[[[...[0.5]...]]]`."""
@@ -294,6 +309,7 @@ def _w3_map(name: str, title: str, f: Fn, held: bool) -> Workload:
 
 W3_TREE = "[MLP((Linear(w, b),) * 4, name)] (N Linear, 2N arrays)"
 W1_TREE = "{key: [(f, f, f, f) x 5]}"
+PARAMS_TREE = '{layer: {"bias": b, "kernel": w}} (N/2 layers, N arrays)'
 
 WORKLOADS: tuple[Workload, ...] = (
     Workload(
@@ -351,6 +367,14 @@ WORKLOADS: tuple[Workload, ...] = (
         unit="array",
         units_per_n=2,
         on_classes=True,
+    ),
+    Workload(
+        "W6id",
+        f"map identity over {PARAMS_TREE}",
+        uses=("tree_map",),
+        hand=(hand_map_params,),
+        args=lambda case, lib: (lib.array_fn(identity), case.params()),
+        unit="array",
     ),
     Workload(
         "W5",
