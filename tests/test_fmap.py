@@ -483,7 +483,8 @@ def test_sharing_through_dict_and_deque_values_with_the_tree_as_only_holder(kind
 
 
 def test_arrays_held_by_a_dict_alone_skip_the_identity_cache() -> None:
-    """The shortcut reaches a dict's values: no id() per array (as for a list's)."""
+    """The shortcut reaches a dict's values, leaves and nodes: no id() per array or
+    per node held by the tree alone (as for a list's items)."""
     import sys
 
     def ids_taken(tree: Any) -> int:
