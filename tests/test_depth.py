@@ -16,6 +16,9 @@ import pytest
 import containers as ct
 from containers import AttrKey, DictKey, IndexKey, composite
 
+# Every test runs with the compiled child loop and with its Python twin.
+pytestmark = pytest.mark.usefixtures("engine")
+
 DEPTH = 100_000
 
 

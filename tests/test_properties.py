@@ -12,15 +12,18 @@ import dataclasses
 import itertools
 import pickle
 from collections import OrderedDict, namedtuple
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import attrs
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import containers as ct
-from containers import _codegen
+from containers import _codegen, _fmap
 from containers._fmap import _fast_collect
 from containers._registry import kind_of
 from containers._walk import UNSET, Memo, collect, map_tree
@@ -134,6 +137,7 @@ def bump(v: Any) -> Any:
 # --- laws ------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
 @given(trees())
 def test_fmap_identity_law(tree: Any) -> None:
     """fmap(identity, t) equals t."""
@@ -147,6 +151,7 @@ class Box:
         self.v = v
 
 
+@pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
 @given(trees())
 def test_fmap_composition_law(tree: Any) -> None:
     """fmap(g, fmap(f, t)) equals fmap(g . f, t)."""
@@ -170,6 +175,7 @@ def test_flatten_unflatten_round_trip(tree: Any) -> None:
     assert s.num_leaves == len(leaves) == len(s.paths())
 
 
+@pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
 @given(trees())
 def test_kept_fields_are_the_same_objects_after_fmap(tree: Any) -> None:
     """Every kept field of every container is copied unchanged (by identity) by fmap."""
@@ -236,6 +242,7 @@ def test_structures_equal_exactly_when_diff_is_empty(a: Any, b: Any) -> None:
 # --- fast paths agree with their plain statements -----------------------------------------
 
 
+@pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
 @given(trees(), st.booleans())
 def test_fast_fmap_agrees_with_engine_and_walks(tree: Any, cache: bool) -> None:
     """fmap's fast path, the iterative engine and the composed walks give one result."""
@@ -256,6 +263,7 @@ class Both:
         self.a, self.b = a, b
 
 
+@pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
 @given(trees())
 def test_multi_tree_fmap_agrees_with_engine(tree: Any) -> None:
     """Two-tree fmap pairs leaves by position; fast path and engine agree."""
@@ -270,6 +278,7 @@ def test_multi_tree_fmap_agrees_with_engine(tree: Any) -> None:
         assert same([pair.b], [bump(leaf)])
 
 
+@pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
 @given(trees())
 def test_fmapstructure_matches_structural_walk(tree: Any) -> None:
     """fmapstructure equals executing StructuralWalk wrapped in the exclude walk."""
@@ -324,3 +333,61 @@ def test_generated_code_agrees_with_plain_twin(cls: type, data: st.DataObject) -
     back = cls.__container_deserialize__(serialized[1], serialized[2])
     plain_back = _codegen.plain_deserialize(spec, serialized[1], serialized[2])
     assert all(getattr(back, f) is getattr(plain_back, f) for f in spec.fields)
+
+
+# --- fmap's compiled child loop and its twin ------------------------------------------
+
+
+@contextmanager
+def python_loop() -> Iterator[None]:
+    """fmap with the generated Python loop, in fresh modes; the compiled one after."""
+    saved = _fmap._speedups, _fmap._idle
+    _fmap._speedups, _fmap._idle = None, {}
+    try:
+        yield
+    finally:
+        _fmap._speedups, _fmap._idle = saved
+
+
+def _calls_and_result(trees: tuple[Any, ...], **options: Any) -> tuple[list[Any], Any]:
+    """The arguments of every call of f (the first tree's leaf, or all trees' leaves)
+    and fmap's result."""
+    calls: list[Any] = []
+
+    def record(*leaves: Any) -> Any:
+        calls.append(leaves)
+        return leaves[0]
+
+    return calls, ct.fmap(record, *trees, **options)
+
+
+def _sharing(tree: Any) -> list[int]:
+    """Which earlier leaf or node each one is (by first position), a fingerprint of the
+    tree's sharing."""
+    first: dict[int, int] = {}
+    out = []
+    for i, node in enumerate(ct.fcollect(tree)):
+        out.append(first.setdefault(id(node), i))
+    return out
+
+
+@pytest.mark.skipif(_fmap._speedups is None, reason="containers._speedups is not built")
+@given(trees())
+def test_agrees_with_its_twin_call_for_call(tree: Any) -> None:
+    """Same calls of f in the same order, equal results, the same sharing, with the cache
+    on and off, with prune, and with a second tree."""
+    tree = [tree, tree, [tree]]  # every value of the tree shared
+    for trees_, options in [
+        ((tree,), {}),
+        ((tree,), {"cache": False}),
+        ((tree,), {"prune": "pruned"}),
+        ((tree, ct.fmap(bump, tree)), {}),
+        ((tree, tree), {"cache": False}),
+    ]:
+        calls, out = _calls_and_result(trees_, **options)
+        with python_loop():
+            twin_calls, twin_out = _calls_and_result(trees_, **options)
+        assert len(calls) == len(twin_calls)
+        assert all(a is b for call, twin in zip(calls, twin_calls) for a, b in zip(call, twin))
+        assert same(out, twin_out)
+        assert _sharing(out) == _sharing(twin_out)

@@ -9,9 +9,11 @@ inside a node type: the registry does.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import deque
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, TypeVar, overload
 
 from containers._codegen import (
@@ -83,6 +85,23 @@ def _calibrate() -> tuple[int, int]:
 
 
 _unshared_refcount, _unshared_inline = _calibrate()
+
+
+def _load_speedups() -> ModuleType | None:
+    """The compiled child loop (``_speedups.c``), unless it was not built (no compiler,
+    another interpreter) or ``CONTAINERS_PURE_PYTHON`` is set: then the generated
+    Python loop, its plain twin, runs. Both pass the same tests."""
+    if os.environ.get("CONTAINERS_PURE_PYTHON"):
+        return None
+    try:
+        from containers import _speedups
+    except ImportError:
+        return None
+    return _speedups
+
+
+#: The compiled child loop, or None. Read when a mode is built (tests switch it).
+_speedups = _load_speedups()
 getrefcount = getattr(sys, "getrefcount", lambda obj: 1 << 30)
 _make_tuple_mapper = compile_tuple_mapper()
 _make_loop = compile_loop()
@@ -151,6 +170,7 @@ class _Mode:
             )
             if cache_ is not None:
                 results, keep = cache_.results, cache_.keep.append
+            bind(f, results, _NO_KEEP if cache_ is None else cache_.keep, prune, use_prune)
 
         def end() -> None:
             nonlocal f, cache, results, keep, prune, shared, root
@@ -163,6 +183,7 @@ class _Mode:
                 _noop,
                 None,
             )
+            bind(f, results, _NO_KEEP, prune, False)
 
         def leaf(c: Any) -> Any:  # a leaf that may occur twice
             key = id(c)
@@ -263,7 +284,12 @@ class _Mode:
             "structural": structural,
         }
         self.mapper_args = tuple(args[name] for name in MAPPER_ARGS)
-        loop = rebind(_make_loop(self), cells)
+        bind: Callable[..., Any]
+        if _speedups is None:
+            loop, bind = rebind(_make_loop(self), cells), _noop
+        else:  # the same loop in C, which reads the call's values from bind's
+            compiled = _speedups.Loop(node, direct, immutable, leaf_types, bool(leaf_unshared))
+            loop, bind = compiled.run, compiled.bind
         direct[tuple] = rebind(_make_tuple_mapper(self), cells)
 
         def dispatch(x: Any, depth: int) -> Any:
@@ -275,6 +301,8 @@ class _Mode:
 
 #: ``results`` of a mode between calls and without a cache; never written.
 _NO_RESULTS: dict[int, Any] = {}
+#: The compiled loop's keep-alive list between calls and without a cache; never written.
+_NO_KEEP: list[Any] = []
 #: Idle modes by key (``_Mode.key``, ``_ManyMode.key``: the class and its arguments).
 _idle: dict[tuple[Any, ...], list[Any]] = {}
 
@@ -352,10 +380,12 @@ class _ManyMode:
         def begin(f_: Callable[..., Any], cache_: Memo | None, prune_: Any) -> None:
             nonlocal f, cache, prune, use_prune
             f, cache, prune, use_prune = f_, cache_, prune_, prune_ is not UNSET
+            bind(f)
 
         def end() -> None:
             nonlocal f, cache, prune
             f, cache, prune = _noop, None, UNSET
+            bind(f)
 
         def leaf(c: Any, cys: Any) -> Any:
             if cache is None or type(c) in immutable:
@@ -420,7 +450,15 @@ class _ManyMode:
                 cache.store(x, value)  # type: ignore[union-attr]
             return value
 
-        pair_loop = rebind(_make_pair_loop(f, immutable, leaf_types, leaf, pair, node), per_call)
+        bind: Callable[[Callable[..., Any]], None]
+        if _speedups is None:
+            pair_loop = rebind(
+                _make_pair_loop(f, immutable, leaf_types, leaf, pair, node), per_call
+            )
+            bind = _noop
+        else:  # the same loop in C, which reads f from bind's
+            compiled = _speedups.PairLoop(leaf, pair, node, immutable, leaf_types)
+            pair_loop, bind = compiled.run, compiled.bind
 
         def run(x: Any, ys: tuple[Any, ...]) -> Any:
             if len(ys) == 1 and type(x) is tuple:

@@ -1,0 +1,26 @@
+"""Fixtures shared by the test modules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from containers import _fmap
+
+
+@pytest.fixture(params=["compiled", "python"], scope="module")
+def engine(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run a module's tests twice: with fmap's compiled child loop (``_speedups``) and
+    with the generated Python loop it accelerates, which must pass the same tests.
+
+    The modes ``_fmap`` keeps between calls were built with one loop; each run starts
+    from none and puts the previous ones back afterwards.
+    """
+    if request.param == "compiled" and _fmap._speedups is None:
+        pytest.skip("containers._speedups is not built here (no C compiler at install)")
+    saved = _fmap._speedups, _fmap._idle
+    _fmap._speedups = saved[0] if request.param == "compiled" else None
+    _fmap._idle = {}
+    yield request.param
+    _fmap._speedups, _fmap._idle = saved

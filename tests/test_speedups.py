@@ -1,0 +1,159 @@
+"""fmap's compiled child loop (``_speedups.c``) and its Python twin, the generated loop.
+
+The fmap tests run with both (``conftest.engine``), and test_properties.py checks that
+they agree call for call; these check what is particular to the compiled one: that it
+is built where it can be and left out when asked, that it holds no reference after a
+call (returned or raised), and that its bad-argument errors say what is wrong. ``Loop`` is the one-tree loop, ``PairLoop`` the
+loop with one extra tree.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections import OrderedDict, deque
+from typing import Any
+
+import numpy as np
+import pytest
+
+import containers as ct
+from containers import _codegen, _fmap
+
+compiled = pytest.mark.skipif(_fmap._speedups is None, reason="containers._speedups is not built")
+
+
+def test_built_where_a_compiler_is_found() -> None:
+    """An install with a C compiler builds the accelerator (a failed build is quiet by
+    design, so this is where a broken one shows)."""
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if os.environ.get("CONTAINERS_PURE_PYTHON") or shutil.which(compiler) is None:
+        pytest.skip("no C compiler, or the pure-Python loop was asked for")
+    assert _fmap._speedups is not None
+
+
+def test_pure_python_is_used_when_asked() -> None:
+    """CONTAINERS_PURE_PYTHON=1 leaves the compiled loop out; fmap still works."""
+    code = (
+        "import containers as ct, containers._fmap as m; "
+        "print(m._speedups, ct.fmap(lambda v: v + 1, [(1, 2), {'a': 3}]))"
+    )
+    env = {**os.environ, "CONTAINERS_PURE_PYTHON": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "None [(2, 3), {'a': 4}]"
+
+
+@compiled
+def test_unrolls_the_tuples_its_twin_unrolls() -> None:
+    """Both loops map tuples of up to the same length without a call of their mapper."""
+    assert _fmap._speedups is not None
+    assert _fmap._speedups.UNROLLED == _codegen.UNROLLED_TUPLE_LENGTH
+
+
+def _shapes() -> list[Any]:
+    """A tree with each of the loop's cases: small tuples of immutable leaves, a longer
+    one, leaves held by the tree alone and shared ones, dicts, a deque, a class."""
+    shared = np.zeros(3)
+    return [
+        (1.0, 2.0),
+        (1, 2, 3, 4, 5),
+        (np.ones(2),),
+        [np.ones(2), shared, shared, "s", 7],
+        {"b": shared, "a": [1.5, (2.5, "x")]},
+        OrderedDict(z=deque([shared, np.ones(1)])),
+        ct.fmap(lambda v: v, [shared]),
+    ]
+
+
+def _refcounts(tree: Any) -> list[int]:
+    """The reference counts of the tree's objects, but for ints and strings, which the
+    interpreter shares everywhere (small ints, interned strings)."""
+    return [sys.getrefcount(v) for v in ct.fcollect(tree) if not isinstance(v, (int, str))]
+
+
+@compiled
+@pytest.mark.parametrize("n_trees", [1, 2])
+def test_holds_no_reference_after_a_call(n_trees: int) -> None:
+    """After fmap returns, and after f raises at each place in turn, every object of the
+    trees has the reference count it had before (one tree: Loop; two: PairLoop)."""
+    trees = [_shapes() for _ in range(n_trees)]
+    before = _refcounts(trees)
+    for _ in range(3):
+        out = ct.fmap(lambda *vs: vs[0], *trees)
+        del out
+    assert _refcounts(trees) == before
+    calls: list[Any] = []
+    ct.fmap(lambda *vs: calls.append(None), *trees)
+    n_calls = len(calls)
+    assert n_calls > 10
+    for fail_at in range(n_calls):
+        seen = [0]
+
+        def fail(*vs: Any, seen: list[int] = seen, fail_at: int = fail_at) -> Any:
+            if seen[0] == fail_at:
+                raise ValueError(fail_at)
+            seen[0] += 1
+            return vs[0]
+
+        try:
+            ct.fmap(fail, *trees)
+        except ValueError as error:  # not pytest.raises: its traceback holds the frames
+            assert error.args == (fail_at,)
+        else:
+            pytest.fail(f"f did not raise at call {fail_at}")
+        assert _refcounts(trees) == before, fail_at
+
+
+@compiled
+def test_a_dict_changed_by_f_raises_and_leaks_nothing() -> None:
+    """An iterator that raises inside the compiled loop (a dict f grows) ends the call
+    with Python's error."""
+    inner = {"a": np.zeros(1), "b": np.zeros(1)}
+    tree = [inner]
+    before = _refcounts(tree)
+
+    def grow(v: Any) -> Any:
+        inner[f"new{len(inner)}"] = 0
+        return v
+
+    try:
+        ct.fmap(grow, tree)
+    except RuntimeError as error:
+        assert str(error) == "dictionary changed size during iteration"
+    else:
+        pytest.fail("fmap did not raise")
+    for key in [k for k in inner if k.startswith("new")]:
+        del inner[key]
+    assert _refcounts(tree) == before
+
+
+@compiled
+def test_bad_arguments_are_named() -> None:
+    """The Loop's own checks (it is private; _fmap._Mode is its one user)."""
+    assert _fmap._speedups is not None
+    loop_type = _fmap._speedups.Loop
+    with pytest.raises(TypeError, match=r"^Loop: node must be callable$"):
+        loop_type(1, {}, frozenset(), frozenset(), True)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^Loop: immutable and leaf_types must be sets$"):
+        loop_type(print, {}, [], frozenset(), True)  # type: ignore[arg-type]
+    loop = loop_type(print, {}, frozenset(), frozenset(), True)
+    message = "bind(f, results, keep, prune, use_prune): results must be a dict and keep a list"
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        loop.bind(print, [], [], None, False)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=rf"^{re.escape('run() takes 2 arguments (1 given)')}$"):
+        loop.run([])  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"^Loop\.run: the loop was never initialised$"):
+        loop_type.__new__(loop_type).run([], 0)
+    pair_type = _fmap._speedups.PairLoop
+    with pytest.raises(TypeError, match=r"^PairLoop: leaf, pair and node must be callable$"):
+        pair_type(print, print, 1, frozenset(), frozenset())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^PairLoop: immutable and leaf_types must be sets$"):
+        pair_type(print, print, print, frozenset(), {})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^PairLoop\.run: the loop was never initialised$"):
+        pair_type.__new__(pair_type).run([], [], 0)
