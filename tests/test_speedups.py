@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import textwrap
 from collections import OrderedDict, deque
 from typing import Any
 
@@ -131,6 +132,44 @@ def test_a_dict_changed_by_f_raises_and_leaks_nothing() -> None:
     for key in [k for k in inner if k.startswith("new")]:
         del inner[key]
     assert _refcounts(tree) == before
+
+
+@compiled
+def test_deep_trees_fit_a_small_thread_stack() -> None:
+    """The compiled loops recurse in C, through the nodes' Python mappers, down to the
+    fast path's depth limit (``MAX_FAST_DEPTH``; deeper subtrees go to the iterative
+    engine). Run in a thread with 128 KB of stack, musl's default (Alpine), on trees
+    past the limit (a list 1,000 deep, and dicts, lists and tuples nested 900 deep),
+    with one tree and two. (With a limit of 200 this crashed.)"""
+    code = textwrap.dedent(
+        """
+        import threading
+        import containers as ct
+
+        def work():
+            deep = inner = []
+            for _ in range(1_000):
+                child = [1.0]
+                inner.append(child)
+                inner = child
+            mixed = {"a": (1.0, 2.0)}
+            for _ in range(300):
+                mixed = {"k": [(mixed, 1.0)]}
+            for tree in (deep, mixed):
+                assert ct.leaves(ct.fmap(lambda v: v + 1, tree))[0] == 2.0
+                assert ct.leaves(ct.fmap(lambda a, b: a + b, tree, tree))[0] == 2.0
+            print("ok")
+
+        threading.stack_size(128 * 1024)
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "ok\n", "")
 
 
 @compiled
