@@ -3,8 +3,10 @@
 Thin operations over ``_walk``: ``map_tree`` holds the semantics; the default
 ``fmap`` (exclude=isleaf, no custom walk) runs a recursive fast path that must agree
 with it, handing subtrees deeper than MAX_FAST_DEPTH to ``map_tree`` and re-running
-``map_tree`` to locate any structure error with its full path. Nothing here looks
-inside a node type: the registry does.
+``map_tree`` to locate any structure error with its full path. The fast path's loops
+over a node's children run in C when ``containers._speedups`` is built, with the
+generated Python loops as their twins. Nothing here looks inside a node type: the
+registry does.
 """
 
 from __future__ import annotations
@@ -88,9 +90,9 @@ _unshared_refcount, _unshared_inline = _calibrate()
 
 
 def _load_speedups() -> ModuleType | None:
-    """The compiled child loop (``_speedups.c``), unless it was not built (no compiler,
-    another interpreter) or ``CONTAINERS_PURE_PYTHON`` is set: then the generated
-    Python loop, its plain twin, runs. Both pass the same tests."""
+    """fmap's compiled child loops (``_speedups.c``), unless they were not built (no
+    compiler, another interpreter) or ``CONTAINERS_PURE_PYTHON`` is set: then the
+    generated Python loops, their plain twins, run. Both pass the same tests."""
     if os.environ.get("CONTAINERS_PURE_PYTHON"):
         return None
     try:
@@ -100,7 +102,7 @@ def _load_speedups() -> ModuleType | None:
     return _speedups
 
 
-#: The compiled child loop, or None. Read when a mode is built (tests switch it).
+#: The module of the compiled loops, or None. Read when a mode is built (tests switch it).
 _speedups = _load_speedups()
 getrefcount = getattr(sys, "getrefcount", lambda obj: 1 << 30)
 _make_tuple_mapper = compile_tuple_mapper()
