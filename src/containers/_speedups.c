@@ -14,7 +14,12 @@
    Speed (benchmarks/instructions.py, W2 and W4): the type tests and calls of the
    Python loop cost about as many instructions in the interpreter as `f` itself; here
    they cost a few dozen. Calling a Python `f` from C costs a little more than from
-   Python, far less than the bytecode it replaces. */
+   Python, far less than the bytecode it replaces.
+
+   Both types share one layout: an array of references (the REF_* slots; each type
+   uses some) and the identity cache's two scalars. A run takes its own references to
+   all of them first, so that nothing `f` does (even re-initialising the loop) frees
+   what the run is using. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -27,47 +32,49 @@
    the parent's reference and the one the iterator hands out. */
 #define HELD_BY_PARENT 2
 
+enum {
+    REF_F,          /* the mapped function (bind) */
+    REF_IMMUTABLE,  /* set of leaf types never cached */
+    REF_LEAF_TYPES, /* set of all leaf types */
+    REF_NODE,       /* Loop: node(x, depth); PairLoop: node(x, (y,), depth) */
+    REF_DIRECT,     /* Loop: dict, type -> mapper(x, depth) */
+    REF_RESULTS,    /* Loop: dict, id -> result, the identity cache (bind) */
+    REF_KEEP,       /* Loop: list, the cached objects, kept alive (bind) */
+    REF_PRUNE,      /* Loop: what a repeat becomes when use_prune (bind) */
+    REF_LEAF,       /* PairLoop: leaf(x, (y,)), which owns the identity cache */
+    REF_PAIR,       /* PairLoop: pair(x, y, depth), for a tuple */
+    N_REFS
+};
+
 typedef struct {
     PyObject_HEAD
-    /* Fixed for the mode that owns the loop. */
-    PyObject *node;       /* node(x, depth): the general mapper */
-    PyObject *direct;     /* dict: type -> mapper(x, depth) */
-    PyObject *immutable;  /* set of leaf types never cached */
-    PyObject *leaf_types; /* set of all leaf types */
-    Py_ssize_t unshared;  /* HELD_BY_PARENT, or 0 to cache every mutable leaf */
-    /* Per call (bind). */
-    PyObject *f;
-    PyObject *results;    /* dict: id -> result, the identity cache */
-    PyObject *keep;       /* list: the cached objects, kept alive */
-    PyObject *prune;
-    int use_prune;
+    PyObject *refs[N_REFS];
+    Py_ssize_t unshared; /* Loop: HELD_BY_PARENT, or 0 to cache every mutable leaf */
+    int use_prune;       /* Loop (bind) */
 } LoopObject;
+
+/* One run's view of a loop: its own references and scalars. */
+typedef struct {
+    PyObject *refs[N_REFS];
+    Py_ssize_t unshared;
+    int use_prune;
+} Run;
 
 static int
 Loop_traverse(LoopObject *self, visitproc visit, void *arg)
 {
-    Py_VISIT(self->node);
-    Py_VISIT(self->direct);
-    Py_VISIT(self->immutable);
-    Py_VISIT(self->leaf_types);
-    Py_VISIT(self->f);
-    Py_VISIT(self->results);
-    Py_VISIT(self->keep);
-    Py_VISIT(self->prune);
+    for (int i = 0; i < N_REFS; i++) {
+        Py_VISIT(self->refs[i]);
+    }
     return 0;
 }
 
 static int
 Loop_clear(LoopObject *self)
 {
-    Py_CLEAR(self->node);
-    Py_CLEAR(self->direct);
-    Py_CLEAR(self->immutable);
-    Py_CLEAR(self->leaf_types);
-    Py_CLEAR(self->f);
-    Py_CLEAR(self->results);
-    Py_CLEAR(self->keep);
-    Py_CLEAR(self->prune);
+    for (int i = 0; i < N_REFS; i++) {
+        Py_CLEAR(self->refs[i]);
+    }
     return 0;
 }
 
@@ -79,14 +86,30 @@ Loop_dealloc(LoopObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Replace *slot with a new reference to value. */
+/* Replace a slot's reference with a new one to value. */
 static void
-set_ref(PyObject **slot, PyObject *value)
+set_ref(LoopObject *self, int slot, PyObject *value)
 {
-    PyObject *old = *slot;
     Py_INCREF(value);
-    *slot = value;
-    Py_XDECREF(old);
+    Py_XSETREF(self->refs[slot], value);
+}
+
+/* The checks common to both constructors; -1 with TypeError if one fails. */
+static int
+check_callables_and_sets(const char *type, const char *names, PyObject **callables, int n,
+                         PyObject *immutable, PyObject *leaf_types)
+{
+    for (int i = 0; i < n; i++) {
+        if (!PyCallable_Check(callables[i])) {
+            PyErr_Format(PyExc_TypeError, "%s: %s must be callable", type, names);
+            return -1;
+        }
+    }
+    if (!PyAnySet_Check(immutable) || !PyAnySet_Check(leaf_types)) {
+        PyErr_Format(PyExc_TypeError, "%s: immutable and leaf_types must be sets", type);
+        return -1;
+    }
+    return 0;
 }
 
 static int
@@ -96,15 +119,8 @@ Loop_init(LoopObject *self, PyObject *args, PyObject *kwds)
     PyObject *node, *direct, *immutable, *leaf_types;
     int shortcut;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!OOp:Loop", names, &node, &PyDict_Type,
-                                     &direct, &immutable, &leaf_types, &shortcut)) {
-        return -1;
-    }
-    if (!PyCallable_Check(node)) {
-        PyErr_SetString(PyExc_TypeError, "Loop: node must be callable");
-        return -1;
-    }
-    if (!PyAnySet_Check(immutable) || !PyAnySet_Check(leaf_types)) {
-        PyErr_SetString(PyExc_TypeError, "Loop: immutable and leaf_types must be sets");
+                                     &direct, &immutable, &leaf_types, &shortcut) ||
+        check_callables_and_sets("Loop", "node", &node, 1, immutable, leaf_types) < 0) {
         return -1;
     }
     PyObject *results = PyDict_New();
@@ -114,16 +130,36 @@ Loop_init(LoopObject *self, PyObject *args, PyObject *kwds)
         Py_XDECREF(keep);
         return -1;
     }
-    set_ref(&self->node, node);
-    set_ref(&self->direct, direct);
-    set_ref(&self->immutable, immutable);
-    set_ref(&self->leaf_types, leaf_types);
+    set_ref(self, REF_NODE, node);
+    set_ref(self, REF_DIRECT, direct);
+    set_ref(self, REF_IMMUTABLE, immutable);
+    set_ref(self, REF_LEAF_TYPES, leaf_types);
+    set_ref(self, REF_F, Py_None);
+    Py_XSETREF(self->refs[REF_RESULTS], results);
+    Py_XSETREF(self->refs[REF_KEEP], keep);
+    set_ref(self, REF_PRUNE, Py_None);
     self->unshared = shortcut ? HELD_BY_PARENT : 0;
-    set_ref(&self->f, Py_None);
-    Py_XSETREF(self->results, results);
-    Py_XSETREF(self->keep, keep);
-    set_ref(&self->prune, Py_None);
     self->use_prune = 0;
+    return 0;
+}
+
+static int
+PairLoop_init(LoopObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"leaf", "pair", "node", "immutable", "leaf_types", NULL};
+    PyObject *callables[3], *immutable, *leaf_types;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO:PairLoop", names, &callables[0],
+                                     &callables[1], &callables[2], &immutable, &leaf_types) ||
+        check_callables_and_sets("PairLoop", "leaf, pair and node", callables, 3, immutable,
+                                 leaf_types) < 0) {
+        return -1;
+    }
+    set_ref(self, REF_LEAF, callables[0]);
+    set_ref(self, REF_PAIR, callables[1]);
+    set_ref(self, REF_NODE, callables[2]);
+    set_ref(self, REF_IMMUTABLE, immutable);
+    set_ref(self, REF_LEAF_TYPES, leaf_types);
+    set_ref(self, REF_F, Py_None);
     return 0;
 }
 
@@ -143,36 +179,19 @@ Loop_bind(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (use_prune < 0) {
         return NULL;
     }
-    set_ref(&self->f, args[0]);
-    set_ref(&self->results, args[1]);
-    set_ref(&self->keep, args[2]);
-    set_ref(&self->prune, args[3]);
+    set_ref(self, REF_F, args[0]);
+    set_ref(self, REF_RESULTS, args[1]);
+    set_ref(self, REF_KEEP, args[2]);
+    set_ref(self, REF_PRUNE, args[3]);
     self->use_prune = use_prune;
     Py_RETURN_NONE;
 }
 
-/* One run's view of the loop: strong references to its values, taken when the run
-   starts, so that nothing f does (even re-initialising the loop) frees them mid-run. */
-typedef struct {
-    PyObject *node, *direct, *immutable, *leaf_types, *f, *results, *keep, *prune;
-    Py_ssize_t unshared;
-    int use_prune;
-} Run;
-
-static void
-hold(PyObject **refs, size_t n)
+static PyObject *
+PairLoop_bind(LoopObject *self, PyObject *f)
 {
-    for (size_t i = 0; i < n; i++) {
-        Py_INCREF(refs[i]);
-    }
-}
-
-static void
-release(PyObject **refs, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        Py_DECREF(refs[i]);
-    }
+    set_ref(self, REF_F, f);
+    Py_RETURN_NONE;
 }
 
 /* f(x) for a leaf that may occur twice: the cached result, or f's, stored. */
@@ -183,15 +202,15 @@ map_cached(const Run *run, PyObject *x)
     if (key == NULL) {
         return NULL;
     }
-    PyObject *r = PyDict_GetItemWithError(run->results, key); /* borrowed */
+    PyObject *r = PyDict_GetItemWithError(run->refs[REF_RESULTS], key); /* borrowed */
     if (r != NULL) {
-        r = run->use_prune ? run->prune : r;
+        r = run->use_prune ? run->refs[REF_PRUNE] : r;
         Py_INCREF(r);
     }
     else if (!PyErr_Occurred()) {
-        r = PyObject_CallOneArg(run->f, x);
-        if (r != NULL &&
-            (PyDict_SetItem(run->results, key, r) < 0 || PyList_Append(run->keep, x) < 0)) {
+        r = PyObject_CallOneArg(run->refs[REF_F], x);
+        if (r != NULL && (PyDict_SetItem(run->refs[REF_RESULTS], key, r) < 0 ||
+                          PyList_Append(run->refs[REF_KEEP], x) < 0)) {
             Py_CLEAR(r);
         }
     }
@@ -203,7 +222,7 @@ map_cached(const Run *run, PyObject *x)
    or f(a, b) with the tuple y of x's length when y is not NULL); NULL with no error set
    if it is not, NULL with an error set if f raised. */
 static PyObject *
-map_small_tuple(PyObject *x, PyObject *y, PyObject *f, PyObject *immutable)
+map_small_tuple(const Run *run, PyObject *x, PyObject *y)
 {
     Py_ssize_t n = PyTuple_GET_SIZE(x), i;
     PyObject *values[UNROLLED];
@@ -211,14 +230,15 @@ map_small_tuple(PyObject *x, PyObject *y, PyObject *f, PyObject *immutable)
         return NULL;
     }
     for (i = 0; i < n; i++) {
-        int leaf = PySet_Contains(immutable, (PyObject *)Py_TYPE(PyTuple_GET_ITEM(x, i)));
+        PyObject *type = (PyObject *)Py_TYPE(PyTuple_GET_ITEM(x, i));
+        int leaf = PySet_Contains(run->refs[REF_IMMUTABLE], type);
         if (leaf <= 0) {
             return NULL; /* not all immutable leaves, or an error (set) */
         }
     }
     for (i = 0; i < n; i++) {
         PyObject *argv[2] = {PyTuple_GET_ITEM(x, i), y ? PyTuple_GET_ITEM(y, i) : NULL};
-        values[i] = PyObject_Vectorcall(f, argv, y ? 2 : 1, NULL);
+        values[i] = PyObject_Vectorcall(run->refs[REF_F], argv, y ? 2 : 1, NULL);
         if (values[i] == NULL) {
             while (i--) {
                 Py_DECREF(values[i]);
@@ -239,46 +259,141 @@ map_small_tuple(PyObject *x, PyObject *y, PyObject *f, PyObject *immutable)
     return out;
 }
 
-/* The result for one child x. */
+/* Loop: the result for one child x. */
 static PyObject *
-map_child(const Run *run, PyObject *x, PyObject *depth)
+map_child(const Run *run, PyObject *x, PyObject *y, PyObject *depth)
 {
     PyObject *type = (PyObject *)Py_TYPE(x);
     if (Py_IS_TYPE(x, &PyTuple_Type)) {
-        PyObject *r = map_small_tuple(x, NULL, run->f, run->immutable);
+        PyObject *r = map_small_tuple(run, x, NULL);
         if (r != NULL || PyErr_Occurred()) {
             return r;
         }
     }
-    int is = PySet_Contains(run->immutable, type);
+    int is = PySet_Contains(run->refs[REF_IMMUTABLE], type);
     if (is < 0) {
         return NULL;
     }
     if (is) {
-        return PyObject_CallOneArg(run->f, x);
+        return PyObject_CallOneArg(run->refs[REF_F], x);
     }
-    is = PySet_Contains(run->leaf_types, type);
+    is = PySet_Contains(run->refs[REF_LEAF_TYPES], type);
     if (is < 0) {
         return NULL;
     }
     if (is) {
         if (Py_REFCNT(x) <= run->unshared) {
-            return PyObject_CallOneArg(run->f, x);
+            return PyObject_CallOneArg(run->refs[REF_F], x);
         }
         return map_cached(run, x);
     }
-    PyObject *mapper = PyDict_GetItemWithError(run->direct, type); /* borrowed */
+    PyObject *mapper = PyDict_GetItemWithError(run->refs[REF_DIRECT], type); /* borrowed */
     if (mapper == NULL) {
         if (PyErr_Occurred()) {
             return NULL;
         }
-        mapper = run->node;
+        mapper = run->refs[REF_NODE];
     }
     PyObject *argv[2] = {x, depth};
     Py_INCREF(mapper); /* the call may replace it in direct */
     PyObject *r = PyObject_Vectorcall(mapper, argv, 2, NULL);
     Py_DECREF(mapper);
     return r;
+}
+
+/* PairLoop: the result for the child x facing y. */
+static PyObject *
+map_pair_child(const Run *run, PyObject *x, PyObject *y, PyObject *depth)
+{
+    PyObject *type = (PyObject *)Py_TYPE(x);
+    if (Py_IS_TYPE(x, &PyTuple_Type)) {
+        if (Py_IS_TYPE(y, &PyTuple_Type) && PyTuple_GET_SIZE(x) == PyTuple_GET_SIZE(y)) {
+            PyObject *r = map_small_tuple(run, x, y);
+            if (r != NULL || PyErr_Occurred()) {
+                return r;
+            }
+        }
+        PyObject *argv[3] = {x, y, depth};
+        return PyObject_Vectorcall(run->refs[REF_PAIR], argv, 3, NULL);
+    }
+    int is = PySet_Contains(run->refs[REF_IMMUTABLE], type);
+    if (is < 0) {
+        return NULL;
+    }
+    if (is) {
+        PyObject *argv[2] = {x, y};
+        return PyObject_Vectorcall(run->refs[REF_F], argv, 2, NULL);
+    }
+    is = PySet_Contains(run->refs[REF_LEAF_TYPES], type);
+    if (is < 0) {
+        return NULL;
+    }
+    PyObject *ys = PyTuple_Pack(1, y);
+    if (ys == NULL) {
+        return NULL;
+    }
+    PyObject *argv[3] = {x, ys, depth};
+    PyObject *r = is ? PyObject_Vectorcall(run->refs[REF_LEAF], argv, 2, NULL)
+                     : PyObject_Vectorcall(run->refs[REF_NODE], argv, 3, NULL);
+    Py_DECREF(ys);
+    return r;
+}
+
+typedef PyObject *(*map_one)(const Run *, PyObject *, PyObject *, PyObject *);
+
+/* The list of map(run, x, y, depth) for the children x of kids, each facing the next
+   child y of ykids when ykids is not NULL (as zip pairs them: the first tree's next
+   child is read first, and the shorter tree ends the loop). */
+static PyObject *
+run_loop(LoopObject *self, const char *type, PyObject *kids, PyObject *ykids,
+         PyObject *depth, map_one map)
+{
+    if (self->refs[REF_F] == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s.run: the loop was never initialised", type);
+        return NULL;
+    }
+    PyObject *xs = PyObject_GetIter(kids);
+    if (xs == NULL) {
+        return NULL;
+    }
+    PyObject *ys = ykids == NULL ? NULL : PyObject_GetIter(ykids);
+    PyObject *out = ykids != NULL && ys == NULL ? NULL : PyList_New(0);
+    if (out == NULL) {
+        Py_XDECREF(ys);
+        Py_DECREF(xs);
+        return NULL;
+    }
+    Run run = {.unshared = self->unshared, .use_prune = self->use_prune};
+    for (int i = 0; i < N_REFS; i++) {
+        run.refs[i] = self->refs[i];
+        Py_XINCREF(run.refs[i]);
+    }
+    PyObject *x;
+    while ((x = PyIter_Next(xs)) != NULL) {
+        PyObject *y = ys == NULL ? NULL : PyIter_Next(ys);
+        if (ys != NULL && y == NULL) {
+            Py_DECREF(x);
+            break;
+        }
+        PyObject *r = map(&run, x, y, depth);
+        Py_DECREF(x);
+        Py_XDECREF(y);
+        if (r == NULL || PyList_Append(out, r) < 0) {
+            Py_XDECREF(r);
+            Py_CLEAR(out);
+            break;
+        }
+        Py_DECREF(r);
+    }
+    if (out != NULL && PyErr_Occurred()) {
+        Py_CLEAR(out); /* an iterator raised */
+    }
+    for (int i = 0; i < N_REFS; i++) {
+        Py_XDECREF(run.refs[i]);
+    }
+    Py_XDECREF(ys);
+    Py_DECREF(xs);
+    return out;
 }
 
 static PyObject *
@@ -288,41 +403,17 @@ Loop_run(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(PyExc_TypeError, "run() takes 2 arguments (%zd given)", nargs);
         return NULL;
     }
-    if (self->f == NULL) {
-        PyErr_SetString(PyExc_TypeError, "Loop.run: the loop was never initialised");
+    return run_loop(self, "Loop", args[0], NULL, args[1], map_child);
+}
+
+static PyObject *
+PairLoop_run(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "run() takes 3 arguments (%zd given)", nargs);
         return NULL;
     }
-    PyObject *it = PyObject_GetIter(args[0]);
-    if (it == NULL) {
-        return NULL;
-    }
-    PyObject *out = PyList_New(0);
-    if (out == NULL) {
-        Py_DECREF(it);
-        return NULL;
-    }
-    Run run = {self->node, self->direct, self->immutable, self->leaf_types, self->f,
-               self->results, self->keep, self->prune, self->unshared, self->use_prune};
-    PyObject *refs[] = {run.node, run.direct,  run.immutable, run.leaf_types,
-                        run.f,    run.results, run.keep,      run.prune};
-    hold(refs, sizeof(refs) / sizeof(refs[0]));
-    PyObject *x;
-    while ((x = PyIter_Next(it)) != NULL) {
-        PyObject *r = map_child(&run, x, args[1]);
-        Py_DECREF(x);
-        if (r == NULL || PyList_Append(out, r) < 0) {
-            Py_XDECREF(r);
-            Py_CLEAR(out);
-            break;
-        }
-        Py_DECREF(r);
-    }
-    if (out != NULL && PyErr_Occurred()) {
-        Py_CLEAR(out); /* the iterator raised */
-    }
-    release(refs, sizeof(refs) / sizeof(refs[0]));
-    Py_DECREF(it);
-    return out;
+    return run_loop(self, "PairLoop", args[0], args[1], args[2], map_pair_child);
 }
 
 static PyMethodDef Loop_methods[] = {
@@ -330,6 +421,13 @@ static PyMethodDef Loop_methods[] = {
      "run(kids, depth) -> list: each child of one node, mapped."},
     {"bind", (PyCFunction)(void (*)(void))Loop_bind, METH_FASTCALL,
      "bind(f, results, keep, prune, use_prune): the values of one fmap call."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMethodDef PairLoop_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))PairLoop_run, METH_FASTCALL,
+     "run(kids, ykids, depth) -> list: each child of one node facing another's, mapped."},
+    {"bind", (PyCFunction)PairLoop_bind, METH_O, "bind(f): the function of one fmap call."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -348,198 +446,18 @@ static PyTypeObject LoopType = {
     .tp_methods = Loop_methods,
 };
 
-/* PairLoop: the child loop of fmap with one extra tree (`_codegen.pair_loop_source()`,
-   its plain twin), for _fmap._ManyMode. Children of x and of y are read in parallel
-   (as zip does): a tuple of one to UNROLLED immutable leaves facing a tuple of its
-   length is mapped in place, another tuple goes to `pair`, an immutable leaf to `f`,
-   another leaf to `leaf` (which owns the identity cache), a node to `node`. */
-
-typedef struct {
-    PyObject_HEAD
-    PyObject *leaf;       /* leaf(x, (y,)) */
-    PyObject *pair;       /* pair(x, y, depth): a tuple */
-    PyObject *node;       /* node(x, (y,), depth) */
-    PyObject *immutable;
-    PyObject *leaf_types;
-    PyObject *f;          /* per call (bind) */
-} PairLoopObject;
-
-static int
-PairLoop_traverse(PairLoopObject *self, visitproc visit, void *arg)
-{
-    Py_VISIT(self->leaf);
-    Py_VISIT(self->pair);
-    Py_VISIT(self->node);
-    Py_VISIT(self->immutable);
-    Py_VISIT(self->leaf_types);
-    Py_VISIT(self->f);
-    return 0;
-}
-
-static int
-PairLoop_clear(PairLoopObject *self)
-{
-    Py_CLEAR(self->leaf);
-    Py_CLEAR(self->pair);
-    Py_CLEAR(self->node);
-    Py_CLEAR(self->immutable);
-    Py_CLEAR(self->leaf_types);
-    Py_CLEAR(self->f);
-    return 0;
-}
-
-static void
-PairLoop_dealloc(PairLoopObject *self)
-{
-    PyObject_GC_UnTrack(self);
-    PairLoop_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static int
-PairLoop_init(PairLoopObject *self, PyObject *args, PyObject *kwds)
-{
-    static char *names[] = {"leaf", "pair", "node", "immutable", "leaf_types", NULL};
-    PyObject *leaf, *pair, *node, *immutable, *leaf_types;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO:PairLoop", names, &leaf, &pair,
-                                     &node, &immutable, &leaf_types)) {
-        return -1;
-    }
-    if (!PyCallable_Check(leaf) || !PyCallable_Check(pair) || !PyCallable_Check(node)) {
-        PyErr_SetString(PyExc_TypeError, "PairLoop: leaf, pair and node must be callable");
-        return -1;
-    }
-    if (!PyAnySet_Check(immutable) || !PyAnySet_Check(leaf_types)) {
-        PyErr_SetString(PyExc_TypeError, "PairLoop: immutable and leaf_types must be sets");
-        return -1;
-    }
-    set_ref(&self->leaf, leaf);
-    set_ref(&self->pair, pair);
-    set_ref(&self->node, node);
-    set_ref(&self->immutable, immutable);
-    set_ref(&self->leaf_types, leaf_types);
-    set_ref(&self->f, Py_None);
-    return 0;
-}
-
-static PyObject *
-PairLoop_bind(PairLoopObject *self, PyObject *f)
-{
-    set_ref(&self->f, f);
-    Py_RETURN_NONE;
-}
-
-/* The result for the child x facing y; refs are the run's: leaf, pair, node, immutable,
-   leaf_types, f. */
-static PyObject *
-map_pair_child(PyObject *const *refs, PyObject *x, PyObject *y, PyObject *depth)
-{
-    PyObject *leaf = refs[0], *pair = refs[1], *node = refs[2], *immutable = refs[3],
-             *leaf_types = refs[4], *f = refs[5];
-    PyObject *type = (PyObject *)Py_TYPE(x);
-    if (Py_IS_TYPE(x, &PyTuple_Type)) {
-        if (Py_IS_TYPE(y, &PyTuple_Type) && PyTuple_GET_SIZE(x) == PyTuple_GET_SIZE(y)) {
-            PyObject *r = map_small_tuple(x, y, f, immutable);
-            if (r != NULL || PyErr_Occurred()) {
-                return r;
-            }
-        }
-        PyObject *argv[3] = {x, y, depth};
-        return PyObject_Vectorcall(pair, argv, 3, NULL);
-    }
-    int is = PySet_Contains(immutable, type);
-    if (is < 0) {
-        return NULL;
-    }
-    if (is) {
-        PyObject *argv[2] = {x, y};
-        return PyObject_Vectorcall(f, argv, 2, NULL);
-    }
-    is = PySet_Contains(leaf_types, type);
-    if (is < 0) {
-        return NULL;
-    }
-    PyObject *ys = PyTuple_Pack(1, y);
-    if (ys == NULL) {
-        return NULL;
-    }
-    PyObject *argv[3] = {x, ys, depth};
-    PyObject *r = is ? PyObject_Vectorcall(leaf, argv, 2, NULL)
-                     : PyObject_Vectorcall(node, argv, 3, NULL);
-    Py_DECREF(ys);
-    return r;
-}
-
-static PyObject *
-PairLoop_run(PairLoopObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "run() takes 3 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    if (self->f == NULL) {
-        PyErr_SetString(PyExc_TypeError, "PairLoop.run: the loop was never initialised");
-        return NULL;
-    }
-    PyObject *xs = PyObject_GetIter(args[0]);
-    if (xs == NULL) {
-        return NULL;
-    }
-    PyObject *ys = PyObject_GetIter(args[1]);
-    PyObject *out = ys ? PyList_New(0) : NULL;
-    if (out == NULL) {
-        Py_XDECREF(ys);
-        Py_DECREF(xs);
-        return NULL;
-    }
-    PyObject *refs[] = {self->leaf, self->pair, self->node, self->immutable,
-                        self->leaf_types, self->f};
-    hold(refs, sizeof(refs) / sizeof(refs[0]));
-    PyObject *x, *y;
-    while ((x = PyIter_Next(xs)) != NULL) { /* zip: the first tree's next child first */
-        y = PyIter_Next(ys);
-        if (y == NULL) {
-            Py_DECREF(x);
-            break;
-        }
-        PyObject *r = map_pair_child(refs, x, y, args[2]);
-        Py_DECREF(x);
-        Py_DECREF(y);
-        if (r == NULL || PyList_Append(out, r) < 0) {
-            Py_XDECREF(r);
-            Py_CLEAR(out);
-            break;
-        }
-        Py_DECREF(r);
-    }
-    if (out != NULL && PyErr_Occurred()) {
-        Py_CLEAR(out); /* an iterator raised */
-    }
-    release(refs, sizeof(refs) / sizeof(refs[0]));
-    Py_DECREF(ys);
-    Py_DECREF(xs);
-    return out;
-}
-
-static PyMethodDef PairLoop_methods[] = {
-    {"run", (PyCFunction)(void (*)(void))PairLoop_run, METH_FASTCALL,
-     "run(kids, ykids, depth) -> list: each child of one node facing another's, mapped."},
-    {"bind", (PyCFunction)PairLoop_bind, METH_O, "bind(f): the function of one fmap call."},
-    {NULL, NULL, 0, NULL},
-};
-
 static PyTypeObject PairLoopType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "containers._speedups.PairLoop",
     .tp_doc = PyDoc_STR("PairLoop(leaf, pair, node, immutable, leaf_types): fmap's child "
                         "loop with one extra tree, for _fmap._ManyMode."),
-    .tp_basicsize = sizeof(PairLoopObject),
+    .tp_basicsize = sizeof(LoopObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)PairLoop_init,
-    .tp_dealloc = (destructor)PairLoop_dealloc,
-    .tp_traverse = (traverseproc)PairLoop_traverse,
-    .tp_clear = (inquiry)PairLoop_clear,
+    .tp_dealloc = (destructor)Loop_dealloc,
+    .tp_traverse = (traverseproc)Loop_traverse,
+    .tp_clear = (inquiry)Loop_clear,
     .tp_methods = PairLoop_methods,
 };
 
@@ -549,6 +467,18 @@ static struct PyModuleDef speedups_module = {
     .m_doc = PyDoc_STR("fmap's child loops in C (optional; see _fmap._Mode and _fmap._ManyMode)."),
     .m_size = -1,
 };
+
+/* Add a type to the module; -1 on error. */
+static int
+add_type(PyObject *module, const char *name, PyTypeObject *type)
+{
+    Py_INCREF(type);
+    if (PyModule_AddObject(module, name, (PyObject *)type) < 0) {
+        Py_DECREF(type);
+        return -1;
+    }
+    return 0;
+}
 
 PyMODINIT_FUNC
 PyInit__speedups(void)
@@ -560,19 +490,9 @@ PyInit__speedups(void)
     if (module == NULL) {
         return NULL;
     }
-    Py_INCREF(&LoopType);
-    if (PyModule_AddObject(module, "Loop", (PyObject *)&LoopType) < 0) {
-        Py_DECREF(&LoopType);
-        Py_DECREF(module);
-        return NULL;
-    }
-    Py_INCREF(&PairLoopType);
-    if (PyModule_AddObject(module, "PairLoop", (PyObject *)&PairLoopType) < 0) {
-        Py_DECREF(&PairLoopType);
-        Py_DECREF(module);
-        return NULL;
-    }
-    if (PyModule_AddIntConstant(module, "UNROLLED", UNROLLED) < 0) {
+    if (add_type(module, "Loop", &LoopType) < 0 ||
+        add_type(module, "PairLoop", &PairLoopType) < 0 ||
+        PyModule_AddIntConstant(module, "UNROLLED", UNROLLED) < 0) {
         Py_DECREF(module);
         return NULL;
     }
