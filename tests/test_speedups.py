@@ -1,10 +1,11 @@
-"""fmap's compiled child loop (``_speedups.c``) and its Python twin, the generated loop.
+"""fmap's compiled child loops (``_speedups.c``) and their Python twins, the generated
+loops. ``Loop`` is the one-tree loop, ``PairLoop`` the loop with one extra tree.
 
 The fmap tests run with both (``conftest.engine``), and test_properties.py checks that
-they agree call for call; these check what is particular to the compiled one: that it
-is built where it can be and left out when asked, that it holds no reference after a
-call (returned or raised), and that its bad-argument errors say what is wrong. ``Loop`` is the one-tree loop, ``PairLoop`` the
-loop with one extra tree.
+they agree call for call; these check what is particular to the compiled ones: that
+they are built where they can be and left out when asked, that they hold no reference
+after a call (returned or raised), that deep trees fit a small thread stack, and that
+their bad-argument errors say what is wrong.
 """
 
 from __future__ import annotations
