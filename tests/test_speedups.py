@@ -179,10 +179,12 @@ def test_bad_arguments_are_named() -> None:
     assert _fmap._speedups is not None
     loop_type = _fmap._speedups.Loop
     with pytest.raises(TypeError, match=r"^Loop: node must be callable$"):
-        loop_type(1, {}, frozenset(), frozenset(), True)  # type: ignore[arg-type]
+        loop_type(1, {}, frozenset(), frozenset(), True, 0)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^Loop: immutable and leaf_types must be sets$"):
-        loop_type(print, {}, [], frozenset(), True)  # type: ignore[arg-type]
-    loop = loop_type(print, {}, frozenset(), frozenset(), True)
+        loop_type(print, {}, [], frozenset(), True, 0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^Loop: pad must be at least 0$"):
+        loop_type(print, {}, frozenset(), frozenset(), True, -1)
+    loop = loop_type(print, {}, frozenset(), frozenset(), True, 0)
     message = "bind(f, results, keep, prune, use_prune): results must be a dict and keep a list"
     with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
         loop.bind(print, [], [], None, False)  # type: ignore[arg-type]

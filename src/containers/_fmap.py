@@ -104,6 +104,28 @@ def _load_speedups() -> ModuleType | None:
 
 #: The module of the compiled loops, or None. Read when a mode is built (tests switch it).
 _speedups = _load_speedups()
+
+
+def _calibrate_pad(speedups: ModuleType | None) -> int:
+    """How many references the compiled loop must hold on a child while it calls the
+    child's mapper, for the mapper to see the reference count a call from the Python
+    loop gives (``_unshared_refcount``, its threshold): 1 on Python 3.10, whose caller
+    keeps an argument on its stack as well as in its variable, 0 since. Measured, not
+    assumed; the self-check below covers the result."""
+    if speedups is None or not _unshared_refcount:
+        return 0
+    seen: list[int] = []
+
+    def node(c: Any, depth: int) -> None:
+        seen.append(sys.getrefcount(c))
+
+    loop = speedups.Loop(node, {}, frozenset(), frozenset(), False, 0)
+    loop.bind(lambda v: v, {}, [], None, False)
+    loop.run([object()], 0)
+    return max(_unshared_refcount - seen[0], 0)
+
+
+_pad = _calibrate_pad(_speedups)
 getrefcount = getattr(sys, "getrefcount", lambda obj: 1 << 30)
 _make_tuple_mapper = compile_tuple_mapper()
 _make_loop = compile_loop()
@@ -290,7 +312,8 @@ class _Mode:
         if _speedups is None:
             loop, bind = rebind(_make_loop(self), cells), _noop
         else:  # the same loop in C, which reads the call's values from bind's
-            compiled = _speedups.Loop(node, direct, immutable, leaf_types, bool(leaf_unshared))
+            shortcut = bool(leaf_unshared)
+            compiled = _speedups.Loop(node, direct, immutable, leaf_types, shortcut, _pad)
             loop, bind = compiled.run, compiled.bind
         direct[tuple] = rebind(_make_tuple_mapper(self), cells)
 

@@ -12,6 +12,7 @@ class Loop:
         immutable: frozenset[type],
         leaf_types: frozenset[type],
         shortcut: bool,
+        pad: int,
     ) -> None: ...
     def run(self, kids: Iterable[Any], depth: int, /) -> list[Any]: ...
     def bind(
