@@ -152,6 +152,9 @@ class _Mode:
     (``_codegen.rebind``): ``begin`` fills them, ``end`` empties them so that an idle
     mode holds no tree. Building the closures and mappers anew cost about 60,000
     instructions per call, the price of mapping some 30 leaves (benchmarks/instructions.py).
+    The loop over a node's children is the compiled ``_speedups.Loop`` when it is
+    built; it cannot read cells, so ``begin`` and ``end`` also hand it the same values
+    (``bind``).
     """
 
     __slots__ = ("begin", "dispatch", "end", "key", "mapper_args")
