@@ -393,3 +393,17 @@ def test_composite_flatten_list_concatenates_leaves_and_tail():
     assert composite.flatten_list([(1, 2), {"k": 3}], tail=[4]) == [1, 2, 3, 4]
     assert composite.flatten_list([5, [6]]) == [5, 6]
     assert composite.flatten_list([], tail=(7,)) == [7]
+
+
+def test_children_of_a_childless_container_is_an_empty_dict():
+    """children() of a container declared with children=[] is {}, not (): a container's
+    children are always a dict keyed by field name (SPEC section 4)."""
+
+    @ct.container(children=[])
+    class Config:
+        lr: float = 0.1
+
+    kids, rebuild = ct.functor(Config(0.5))
+    assert ct.children(Config(0.5)) == {}
+    assert type(kids) is dict
+    assert rebuild({}) == Config(0.5)

@@ -128,9 +128,10 @@ def functor(x: Any, /) -> tuple[Any, Callable[[Any], Any]]:
     """Split ``x`` into its children and a function that rebuilds it (Functors.jl).
 
     ``children`` is a dict keyed by field name for containers (declared or
-    hand-written), a tuple for tuples (namedtuples too), lists and other sequences, a
-    dict for mappings, and ``()`` for leaves and ``None``. ``rebuild(new_children)`` takes the same shape or a sequence in
-    child order; kept fields come from ``x``, reset fields get their defaults.
+    hand-written; ``{}`` for one without children), a tuple for tuples (namedtuples
+    too), lists and other sequences, a dict for mappings, and ``()`` for leaves and
+    ``None``. ``rebuild(new_children)`` takes the same shape or a sequence in child
+    order; kept fields come from ``x``, reset fields get their defaults.
 
     Examples:
         >>> import containers as ct
@@ -156,7 +157,10 @@ def functor(x: Any, /) -> tuple[Any, Callable[[Any], Any]]:
     view: Any
     if isinstance(x, Mapping):
         view = dict(x)
-    elif keys and not isinstance(x, tuple) and all(isinstance(k, AttrKey) for k in keys):
+    elif not isinstance(x, tuple) and (
+        hasattr(kind.type, "__container_serialize__")  # declared or hand-written, even childless
+        or (keys and all(isinstance(k, AttrKey) for k in keys))
+    ):
         view = dict(zip(raws, kids))  # fields by name: declared and hand-written containers
     else:
         view = tuple(kids)
