@@ -919,20 +919,28 @@ def test_register_node_on_a_non_class():
         ct.register_node("x", lambda x: ((), None), lambda aux, ch: None)  # type: ignore[type-var]
 
 
-@pytest.mark.parametrize("what", ["flatten", "unflatten", "keys"])
-def test_register_node_needs_callables(what):
-    """flatten=, unflatten= and keys= must be callable."""
+@pytest.mark.parametrize(
+    ("what", "bad"), [("flatten", 1), ("unflatten", 1), ("keys", 1), ("flatten", None)]
+)
+def test_register_node_needs_callables(what, bad):
+    """flatten and unflatten must be functions (None too is refused), keys= too if given;
+    a refused registration leaves the class free to register."""
 
     class Target:
         pass
 
     fns = {"flatten": lambda x: ((), None), "unflatten": lambda aux, ch: Target(), "keys": None}
-    fns[what] = 1
+    fns[what] = bad
     with pytest.raises(
         ct.ContainerDefinitionError,
-        match=exact(f"register_node on 'Target': {what}= must be callable, got 1."),
+        match=exact(
+            f"register_node on 'Target': {what} must be a function, got {bad}. Pass "
+            f"flatten(x) -> (children, aux) and unflatten(aux, children) -> x."
+        ),
     ):
         ct.register_node(Target, fns["flatten"], fns["unflatten"], keys=fns["keys"])
+    ct.register_node(Target, lambda x: ((), None), lambda aux, ch: Target())
+    assert ct.leaves([Target()]) == []
 
 
 @pytest.mark.parametrize("version", [0, -1, 1.5, "2"])
@@ -973,7 +981,10 @@ def test_removed_as_a_string():
     """removed= must be a list, not a string."""
     with pytest.raises(
         ct.ContainerDefinitionError,
-        match=exact("@container on 'L': removed= must be a list of names, got 'old'."),
+        match=exact(
+            "@container on 'L': removed= must be a list of field names, got 'old'. "
+            "Write removed=['old'] for a single field."
+        ),
     ):
         ct.container(removed="old")(raw_class())
 
@@ -1108,3 +1119,109 @@ def test_explicit_name_of_a_different_qualname_raises():
         match=re.escape("the name 'test_declare.two-functions' is already used by"),
     ):
         _model_in_g()
+
+
+# --- declarations refused in our own words (no foreign exceptions) ------------------
+
+
+@pytest.mark.parametrize("option", ["children", "keep"])
+@pytest.mark.parametrize(
+    "make",
+    [lambda: (n for n in ["w"]), lambda: iter(["w"]), lambda: {"w"}],
+    ids=["generator", "iterator", "set"],
+)
+def test_names_given_as_an_iterator_or_a_set_are_refused(option, make):
+    """children=/keep= are read once: a one-shot iterator or an unordered set is refused
+    with a message saying what to pass, instead of being silently used up."""
+    value = make()
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=rf"^@container on 'L': {option}= must be a list of field names, got "
+        rf"\w+ .*\. Pass a list or tuple \(for an iterator or a set: {option}=list\(\.\.\.\) "
+        rf"or sorted\(\.\.\.\)\)\.$",
+    ):
+        ct.container(**{option: value})(raw_class(w=int, b=int))
+
+
+def test_removed_none_means_nothing_removed():
+    """removed=None is accepted as no removed fields."""
+    cls = ct.container(removed=None)(raw_class(w=int))  # type: ignore[arg-type]
+    assert ct.spec(cls).removed == ()
+
+
+@pytest.mark.parametrize("option", ["renamed", "migrations"])
+def test_renamed_and_migrations_must_be_dicts(option):
+    """renamed=/migrations= given as a list are refused naming the option."""
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=rf"^@container on 'L': {option}= must be a dict \(.*\), got list \[\(1, 2\)\]\.$",
+    ):
+        ct.container(**{option: [(1, 2)]})(raw_class(w=int))
+
+
+def test_a_field_named_after_a_keyword_is_refused():
+    """Generated code never sees a field name that is not an identifier."""
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(
+            "@container on 'K': field 'class' is a Python keyword, and containers read and "
+            "write fields by name in generated code. Rename the field."
+        ),
+    ):
+        ct.container(type("K", (), {"__annotations__": {"class": int}}))
+    odd = dataclasses.dataclass(init=False, repr=False, eq=False)(
+        type("K", (), {"__annotations__": {"class": int}})
+    )
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(
+            "register on 'K': field 'class' is not a valid Python identifier, and containers "
+            "read and write fields by name in generated code. Rename the field."
+        ),
+    ):
+        ct.register(odd)
+
+
+def test_an_enum_is_refused():
+    """An Enum's members would vanish from leaves: @container and register refuse it."""
+    import enum
+
+    class Color(enum.Enum):
+        RED = 1
+
+    for declare, where in ((ct.container, "@container"), (ct.register, "register")):
+        with pytest.raises(
+            ct.ContainerDefinitionError,
+            match=exact(
+                f"{where} on 'Color': an Enum's members "
+                f"are its values, not fields, so it cannot be a container. Use its members "
+                f"as leaves, or hold one in a field of a container."
+            ),
+        ):
+            declare(Color)
+
+
+def test_frozen_class_over_a_mutable_dataclass_is_explained():
+    """dataclasses' frozen-inheritance error comes back naming the class and the fix."""
+
+    @dataclasses.dataclass
+    class Base:
+        x: int
+
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=r"^@container on '.*Child': A frozen class cannot inherit from a non-frozen "
+        r"dataclass, nor the reverse: pass frozen=False to @container, or make the base "
+        r"frozen too\. \(cannot inherit frozen dataclass from a non-frozen one\)$",
+    ):
+        ct.container(type("Child", (Base,), {"__annotations__": {"y": int}, "y": 0}))
+
+
+def test_a_mutable_default_is_explained():
+    """dataclasses' mutable-default error comes back naming Class.field and the fix."""
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=r"^@container on 'M': Field M\.y has a mutable default, which every instance "
+        r"would share: write y: \.\.\. = ct\.field\(default_factory=\.\.\.\) instead\.",
+    ):
+        ct.container(type("M", (), {"__annotations__": {"y": list}, "y": []}))

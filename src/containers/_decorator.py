@@ -8,6 +8,10 @@ protocol methods. It never traverses a tree.
 from __future__ import annotations
 
 import dataclasses
+import enum
+import keyword
+import linecache
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
@@ -15,8 +19,7 @@ from typing_extensions import dataclass_transform
 
 from containers._codegen import compile_spec
 from containers._errors import ContainerDefinitionError, type_name
-from containers._registry import _REGISTERED as _registered
-from containers._registry import add_kind, container_kind, custom_kind
+from containers._registry import REGISTRY, container_kind, custom_kind
 from containers._spec import TAGS_METADATA_KEY, ContainerSpec, build_spec, class_flavor
 
 __all__ = ["container", "field", "register", "register_node", "spec"]
@@ -93,7 +96,9 @@ def _declare(
     )
     gen = compile_spec(the_spec)
     kind = container_kind(the_spec, gen.flatten, gen.unflatten, gen.children, gen.make_mapper)
-    add_kind(kind, the_spec.name, explicit_name=the_spec.explicit_name, where=where)
+    REGISTRY.add(kind, the_spec.name, explicit_name=the_spec.explicit_name, where=where)
+    # The generated source leaves linecache with the class (notebooks redefine classes).
+    weakref.finalize(cls, linecache.cache.pop, gen.filename, None)
     if attach:
         for attr_name, fn in (
             ("__container_traverse__", gen.traverse),
@@ -110,6 +115,47 @@ def _declare(
             setattr(cls, attr_name, fn)
         gen.deserialize.__func__.__qualname__ = f"{cls.__qualname__}.__container_deserialize__"
         cls.__container_deserialize__ = gen.deserialize  # type: ignore[attr-defined]
+
+
+def _refuse_enum(cls: type, where: str) -> None:
+    if issubclass(cls, enum.Enum):
+        raise ContainerDefinitionError(
+            f"{where} on {type_name(cls)!r}: an Enum's members are its values, not "
+            f"fields, so it cannot be a container. Use its members as leaves, or hold "
+            f"one in a field of a container."
+        )
+
+
+def _as_dataclass(cls: type, frozen: bool) -> type:
+    """``dataclasses.dataclass(frozen=frozen)(cls)``, its errors in our words."""
+    bad = [n for n in getattr(cls, "__annotations__", {}) if keyword.iskeyword(n)]
+    if bad:
+        raise ContainerDefinitionError(
+            f"@container on {type_name(cls)!r}: field {bad[0]!r} is a Python keyword, and "
+            f"containers read and write fields by name in generated code. Rename the field."
+        )
+    try:
+        return dataclasses.dataclass(frozen=frozen)(cls)
+    except (TypeError, ValueError) as err:
+        text = str(err)
+        if "frozen" in text:
+            hint = (
+                f"A frozen class cannot inherit from a non-frozen dataclass, nor the "
+                f"reverse: pass frozen={not frozen} to @container, or make the base "
+                f"{'' if frozen else 'non-'}frozen too."
+            )
+        elif "mutable default" in text:
+            field_name = text.split("for field ", 1)[-1].split(" ", 1)[0]
+            hint = (
+                f"Field {type_name(cls)}.{field_name} has a mutable default, which every "
+                f"instance would share: write "
+                f"{field_name}: ... = ct.field(default_factory=...) instead."
+            )
+        else:
+            hint = "It could not be made a dataclass."
+        raise ContainerDefinitionError(
+            f"@container on {type_name(cls)!r}: {hint} ({text})"
+        ) from None
 
 
 def _children_iterator(children: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any], Any]:
@@ -204,13 +250,14 @@ def container(
                 f"@container decorates classes, got {klass!r}. Put @container on a class "
                 f"statement, or use register_node for other types."
             )
-        if klass in _registered:
+        if REGISTRY.registered(klass) is not None:
             raise ContainerDefinitionError(
                 f"@container on {type_name(klass)!r}: {type_name(klass)} is already "
                 f"declared. Decorate each class once."
             )
+        _refuse_enum(klass, "@container")
         if class_flavor(klass) is None:
-            klass = dataclasses.dataclass(frozen=frozen)(klass)
+            klass = _as_dataclass(klass, frozen)
         _declare(
             klass,
             "@container",
@@ -268,6 +315,7 @@ def register(
     """
     if not isinstance(cls, type):
         raise ContainerDefinitionError(f"register takes a class, got {cls!r}.")
+    _refuse_enum(cls, "register")
     _declare(
         cls,
         "register",
@@ -332,14 +380,17 @@ def register_node(
     """
     if not isinstance(cls, type):
         raise ContainerDefinitionError(f"register_node takes a class, got {cls!r}.")
+    _refuse_enum(cls, "register_node")
     for what, fn in (("flatten", flatten), ("unflatten", unflatten), ("keys", keys)):
-        if fn is not None and not callable(fn):
+        if (fn is not None or what != "keys") and not callable(fn):
             raise ContainerDefinitionError(
-                f"register_node on {type_name(cls)!r}: {what}= must be callable, got {fn!r}."
+                f"register_node on {type_name(cls)!r}: {what} must be a function, got "
+                f"{fn!r}. Pass flatten(x) -> (children, aux) and "
+                f"unflatten(aux, children) -> x."
             )
     kind = custom_kind(cls, flatten, unflatten, keys)
     qualified = f"{cls.__module__}.{type_name(cls)}"
-    add_kind(kind, name or qualified, explicit_name=name is not None, where="register_node")
+    REGISTRY.add(kind, name or qualified, explicit_name=name is not None, where="register_node")
     return cls
 
 
@@ -362,7 +413,7 @@ def spec(cls: type | object, /) -> ContainerSpec:
             ``register``.
     """
     klass = cls if isinstance(cls, type) else type(cls)
-    kind = _registered.get(klass)
+    kind = REGISTRY.registered(klass)
     if kind is None or kind.spec is None:
         raise ContainerDefinitionError(
             f"spec: {type_name(klass)!r} is not a declared container. Declare it with "

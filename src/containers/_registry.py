@@ -1,14 +1,18 @@
 """Node kinds: how each node type is taken apart and put back together, one level deep.
 
-This stage owns the type -> NodeKind table (builtins, declared containers,
-``register_node`` types, namedtuples and hand-written Container protocol classes,
-classified on first sight) and the name registry that files use. It never recurses:
-the walks in later stages do.
+This stage owns the ``Registry``: the type -> NodeKind table (builtins, declared
+containers, ``register_node`` types, namedtuples and hand-written Container protocol
+classes, classified on first sight), the names that files use, and the observers
+that other libraries' registries hang on. It never recurses: the walks in later
+stages do.
 """
 
 from __future__ import annotations
 
 import itertools
+import numbers
+import operator
+import threading
 from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
@@ -16,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from containers._errors import ContainerDefinitionError, type_name
-from containers._paths import AttrKey, DictKey, IndexKey, Key, index_key, index_keys
+from containers._paths import AttrKey, DictKey, IndexKey, Key, index_key, index_keys, keystr
 from containers._spec import ContainerSpec
 
 __all__ = [
@@ -24,15 +28,19 @@ __all__ = [
     "KINDS",
     "LEAF_TYPES",
     "LEAF_TYPES_NONE",
+    "REGISTRY",
+    "VALUE_BASES",
     "Mismatch",
     "NodeKind",
-    "add_kind",
+    "Registry",
     "cacheable",
+    "class_by_name",
     "container_kind",
     "custom_kind",
     "kind_for_type",
     "kind_of",
     "label",
+    "name_of",
     "sort_keys",
     "values_equal",
 ]
@@ -47,13 +55,21 @@ def _no_keys(aux: Any, n: int) -> tuple[Key, ...]:
 
 
 def values_equal(a: Any, b: Any) -> bool:
-    """Compare kept values and other static data: type-strict, arrays by content."""
+    """Compare kept values and other static data: type-strict, arrays by content, and
+    NaN equal to NaN (a structure equals its own copy, as a pickled one)."""
     if a is b:
         return True
     if type(a) is not type(b):
         return False
     if isinstance(a, np.ndarray):
-        return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b))
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        try:
+            return bool(np.array_equal(a, b, equal_nan=True))
+        except TypeError:  # dtypes without NaN (objects, strings)
+            return bool(np.array_equal(a, b))
+    if _is_nan(a):
+        return _is_nan(b)
     if isinstance(a, (tuple, list)):
         return len(a) == len(b) and all(values_equal(x, y) for x, y in zip(a, b))
     if isinstance(a, dict):
@@ -64,8 +80,17 @@ def values_equal(a: Any, b: Any) -> bool:
         return False
 
 
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, (float, complex, np.inexact)) and bool(np.isnan(value))
+
+
 def value_hash(value: Any) -> int:
-    """Hash static data; unhashable values hash by type, which keeps hash/== consistent."""
+    """Hash static data consistently with ``values_equal``: unhashable values hash by
+    type, every NaN alike (Python hashes a NaN by identity), tuples item by item."""
+    if type(value) is tuple:
+        return hash(tuple(map(value_hash, value)))
+    if _is_nan(value):
+        return hash("nan")
     try:
         return hash(value)
     except TypeError:
@@ -99,6 +124,7 @@ class NodeKind:
         "label",
         "make_mapper",
         "mutable",
+        "name",
         "read",
         "spec",
         "structural",
@@ -136,6 +162,8 @@ class NodeKind:
         self.spec = spec
         self.make_mapper = make_mapper
         self.iterate = flatten if iterate is None else iterate
+        #: The registered name (``Registry.add``); ``None`` for builtins and first-sight kinds.
+        self.name: str | None = None
 
     def __repr__(self) -> str:
         return f"<NodeKind {self.label}>"
@@ -167,11 +195,25 @@ def _read_sequence(y: Any, aux: Any, n: int) -> Sequence[Any]:
 
 
 def sort_keys(d: Iterable[Any]) -> list[Any]:
-    """Sort mapping keys; keys that cannot be compared sort by (type name, repr)."""
+    """Sort mapping keys, never raising: in their own order when ``<`` totally
+    orders them, else by ``(type name, repr)``.
+
+    ``<`` must give a strict total order (each key below the next once sorted):
+    partially ordered keys (frozensets, NaN) would otherwise sort by insertion order,
+    and a ``<`` that raises any error falls back too.
+    """
+    keys = list(d)
     try:
-        return sorted(d)
-    except TypeError:
-        return sorted(d, key=lambda k: (type(k).__name__, repr(k)))
+        order = sorted(keys)
+        if len(order) < 2 or all(map(operator.lt, order, order[1:])):
+            return order
+    except Exception:  # keys that cannot be compared, however they fail
+        pass
+    return sorted(keys, key=_fallback_key)
+
+
+def _fallback_key(k: Any) -> tuple[str, str]:
+    return type(k).__name__, repr(k)
 
 
 def _dict_iterate(x: dict[Any, Any]) -> tuple[Iterable[Any], tuple[tuple[Any, ...], Any]]:
@@ -352,21 +394,229 @@ NONE = NodeKind(
 )
 
 _BUILTINS = {k.type: k for k in (TUPLE, LIST, DICT, ORDERED_DICT, DEFAULT_DICT, DEQUE, NONE)}
-
-#: Every known node type (builtins, registered, and classified on first sight).
-KINDS: dict[type, NodeKind] = dict(_BUILTINS)
-#: Types known to be leaves. Hot loops test ``type(c) in LEAF_TYPES`` before anything
-#: else, so a leaf costs one set lookup (benchmarks/run.py, W2 and W5).
+#: Leaf types known from the start. Hot loops test ``type(c) in LEAF_TYPES`` before
+#: anything else, so a leaf costs one set lookup (benchmarks/run.py, W2 and W5).
 _SEED_LEAVES = frozenset({int, float, complex, bool, str, bytes, np.ndarray})
-LEAF_TYPES: set[type] = set(_SEED_LEAVES)
-#: The same, with ``None`` a leaf (``none_is_leaf=True``).
-LEAF_TYPES_NONE: set[type] = {*_SEED_LEAVES, type(None)}
-#: Leaf types never cached by identity in fmap (values, not objects).
+_SEED_LEAVES_NONE = _SEED_LEAVES | {type(None)}
 _SEED_IMMUTABLE = frozenset({int, float, complex, bool, str, bytes})
-IMMUTABLE_LEAVES: set[type] = set(_SEED_IMMUTABLE)
+#: A leaf is a value, never cached by identity, when its type derives from one of these:
+#: every number (``numbers.Number``: Decimal, Fraction, numpy scalars too), strings,
+#: bytes, frozensets and ranges. Other leaves are objects, cached by identity.
+VALUE_BASES: tuple[type, ...] = (numbers.Number, str, bytes, frozenset, range, np.generic)
+#: The attribute a superseded class keeps its own node kind in (``Registry.add``).
+_RETIRED = "__containers_kind__"
 
-_REGISTERED: dict[type, NodeKind] = {}
-_NAMES: dict[str, type] = {}
+
+class Registry:
+    """Every node type, and the names that saved files use for classes.
+
+    One object holds all registration state; the module-level tables below
+    (``KINDS``, ``LEAF_TYPES``, ``LEAF_TYPES_NONE``, ``IMMUTABLE_LEAVES``) are its
+    live tables, read by the engine's hot loops without a lock. Invariants:
+
+    - **Readers never lock; writers always do.** Every write (a registration, or the
+      classification of a type seen for the first time) runs under ``lock``, and is a
+      sequence of single-entry or single-call updates, each atomic for a reader.
+    - **A registration is atomic for every reader.** It first forgets every cached
+      first-sight classification (leaf types beyond the seeds, namedtuples, protocol
+      classes), then adds the new kind. A reader that finds a type in no table
+      classifies it, which takes the lock, so it waits for the registration to finish
+      and then sees all of it. Builtin kinds and seed leaf types are never removed:
+      ``list`` or ``dict`` can never be read as a leaf.
+    - **Superseded classes are not kept alive.** When a class takes over the name of an
+      earlier class with the same ``module.qualname`` (a redefinition in a notebook, a
+      test, a loop), the earlier one leaves every table; its kind is kept on the class
+      itself (``__containers_kind__``), so its surviving instances still traverse as
+      declared and the class is freed with its last instance.
+    - **Observers see every registration once, in order**: ``on_register`` replays the
+      registered kinds to a new observer, then calls it after each later registration,
+      all under the lock.
+    """
+
+    __slots__ = (
+        "_names",
+        "_observers",
+        "_pinned",
+        "_registered",
+        "immutable_leaves",
+        "kinds",
+        "leaf_types",
+        "leaf_types_none",
+        "lock",
+    )
+
+    def __init__(self) -> None:
+        #: Every known node type: builtins, registered, and classified on first sight.
+        self.kinds: dict[type, NodeKind] = dict(_BUILTINS)
+        #: Types known to be leaves.
+        self.leaf_types: set[type] = set(_SEED_LEAVES)
+        #: The same, with ``None`` a leaf (``none_is_leaf=True``).
+        self.leaf_types_none: set[type] = set(_SEED_LEAVES_NONE)
+        #: Leaf types that are values (``VALUE_BASES``): never cached by identity.
+        self.immutable_leaves: set[type] = set(_SEED_IMMUTABLE)
+        self.lock = threading.RLock()
+        self._registered: dict[type, NodeKind] = {}
+        self._names: dict[str, type] = {}
+        self._observers: list[Callable[[NodeKind], object]] = []
+        self._pinned: list[NodeKind] = []  # superseded types that take no attributes
+
+    def registered(self, cls: type) -> NodeKind | None:
+        """The kind ``cls`` was registered with (``@container``, ``register``,
+        ``register_node``), superseded or not; ``None`` if it never was."""
+        kind = self._registered.get(cls)
+        if kind is None:
+            kind = _retired_kind(cls)
+        return kind
+
+    def class_by_name(self, name: str) -> type | None:
+        """The class registered under ``name`` (what files use), or ``None``."""
+        return self._names.get(name)
+
+    def name_of(self, cls: type) -> str | None:
+        """The name ``cls`` was registered under, or ``None`` if it was not registered."""
+        kind = self.registered(cls)
+        return None if kind is None else kind.name
+
+    def on_register(self, observer: Callable[[NodeKind], object]) -> Callable[[NodeKind], object]:
+        """Call ``observer(kind)`` for every registered kind, now and for all to come.
+
+        The kinds registered so far are replayed first, in registration order; every
+        later registration calls it once it is complete. Returns ``observer``.
+        """
+        with self.lock:
+            for kind in list(self._registered.values()):
+                observer(kind)
+            self._observers.append(observer)
+        return observer
+
+    def classify(self, t: type) -> NodeKind | None:
+        """The kind of a type in no table yet (first sight), cached; ``None``: a leaf.
+
+        Raises:
+            ContainerDefinitionError: ``t`` is an undeclared subclass of a container or
+                registered type, or implements only part of the Container protocol.
+        """
+        with self.lock:
+            kind = self.kinds.get(t)
+            if kind is not None or t in self.leaf_types:
+                return kind
+            kind = self._first_sight(t)
+            if kind is not None:
+                self.kinds[t] = kind
+                return kind
+            if issubclass(t, VALUE_BASES):
+                self.immutable_leaves.add(t)
+            self.leaf_types_none.add(t)
+            self.leaf_types.add(t)
+            return None
+
+    def _first_sight(self, t: type) -> NodeKind | None:
+        retired = _retired_kind(t)
+        if retired is not None:
+            return retired
+        if issubclass(t, tuple) and isinstance(getattr(t, "_fields", None), tuple):
+            return _namedtuple_kind(t)
+        traverse = getattr(t, "__container_traverse__", None)
+        if traverse is not None:
+            owner = getattr(traverse, "__container_owner__", None)
+            if owner is not None and owner is not t:
+                raise _subclass_error(t, owner)
+            missing = [m for m in _PROTOCOL[1:] if not callable(getattr(t, m, None))]
+            if missing:
+                raise ContainerDefinitionError(
+                    f"{type_name(t)!r} defines __container_traverse__ but not "
+                    f"{' or '.join(missing)}: a hand-written container implements all "
+                    f"of {', '.join(_PROTOCOL)} (see containers.Container)."
+                )
+            return _protocol_kind(t)
+        for base in t.__mro__[1:]:
+            if base in self._registered or _retired_kind(base) is not None:
+                raise _subclass_error(t, base)
+        return None
+
+    def add(self, kind: NodeKind, name: str, *, explicit_name: bool, where: str) -> None:
+        """Register ``kind`` under ``name``, then tell the observers.
+
+        A different class under an explicit name that is taken raises; under a default
+        name the newest class wins, and an earlier class of the same
+        ``module.qualname`` is superseded (see the class docstring).
+
+        Raises:
+            ContainerDefinitionError: ``kind.type`` is built in or already registered,
+                or ``name`` is explicit and taken by another class.
+        """
+        cls = kind.type
+        if cls in _BUILTINS or cls in _SEED_LEAVES:
+            raise ContainerDefinitionError(
+                f"{where} on {type_name(cls)!r}: {type_name(cls)} is built in "
+                f"({'a node' if cls in _BUILTINS else 'always a leaf'}) and cannot be "
+                f"registered."
+            )
+        with self.lock:
+            if self.registered(cls) is not None:
+                raise ContainerDefinitionError(
+                    f"{where} on {type_name(cls)!r}: {type_name(cls)} is already "
+                    f"registered. Register each class once."
+                )
+            taken = self._names.get(name)
+            redefined = taken is not None and _qualified(taken) == _qualified(cls)
+            if explicit_name and taken is not None and not redefined:
+                raise ContainerDefinitionError(
+                    f"{where} on {type_name(cls)!r}: the name {name!r} is already used by "
+                    f"{_qualified(taken)}. Names identify classes in saved files, so each "
+                    f"must be unique: choose another name=."
+                )
+            kind.name = name
+            # Forget first-sight classifications (a type seen before its registration
+            # was classified as a leaf, and so were its subclasses): values first, so
+            # that no reader takes a type for a value that is not one; kinds last.
+            self.immutable_leaves.intersection_update(_SEED_IMMUTABLE)
+            self.leaf_types_none.intersection_update(_SEED_LEAVES_NONE)
+            self.leaf_types.intersection_update(_SEED_LEAVES)
+            for t in [t for t in self.kinds if t not in _BUILTINS and t not in self._registered]:
+                del self.kinds[t]
+            if redefined:
+                self._retire(taken)  # type: ignore[arg-type]
+            self._registered[cls] = kind
+            self._names[name] = cls
+            self.kinds[cls] = kind
+            for observer in list(self._observers):
+                observer(kind)
+
+    def _retire(self, old: type) -> None:
+        kind = self._registered.pop(old)
+        self.kinds.pop(old, None)
+        try:
+            type.__setattr__(old, _RETIRED, kind)
+        except (TypeError, AttributeError):  # a type that takes no attributes (C types)
+            self._pinned.append(kind)
+
+
+#: The Container protocol's methods; a class defining the first must define the rest
+#: but ``__container_deserialize__`` (only files need it).
+_PROTOCOL = (
+    "__container_traverse__",
+    "__container_reduce__",
+    "__container_serialize__",
+)
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _retired_kind(t: type) -> NodeKind | None:
+    kind = t.__dict__.get(_RETIRED)
+    return kind if isinstance(kind, NodeKind) and kind.type is t else None
+
+
+#: The one registry.
+REGISTRY = Registry()
+#: Its live tables, for the engine's hot loops (see ``Registry``).
+KINDS = REGISTRY.kinds
+LEAF_TYPES = REGISTRY.leaf_types
+LEAF_TYPES_NONE = REGISTRY.leaf_types_none
+IMMUTABLE_LEAVES = REGISTRY.immutable_leaves
 
 
 def kind_of(x: Any) -> NodeKind | None:
@@ -380,50 +630,26 @@ def kind_of(x: Any) -> NodeKind | None:
     kind = KINDS.get(t)
     if kind is not None or t in LEAF_TYPES:
         return kind
-    return _classify(t)
+    return REGISTRY.classify(t)
 
 
 def cacheable(x: Any) -> bool:
     """Whether fmap caches ``x`` by identity: mutable objects yes, values no."""
-    t = type(x)
-    kind = KINDS.get(t)
+    kind = kind_of(x)
     if kind is not None:
         return kind.mutable
-    return t not in IMMUTABLE_LEAVES and (t in LEAF_TYPES or _classify(t) is None)
+    return type(x) not in IMMUTABLE_LEAVES
 
 
 def kind_for_type(t: type) -> NodeKind:
     """The node kind of type ``t`` (unpickling a Structure); raises if it is not a node."""
-    kind = KINDS.get(t) or (None if t in LEAF_TYPES else _classify(t))
+    kind = KINDS.get(t) or (None if t in LEAF_TYPES else REGISTRY.classify(t))
     if kind is None:
         raise ContainerDefinitionError(
             f"{type_name(t)!r} is not a node type here: declare or register it before "
             f"unpickling structures that contain it."
         )
     return kind
-
-
-def _classify(t: type) -> NodeKind | None:
-    if issubclass(t, tuple) and isinstance(getattr(t, "_fields", None), tuple):
-        kind = _namedtuple_kind(t)
-        KINDS[t] = kind
-        return kind
-    traverse = getattr(t, "__container_traverse__", None)
-    if traverse is not None:
-        owner = getattr(traverse, "__container_owner__", None)
-        if owner is not None and owner is not t:
-            raise _subclass_error(t, owner)
-        kind = _protocol_kind(t)
-        KINDS[t] = kind
-        return kind
-    for base in t.__mro__[1:]:
-        if base in _REGISTERED:
-            raise _subclass_error(t, base)
-    if issubclass(t, (np.generic, frozenset, range)):
-        IMMUTABLE_LEAVES.add(t)
-    LEAF_TYPES.add(t)
-    LEAF_TYPES_NONE.add(t)
-    return None
 
 
 def _subclass_error(t: type, base: type) -> ContainerDefinitionError:
@@ -483,9 +709,11 @@ def _protocol_kind(t: type) -> NodeKind:
 
     def keys(template: Any, n: int) -> tuple[Key, ...]:
         pairs = template.__container_serialize__()[1]
-        return tuple(
+        out = tuple(
             AttrKey(k) if isinstance(k, str) and k.isidentifier() else DictKey(k) for k, _ in pairs
         )
+        check_keys(f"{type_name(t)}.__container_serialize__ gave", out, n)
+        return out
 
     def aux_eq(a: Any, b: Any) -> bool:
         return values_equal(a.__container_serialize__()[2], b.__container_serialize__()[2])
@@ -564,6 +792,27 @@ class _KeyedAux:
         return repr(self.aux)
 
 
+def check_keys(what: str, keys: tuple[Key, ...], n: int) -> None:
+    """Raise unless ``keys`` are ``n`` distinct keys (one per child, none lost);
+    ``what`` says who gave them."""
+    if len(keys) != n or len(set(keys)) != n:
+        problem = (
+            f"{len(keys)} key{'' if len(keys) == 1 else 's'} for {n} children"
+            if len(keys) != n
+            else "the same key twice: "
+            + ", ".join(sorted({keystr((k,)) for k in keys if keys.count(k) > 1}))
+        )
+        raise ContainerDefinitionError(
+            f"{what} {problem}. Every child needs exactly one key, "
+            f"distinct from its siblings', in the order of the children."
+        )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _as_key(k: Any, i: int) -> Key:
     if isinstance(k, (AttrKey, IndexKey, DictKey)):
         return k
@@ -578,12 +827,31 @@ def custom_kind(
     unflatten: Callable[[Any, Sequence[Any]], Any],
     keys: Callable[[Any], Iterable[Any]] | None,
 ) -> NodeKind:
-    """The kind of a ``register_node`` type."""
-    if keys is None:
+    """The kind of a ``register_node`` type.
 
-        def flat(x: Any) -> tuple[Sequence[Any], Any]:
-            children, aux = flatten(x)
+    What ``flatten`` and ``keys`` return is checked on every call (a pair, as many
+    distinct keys as children): a bad result raises ``ContainerDefinitionError``
+    instead of losing children silently.
+    """
+
+    def split(x: Any) -> tuple[tuple[Any, ...], Any]:
+        out = flatten(x)
+        if type(out) is not tuple or len(out) != 2:
+            raise ContainerDefinitionError(
+                f"register_node on {type_name(cls)!r}: flatten must return a pair "
+                f"(children, aux), got {_short(out)}."
+            )
+        children, aux = out
+        try:
             return tuple(children), aux
+        except TypeError:
+            raise ContainerDefinitionError(
+                f"register_node on {type_name(cls)!r}: flatten must return "
+                f"(children, aux) with children a sequence, got {_short(children)}."
+            ) from None
+
+    if keys is None:
+        flat = split
 
         def unflat(aux: Any, children: Sequence[Any]) -> Any:
             return unflatten(aux, children)
@@ -591,11 +859,13 @@ def custom_kind(
         key_fn = _no_keys
     else:
 
-        def flat(x: Any) -> tuple[Sequence[Any], Any]:
-            children, aux = flatten(x)
-            return tuple(children), _KeyedAux(
-                aux, tuple(_as_key(k, i) for i, k in enumerate(keys(x)))
+        def flat(x: Any) -> tuple[tuple[Any, ...], Any]:
+            children, aux = split(x)
+            given = tuple(_as_key(k, i) for i, k in enumerate(keys(x)))
+            check_keys(
+                f"register_node on {type_name(cls)!r}: keys(x) returned", given, len(children)
             )
+            return children, _KeyedAux(aux, given)
 
         def unflat(aux: Any, children: Sequence[Any]) -> Any:
             return unflatten(aux.aux, children)
@@ -618,47 +888,11 @@ def custom_kind(
     )
 
 
-def add_kind(kind: NodeKind, name: str, *, explicit_name: bool, where: str) -> None:
-    """Register a declared or custom kind under ``name``.
-
-    A different class under an explicit name that is taken raises; under a default
-    name (or a redefinition of the same ``module.qualname``) the newest class wins.
-    """
-    cls = kind.type
-    if cls in _BUILTINS or cls in _SEED_LEAVES:
-        raise ContainerDefinitionError(
-            f"{where} on {type_name(cls)!r}: {type_name(cls)} is built in "
-            f"({'a node' if cls in _BUILTINS else 'always a leaf'}) and cannot be registered."
-        )
-    if cls in _REGISTERED:
-        raise ContainerDefinitionError(
-            f"{where} on {type_name(cls)!r}: {type_name(cls)} is already registered. "
-            f"Register each class once."
-        )
-    taken = _NAMES.get(name)
-    if (
-        explicit_name
-        and taken is not None
-        and taken is not cls
-        and (taken.__module__, taken.__qualname__) != (cls.__module__, cls.__qualname__)
-    ):
-        raise ContainerDefinitionError(
-            f"{where} on {type_name(cls)!r}: the name {name!r} is already used by "
-            f"{taken.__module__}.{taken.__qualname__}. Names identify classes in saved "
-            f"files, so each must be unique: choose another name=."
-        )
-    _NAMES[name] = cls
-    _REGISTERED[cls] = kind
-    # A type seen before its registration was classified as a leaf (or its subclasses
-    # were): forget every classification and redo them lazily.
-    LEAF_TYPES.intersection_update(_SEED_LEAVES)
-    IMMUTABLE_LEAVES.intersection_update(_SEED_IMMUTABLE)
-    LEAF_TYPES_NONE.intersection_update({*_SEED_LEAVES, type(None)})
-    KINDS.clear()
-    KINDS.update(_BUILTINS)
-    KINDS.update(_REGISTERED)
-
-
 def class_by_name(name: str) -> type | None:
     """The class registered under ``name`` (what files use), or ``None``."""
-    return _NAMES.get(name)
+    return REGISTRY.class_by_name(name)
+
+
+def name_of(cls: type) -> str | None:
+    """The name ``cls`` was registered under (what files use), or ``None``."""
+    return REGISTRY.name_of(cls)

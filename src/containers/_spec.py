@@ -8,6 +8,7 @@ no code and registers nothing: later stages trust the spec it returns.
 from __future__ import annotations
 
 import dataclasses
+import keyword
 import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
@@ -70,8 +71,8 @@ class ContainerSpec:
 
     @property
     def child_keys(self) -> tuple[AttrKey, ...]:
-        """The children's keys, in visit order."""
-        return tuple(AttrKey(n) for n in self.children)
+        """The children's keys, in visit order, carrying their fields' tags."""
+        return tuple(AttrKey(n, self.tags.get(n, ())) for n in self.children)
 
     def __repr__(self) -> str:
         return (
@@ -176,17 +177,28 @@ def _is_frozen(cls: type, flavor: Flavor) -> bool:
 
 
 def _names(value: Iterable[str] | None, option: str, where: str, cls: type) -> list[str] | None:
+    """The names given to ``option=``, read once: a list or tuple of strings."""
     if value is None:
         return None
-    if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+    head = f"{where} on {type_name(cls)!r}: {option}= must be a list of field names"
+    if isinstance(value, str):
         raise ContainerDefinitionError(
-            f"{where} on {type_name(cls)!r}: {option}= must be a list of field names, "
-            f"got {value!r}. Write {option}=[{value!r}] for a single field."
-            if isinstance(value, str)
-            else f"{where} on {type_name(cls)!r}: {option}= must be a list of field "
-            f"names (strings), got {value!r}."
+            f"{head}, got {value!r}. Write {option}=[{value!r}] for a single field."
         )
+    if not isinstance(value, (list, tuple)):
+        # An iterator would be used up by validation; a set has no order.
+        raise ContainerDefinitionError(
+            f"{head}, got {type(value).__name__} {_short(value)}. Pass a list or tuple "
+            f"(for an iterator or a set: {option}=list(...) or sorted(...))."
+        )
+    if not all(isinstance(v, str) for v in value):
+        raise ContainerDefinitionError(f"{head} (strings), got {value!r}.")
     return list(value)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _resolve(
@@ -219,7 +231,7 @@ def build_spec(
     name: str | None,
     version: int,
     renamed: Mapping[str, str] | None,
-    removed: Iterable[str],
+    removed: Iterable[str] | None,
     migrations: Mapping[int, Callable[..., Any]] | None,
 ) -> ContainerSpec:
     """Validate a declaration against ``cls``'s fields and return its spec.
@@ -242,6 +254,13 @@ def build_spec(
         )
     fields = _fields(cls, flavor, where)
     field_names = tuple(f.name for f in fields)
+    for f in fields:
+        if not f.name.isidentifier() or keyword.iskeyword(f.name):
+            raise ContainerDefinitionError(
+                f"{where} on {type_name(cls)!r}: field {f.name!r} is not a valid Python "
+                f"identifier, and containers read and write fields by name in generated "
+                f"code. Rename the field."
+            )
     by_name = {f.name: f.name for f in fields}
     by_name.update({f.alias: f.name for f in fields if f.alias and f.alias not in by_name})
 
@@ -268,7 +287,8 @@ def build_spec(
             raise ContainerDefinitionError(reset_without_default_message(where, type_name(cls), n))
         defaults[n] = default
 
-    _check_evolution(cls, where, version, renamed, removed, migrations, field_names)
+    removed_names = _names(() if removed is None else removed, "removed", where, cls) or []
+    _check_evolution(cls, where, version, renamed, removed_names, migrations, field_names)
     return ContainerSpec(
         cls=cls,
         name=name if name is not None else f"{cls.__module__}.{cls.__qualname__}",
@@ -284,7 +304,7 @@ def build_spec(
         defaults=types.MappingProxyType(defaults),
         tags=types.MappingProxyType({f.name: f.tags for f in fields if f.tags}),
         renamed=types.MappingProxyType(dict(renamed or {})),
-        removed=tuple(removed),
+        removed=tuple(removed_names),
         migrations=types.MappingProxyType(dict(migrations or {})),
     )
 
@@ -301,6 +321,13 @@ def _check_evolution(
     head = f"{where} on {type_name(cls)!r}:"
     if type(version) is not int or version < 1:
         raise ContainerDefinitionError(f"{head} version= must be an int >= 1, got {version!r}.")
+    for option, value in (("renamed", renamed), ("migrations", migrations)):
+        if value is not None and not isinstance(value, Mapping):
+            raise ContainerDefinitionError(
+                f"{head} {option}= must be a dict "
+                f"({'{old_name: new_name}' if option == 'renamed' else '{version: function}'}), "
+                f"got {type(value).__name__} {_short(value)}."
+            )
     for old, new in (renamed or {}).items():
         if new not in fields:
             raise ContainerDefinitionError(
@@ -311,10 +338,6 @@ def _check_evolution(
                 f"{head} renamed= maps {old!r} to {new!r}, but {old!r} is still a field. "
                 f"renamed= lists names that files may use for fields that no longer exist."
             )
-    if isinstance(removed, str):
-        raise ContainerDefinitionError(
-            f"{head} removed= must be a list of names, got {removed!r}."
-        )
     for gone in removed:
         if gone in fields:
             raise ContainerDefinitionError(
