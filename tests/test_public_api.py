@@ -24,6 +24,7 @@ EXPECTED_ALL = [
     "IndexKey",
     "IntegrityError",
     "LimitError",
+    "MISSING",
     "SchemaError",
     "SerializationError",
     "StructuralWalk",
@@ -36,12 +37,14 @@ EXPECTED_ALL = [
     "assert_same_structure",
     "broadcast",
     "children",
+    "combine",
     "composite",
     "container",
     "diff",
     "execute",
     "fcollect",
     "field",
+    "filters",
     "flatten",
     "flatten_with_path",
     "fmap",
@@ -54,6 +57,8 @@ EXPECTED_ALL = [
     "keystr",
     "leaves",
     "leaves_with_path",
+    "merge",
+    "partition",
     "pformat",
     "pprint",
     "reduce",
@@ -61,6 +66,8 @@ EXPECTED_ALL = [
     "register_node",
     "setpath",
     "spec",
+    "split",
+    "state",
     "structure",
     "transpose",
     "traverse",
@@ -88,7 +95,8 @@ def test_no_public_name_is_left_out_of_all():
     public = {
         name
         for name, value in vars(ct).items()
-        if not name.startswith("_") and (name == "composite" or not inspect.ismodule(value))
+        if not name.startswith("_")
+        and (name in ("composite", "filters") or not inspect.ismodule(value))
     }
     assert public == set(EXPECTED_ALL)
 
@@ -105,8 +113,17 @@ def test_composite_is_the_composite_module():
 
 
 def test_every_public_name_is_a_class_a_function_composite_or_tree():
-    """The public names split into classes, functions, the composite module and Tree."""
-    assert sorted([*PUBLIC_CLASSES, *PUBLIC_FUNCTIONS, "composite", "Tree"]) == EXPECTED_ALL
+    """The public names split into classes, functions, two modules, Tree and MISSING."""
+    others = ["composite", "filters", "Tree", "MISSING"]
+    assert sorted([*PUBLIC_CLASSES, *PUBLIC_FUNCTIONS, *others]) == EXPECTED_ALL
+
+
+def test_filters_is_the_filters_module_and_missing_a_sentinel():
+    """`ct.filters` is `containers.filters`; `ct.MISSING` is a one-member enum's member."""
+    assert inspect.ismodule(ct.filters)
+    assert ct.filters.__name__ == "containers.filters"
+    assert list(type(ct.MISSING)) == [ct.MISSING]
+    assert repr(ct.MISSING) == "ct.MISSING"
 
 
 @pytest.mark.parametrize("name", PUBLIC_CLASSES)

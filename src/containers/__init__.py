@@ -6,6 +6,7 @@ and the Container protocol. See the docs/ folder for the tutorial.
 """
 
 from containers import composite as composite
+from containers import filters as filters
 from containers._access import getpath as getpath
 from containers._access import haspath as haspath
 from containers._access import setpath as setpath
@@ -51,6 +52,12 @@ from containers._shape import assert_same_structure as assert_same_structure
 from containers._shape import broadcast as broadcast
 from containers._shape import diff as diff
 from containers._shape import transpose as transpose
+from containers._split import MISSING as MISSING
+from containers._split import combine as combine
+from containers._split import merge as merge
+from containers._split import partition as partition
+from containers._split import split as split
+from containers._split import state as state
 from containers._tree import Tree as Tree
 from containers._walk import CachedWalk as CachedWalk
 from containers._walk import CollectWalk as CollectWalk
@@ -63,7 +70,8 @@ from containers._walk import execute as execute
 __version__ = "0.1.0"
 
 
-__all__ = [
+# Plain sorted() order, as tests/test_public_api.py checks (ruff would put MISSING first).
+__all__ = [  # noqa: RUF022
     "AttrKey",
     "CachedWalk",
     "CollectWalk",
@@ -77,6 +85,7 @@ __all__ = [
     "IndexKey",
     "IntegrityError",
     "LimitError",
+    "MISSING",
     "SchemaError",
     "SerializationError",
     "StructuralWalk",
@@ -89,12 +98,14 @@ __all__ = [
     "assert_same_structure",
     "broadcast",
     "children",
+    "combine",
     "composite",
     "container",
     "diff",
     "execute",
     "fcollect",
     "field",
+    "filters",
     "flatten",
     "flatten_with_path",
     "fmap",
@@ -107,6 +118,8 @@ __all__ = [
     "keystr",
     "leaves",
     "leaves_with_path",
+    "merge",
+    "partition",
     "pformat",
     "pprint",
     "reduce",
@@ -114,6 +127,8 @@ __all__ = [
     "register_node",
     "setpath",
     "spec",
+    "split",
+    "state",
     "structure",
     "transpose",
     "traverse",

@@ -24,7 +24,8 @@ from containers._registry import (
     kind_of,
     label,
 )
-from containers._walk import MAX_FAST_DEPTH, cycle_error
+from containers._walk import MAX_FAST_DEPTH, UNSET, _Unset, cycle_error
+from containers.filters import Filter
 
 __all__ = [
     "Structure",
@@ -690,8 +691,18 @@ def unflatten(structure: Structure[Any], leaves: Sequence[Any], /) -> Any:
     return structure.unflatten(leaves)
 
 
-def leaves(tree: Any, /, *, is_leaf: IsLeaf = None, none_is_leaf: bool = False) -> list[Any]:
+def leaves(
+    tree: Any,
+    /,
+    *,
+    is_leaf: IsLeaf = None,
+    none_is_leaf: bool = False,
+    where: Filter | _Unset = UNSET,
+) -> list[Any]:
     """Return the leaves of ``tree`` in flatten order.
+
+    ``where=filter`` (``containers.filters``) keeps only the leaves that match it,
+    called with each leaf's key path.
 
     Examples:
         >>> import containers as ct
@@ -699,10 +710,16 @@ def leaves(tree: Any, /, *, is_leaf: IsLeaf = None, none_is_leaf: bool = False) 
         [0, 1, 2]
         >>> ct.leaves([(1, 2), 3], is_leaf=lambda v: isinstance(v, tuple))
         [(1, 2), 3]
+        >>> ct.leaves({"w": 1.0, "n": 2}, where=float)
+        [1.0]
 
     Raises:
         StructureError: The tree contains a reference cycle.
     """
+    if where is not UNSET:
+        from containers._split import leaves_where  # _split is a later stage
+
+        return leaves_where(tree, where, is_leaf, none_is_leaf)
     return _flatten(tree, is_leaf, none_is_leaf, "leaves", None)
 
 

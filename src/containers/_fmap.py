@@ -50,6 +50,7 @@ from containers._walk import (
     execute,
     map_tree,
 )
+from containers.filters import Filter
 
 __all__ = ["fcollect", "fmap", "fmap_with_path", "fmapstructure"]
 
@@ -522,6 +523,7 @@ def fmap(
     walk: Walk | None = ...,
     cache: bool = ...,
     prune: Any = ...,
+    where: Filter = ...,
 ) -> Any: ...
 
 
@@ -535,6 +537,7 @@ def fmap(
     walk: Walk | None = ...,
     cache: bool = ...,
     prune: Any = ...,
+    where: Filter = ...,
 ) -> Any: ...
 
 
@@ -547,6 +550,7 @@ def fmap(
     walk: Walk | None = None,
     cache: bool = True,
     prune: Any = UNSET,
+    where: Any = UNSET,
 ) -> Any:
     """Map ``f`` over the leaves of ``tree``, keeping its structure and types.
 
@@ -563,6 +567,10 @@ def fmap(
     mapped once by identity, so shared objects stay shared; values (numbers, strings,
     tuples, frozen containers) are not cached. ``cache=False`` turns this off;
     ``prune=v`` replaces every repeat of a cached object with ``v``.
+
+    ``where=filter`` (``containers.filters``) maps only the leaves that match it,
+    called with each leaf's key path; the others stay as they are. A shared object is
+    mapped (or kept) as at its first occurrence; ``cache=False`` decides per path.
 
     A node's children are read as they are mapped, as in a comprehension, so ``f``
     must not add or remove children of the tree it maps: Python then raises
@@ -581,6 +589,8 @@ def fmap(
         True
         >>> ct.fmap(str, [1, (2, 3)], exclude=lambda v: isinstance(v, tuple))
         [1, '(2, 3)']
+        >>> ct.fmap(lambda v: -v, {"w": 1.0, "n": 2}, where=float)
+        {'w': -1.0, 'n': 2}
         >>> ct.fmap(lambda a, b: a + b, {"a": 1}, {"b": 2})
         Traceback (most recent call last):
         ...
@@ -594,6 +604,7 @@ def fmap(
         walk: A walk object to use instead of ``DefaultWalk``.
         cache: Map each mutable object once, keeping sharing.
         prune: Replacement for repeats of cached objects.
+        where: Map only the leaves this filter matches (not with ``exclude``/``walk``).
 
     Returns:
         The mapped tree.
@@ -602,6 +613,12 @@ def fmap(
         StructureError: Another tree lacks a node or key of the first, or the tree
             contains a reference cycle; the message names the path.
     """
+    if where is not UNSET:
+        from containers._split import fmap_where  # _split is a later stage
+
+        return fmap_where(
+            f, tree, rest, where, exclude is not isleaf or walk is not None, cache, prune
+        )
     memo: Memo | None = Memo() if cache else None
     if walk is not None:
         step: Walk = ExcludeWalk(walk, f, exclude)

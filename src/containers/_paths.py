@@ -29,19 +29,28 @@ __all__ = [
 class AttrKey:
     """The key of a named field: a container field or a namedtuple field.
 
+    ``tags`` are the tags the field was declared with (``ct.field(tags=...)``); the
+    keys of a declared container carry them, so that a path says which tagged fields
+    it passes through (``filters.WithTag``). They are not part of the key: ``==``,
+    ``hash`` and ``repr`` ignore them.
+
     Examples:
         >>> from containers import AttrKey, keystr
         >>> AttrKey("w")
         AttrKey('w')
         >>> keystr((AttrKey("layers"), AttrKey("w")))
         '.layers.w'
+        >>> AttrKey("w", tags=("param",)) == AttrKey("w")
+        True
     """
 
-    __slots__ = ("name",)
+    __slots__ = ("name", "tags")
     name: str
+    tags: tuple[str, ...]
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, tags: tuple[str, ...] = ()) -> None:
         object.__setattr__(self, "name", name)
+        object.__setattr__(self, "tags", tags)
 
     def __setattr__(self, attr: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
@@ -58,8 +67,8 @@ class AttrKey:
     def __str__(self) -> str:
         return f".{self.name}"
 
-    def __reduce__(self) -> tuple[type[AttrKey], tuple[str]]:
-        return (AttrKey, (self.name,))
+    def __reduce__(self) -> tuple[type[AttrKey], tuple[str] | tuple[str, tuple[str, ...]]]:
+        return (AttrKey, (self.name, self.tags) if self.tags else (self.name,))
 
     @property
     def raw(self) -> str:

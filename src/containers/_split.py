@@ -1,0 +1,453 @@
+"""Split and merge (Flax NNX), partition and combine (equinox): group leaves by filter.
+
+This stage is a client of flatten: ``split`` is one pass over ``flatten_with_path``'s
+``(path, leaf)`` pairs, ``merge`` is ``Structure.unflatten`` in path order. It never
+walks a tree itself (no recursion, cycle check or depth limit of its own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from operator import call
+from typing import Any, TypeAlias, TypeVar, overload
+
+from containers._errors import ContainerDefinitionError, StructureError
+from containers._flatten import Structure, flatten, flatten_with_path
+from containers._paths import KeyPath, where
+from containers._walk import Memo, map_tree
+from containers.filters import _EVERYTHING, Filter, FilterError, Predicate, to_predicate
+
+__all__ = ["MISSING", "Part", "combine", "merge", "partition", "split", "state"]
+
+T = TypeVar("T")
+
+#: One group of leaves: ``{path: leaf}`` in flatten order, keyed by the paths that
+#: ``flatten_with_path`` gives.
+Part: TypeAlias = dict[KeyPath, Any]
+
+
+class _Missing(enum.Enum):
+    MISSING = "MISSING"
+
+    def __repr__(self) -> str:
+        return "ct.MISSING"
+
+
+#: The placeholder ``partition`` puts where a leaf went to the other tree.
+MISSING = _Missing.MISSING
+
+#: How many unmatched or missing paths an error message lists.
+_SHOWN = 5
+
+
+def _check_order(op: str, filters: Sequence[Filter]) -> list[Predicate]:
+    """The predicates of ``filters``; ``...``/``True`` anywhere but last is an error."""
+    last = len(filters) - 1
+    for i, f in enumerate(filters):
+        if (f is ... or f is True) and i != last:
+            raise StructureError(
+                f"{op}: `{f!r}` matches every leaf, so it can only be the last filter, "
+                f"but it is filter {i} of {last + 1}: the filters after it would get "
+                f"nothing. Move it to the end."
+            )
+    return [to_predicate(f) for f in filters]
+
+
+def _pairs(op: str, tree: Any, **options: Any) -> tuple[list[tuple[KeyPath, Any]], Structure[Any]]:
+    """``flatten_with_path(tree)``, its errors naming ``op`` instead of flatten."""
+    try:
+        return flatten_with_path(tree, **options)
+    except (StructureError, ContainerDefinitionError) as err:
+        text = str(err)
+        if not text.startswith("flatten: "):
+            raise
+        text = f"{op}: {text[len('flatten: ') :]}"
+        if isinstance(err, StructureError):
+            raise StructureError(text, err.path) from None
+        raise ContainerDefinitionError(text) from None
+
+
+def _names(paths: Sequence[KeyPath]) -> str:
+    shown = ", ".join(where(p) for p in paths[:_SHOWN])
+    more = len(paths) - _SHOWN
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _group(
+    pairs: list[tuple[KeyPath, Any]], preds: list[Predicate]
+) -> tuple[list[Part], list[int], list[KeyPath]]:
+    """Send each pair to the first matching predicate's part.
+
+    Returns the parts, the part index of every leaf (-1: unmatched) and the unmatched
+    paths.
+    """
+    parts: list[Part] = [{} for _ in preds]
+    if len(preds) == 1 and preds[0] is _EVERYTHING:
+        parts[0] = dict(pairs)
+        return parts, [0] * len(pairs), []
+    rest: Part | None = None
+    if preds and preds[-1] is _EVERYTHING:  # the catch-all is not called per leaf
+        rest = parts[-1]
+        preds = preds[:-1]
+    tests = list(zip(preds, [p.__setitem__ for p in parts], range(len(preds))))
+    which: list[int] = []
+    mark = which.append
+    unmatched: list[KeyPath] = []
+    for path, leaf in pairs:
+        for test, put, j in tests:
+            if test(path, leaf):
+                put(path, leaf)
+                mark(j)
+                break
+        else:
+            if rest is not None:
+                rest[path] = leaf
+                mark(len(preds))
+            else:
+                unmatched.append(path)
+                mark(-1)
+    return parts, which, unmatched
+
+
+# The merge fast path: the parts split just made, for the Structure it returned. merge
+# then checks the parts' keys against them with list comparisons (C, and the path
+# tuples are the same objects) instead of hashing every path (benchmarks/split.py).
+# Keyed by the Structure's id, with the Structure held so that the id is not reused.
+_PLANS: dict[int, tuple[Structure[Any], list[int], list[list[KeyPath]]]] = {}
+_PLANS_MAX = 8
+
+
+def _remember(s: Structure[Any], which: list[int], parts: list[Part]) -> None:
+    if len(_PLANS) >= _PLANS_MAX:
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # another thread
+            del _PLANS[next(iter(_PLANS))]
+    _PLANS[id(s)] = (s, which, [list(p) for p in parts])
+
+
+@overload
+def split(tree: T, /) -> tuple[Structure[T], Part]: ...
+@overload
+def split(tree: T, f1: Filter, /) -> tuple[Structure[T], Part]: ...
+@overload
+def split(tree: T, f1: Filter, f2: Filter, /) -> tuple[Structure[T], Part, Part]: ...
+@overload
+def split(
+    tree: T, f1: Filter, f2: Filter, f3: Filter, /
+) -> tuple[Structure[T], Part, Part, Part]: ...
+@overload
+def split(
+    tree: T, f1: Filter, f2: Filter, f3: Filter, f4: Filter, /
+) -> tuple[Structure[T], Part, Part, Part, Part]: ...
+@overload
+def split(tree: T, /, *filters: Filter) -> tuple[Any, ...]: ...
+
+
+def split(tree: Any, /, *filters: Filter) -> tuple[Any, ...]:
+    """Split a tree into its structure and one flat part per filter (Flax NNX's ``split``).
+
+    Each leaf goes to the first filter that matches it (order matters: put the specific
+    filters first). A part is a ``dict`` from key path to leaf, in flatten order, keyed
+    by the paths ``flatten_with_path`` gives. Every leaf must match some filter: end
+    with ``...`` to take the rest. With no filters there is one part holding every
+    leaf. ``merge(structure, *parts)`` puts the tree back together.
+
+    Examples:
+        >>> import containers as ct
+        >>> @ct.container
+        ... class Layer:
+        ...     w: float = ct.field(tags=("param",))
+        ...     count: int = ct.field(tags=("batch_stats",))
+        >>> s, params, rest = ct.split([Layer(0.5, 3)], "param", ...)
+        >>> {ct.keystr(p): v for p, v in params.items()}
+        {'[0].w': 0.5}
+        >>> ct.merge(s, params, rest)
+        [Layer(w=0.5, count=3)]
+        >>> ct.split([Layer(0.5, 3)], "param")
+        Traceback (most recent call last):
+        ...
+        containers.StructureError: split: no filter matches the leaf at '[0].count'. Every leaf must go to a part: add a filter for it, or use `...` last to match the rest.
+
+    Args:
+        tree: Any tree.
+        *filters: Filters (see ``containers.filters``); ``...`` or ``True`` only last.
+
+    Returns:
+        ``(structure, *parts)``: one part per filter (one part if there are none).
+
+    Raises:
+        StructureError: A leaf matches no filter (the message names it), ``...`` or
+            ``True`` is not last, or the tree has a reference cycle.
+        FilterError: A filter is not a filter.
+    """
+    preds: list[Predicate] = _check_order("split", filters) if filters else [_EVERYTHING]
+    pairs, s = _pairs("split", tree)
+    parts, which, unmatched = _group(pairs, preds)
+    if unmatched:
+        n = len(unmatched)
+        leaf = f"the leaf at {_names(unmatched)}" if n == 1 else f"{n} leaves: {_names(unmatched)}"
+        raise StructureError(
+            f"split: no filter matches {leaf}. Every leaf must go to a part: add a filter "
+            f"for {'it' if n == 1 else 'them'}, or use `...` last to match the rest.",
+            unmatched[0],
+        )
+    _remember(s, which, parts)
+    return (s, *parts)
+
+
+@overload
+def state(tree: Any, /) -> Part: ...
+@overload
+def state(tree: Any, f1: Filter, /) -> Part: ...
+@overload
+def state(tree: Any, f1: Filter, f2: Filter, /, *more: Filter) -> tuple[Part, ...]: ...
+
+
+def state(tree: Any, /, *filters: Filter) -> Part | tuple[Part, ...]:
+    """Return the leaves that ``filters`` select, as flat parts (Flax NNX's ``state``).
+
+    Like ``split`` without the structure and without the requirement that every leaf
+    match: leaves no filter matches are left out. One filter (or none: every leaf)
+    gives one part; several give a tuple of parts, each leaf in the first that matches.
+
+    Examples:
+        >>> import containers as ct
+        >>> @ct.container
+        ... class Norm:
+        ...     scale: float = ct.field(tags=("param",))
+        ...     mean: float = ct.field(tags=("batch_stats",))
+        ...     steps: int = 0
+        >>> {ct.keystr(p): v for p, v in ct.state(Norm(1.0, 0.1), "param").items()}
+        {'.scale': 1.0}
+        >>> params, stats = ct.state(Norm(1.0, 0.1), "param", "batch_stats")
+        >>> list(stats.values())
+        [0.1]
+
+    Args:
+        tree: Any tree.
+        *filters: Filters; ``...`` or ``True`` only last.
+
+    Returns:
+        One part, or a tuple of parts for two or more filters.
+
+    Raises:
+        StructureError: ``...`` or ``True`` is not last, or the tree has a cycle.
+        FilterError: A filter is not a filter.
+    """
+    preds: list[Predicate] = _check_order("state", filters) if filters else [_EVERYTHING]
+    pairs, _ = _pairs("state", tree)
+    parts = _group(pairs, preds)[0]
+    return parts[0] if len(parts) == 1 else tuple(parts)
+
+
+def merge(structure: Structure[T], /, *parts: Mapping[KeyPath, Any]) -> T:
+    """Rebuild the tree that ``split`` took apart, from its structure and parts.
+
+    The parts together must hold exactly one leaf for every path of ``structure``; in
+    any order, and in any number of parts (the parts of ``state``, or parts edited or
+    built by hand, work too). Node types, kept fields and reset fields come from the
+    structure, as ``unflatten`` rebuilds them. A leaf shared by several paths is
+    shared again if the parts hold the same object there; nodes are rebuilt one per
+    path, as ``unflatten`` does (see docs/filters.md).
+
+    Examples:
+        >>> import containers as ct
+        >>> s, evens, odds = ct.split([0, 1, 2], lambda p, v: v % 2 == 0, ...)
+        >>> ct.merge(s, odds, {p: v * 10 for p, v in evens.items()})
+        [0, 1, 20]
+        >>> ct.merge(s, evens)
+        Traceback (most recent call last):
+        ...
+        containers.StructureError: merge: no part holds the leaf at '[1]'. The parts must hold one leaf for every path of the structure; pass every part split returned.
+
+    Args:
+        structure: The structure ``split`` returned (or any ``Structure``).
+        *parts: Mappings from key path to leaf.
+
+    Returns:
+        The rebuilt tree.
+
+    Raises:
+        StructureError: A path of the structure is in no part, a part holds a path the
+            structure does not have, or two parts hold the same path; the message
+            names the paths.
+    """
+    if not isinstance(structure, Structure):
+        raise StructureError(
+            f"merge: the first argument must be the Structure that split returned, got "
+            f"{type(structure).__qualname__}. Call merge(structure, *parts)."
+        )
+    plan = _PLANS.get(id(structure))
+    if plan is not None and plan[0] is structure and len(parts) == len(plan[2]):
+        leaves = _planned(plan[1], plan[2], parts)
+        if leaves is not None:
+            return structure.unflatten(leaves)  # type: ignore[no-any-return]
+    return structure.unflatten(_lookup(structure, parts))  # type: ignore[no-any-return]
+
+
+def _planned(
+    which: list[int], keys: list[list[KeyPath]], parts: Sequence[Mapping[KeyPath, Any]]
+) -> list[Any] | None:
+    """The leaves in flatten order if every part has the keys split gave it, else None."""
+    for part, expected in zip(parts, keys):
+        if type(part) is not dict or len(part) != len(expected) or list(part) != expected:
+            return None
+    if len(parts) == 1:
+        return list(parts[0].values())
+    nexts: list[Callable[[], Any]] = [iter(p.values()).__next__ for p in parts]
+    return list(map(call, map(nexts.__getitem__, which)))
+
+
+def _lookup(structure: Structure[Any], parts: Sequence[Mapping[KeyPath, Any]]) -> list[Any]:
+    """The leaves of ``parts`` in the order of ``structure.paths()``, checked."""
+    if len(parts) == 1:
+        merged = parts[0]
+    else:
+        merged = {}
+        for part in parts:
+            merged.update(part)
+        if len(merged) != sum(map(len, parts)):
+            owner: dict[KeyPath, int] = {}
+            for i, part in enumerate(parts):
+                for path in part:
+                    if path in owner:
+                        raise StructureError(
+                            f"merge: parts {owner[path]} and {i} both hold the leaf at "
+                            f"{where(path)}. Each path must be in one part only.",
+                            path,
+                        )
+                    owner[path] = i
+    paths = structure.paths()
+    try:
+        leaves = list(map(merged.__getitem__, paths))
+    except (KeyError, TypeError):
+        missing = [p for p in paths if p not in merged]
+        raise StructureError(
+            f"merge: no part holds the leaf at {_names(missing)}. The parts must hold one "
+            f"leaf for every path of the structure; pass every part split returned.",
+            missing[0],
+        ) from None
+    if len(merged) != len(paths):
+        known = set(paths)
+        extra = [p for p in merged if p not in known]
+        raise StructureError(
+            f"merge: the parts hold a leaf at {_names(extra)}, which the structure does "
+            f"not have. Pass the parts split returned with this structure, with their "
+            f"paths unchanged.",
+            extra[0],
+        )
+    return leaves
+
+
+def partition(tree: T, filter: Filter, /) -> tuple[T, T]:
+    """Split a tree in two trees of its structure: the matching leaves, and the others.
+
+    Each tree keeps the other's leaves' places with ``ct.MISSING`` (not ``None``, which
+    is a node with no leaves); ``combine`` puts them back together (equinox's
+    ``partition``/``combine``).
+
+    Examples:
+        >>> import containers as ct
+        >>> params, rest = ct.partition({"w": 1.0, "n": 3}, float)
+        >>> params, rest
+        ({'w': 1.0, 'n': ct.MISSING}, {'w': ct.MISSING, 'n': 3})
+        >>> ct.combine(params, rest)
+        {'w': 1.0, 'n': 3}
+
+    Args:
+        tree: Any tree.
+        filter: Which leaves go to the first tree.
+
+    Returns:
+        ``(matching, rest)``, both with ``tree``'s structure.
+
+    Raises:
+        FilterError: ``filter`` is not a filter.
+        StructureError: The tree has a reference cycle.
+    """
+    pred = to_predicate(filter)
+    pairs, s = _pairs("partition", tree)
+    hits = [pred(p, v) for p, v in pairs]
+    left = [v if hit else MISSING for (_, v), hit in zip(pairs, hits)]
+    right = [MISSING if hit else v for (_, v), hit in zip(pairs, hits)]
+    return s.unflatten(left), s.unflatten(right)
+
+
+def combine(*trees: T) -> T:
+    """Put trees of one structure back together: each leaf from the first tree that has it.
+
+    A leaf position takes the first value that is not ``ct.MISSING``, or stays
+    ``ct.MISSING`` if every tree has ``MISSING`` there.
+
+    Examples:
+        >>> import containers as ct
+        >>> ct.combine([1, ct.MISSING, ct.MISSING], [ct.MISSING, 2, ct.MISSING])
+        [1, 2, ct.MISSING]
+
+    Args:
+        *trees: Trees of one structure (``partition``'s results).
+
+    Returns:
+        The combined tree, with the first tree's structure.
+
+    Raises:
+        StructureError: No tree was given, or the trees' structures differ (the message
+            names the first place).
+    """
+    if not trees:
+        raise StructureError("combine: no trees given. Pass the trees partition returned.")
+    out, s = flatten(trees[0])
+    for i, other in enumerate(trees[1:], 1):
+        theirs, s_other = flatten(other)
+        if s_other != s:
+            s._up_to(other, f"combine: tree {i}")  # names the first difference
+            raise StructureError(
+                f"combine: tree {i} has more nodes than tree 0 (a node where tree 0 has "
+                f"a leaf). Pass trees of one structure, as partition returns them.",
+            )
+        for j, v in enumerate(out):
+            if v is MISSING:
+                out[j] = theirs[j]
+    return s.unflatten(out)  # type: ignore[no-any-return]
+
+
+def fmap_where(
+    f: Callable[..., Any],
+    tree: Any,
+    rest: Sequence[Any],
+    where: Filter,
+    custom: bool,
+    cache: bool,
+    prune: Any,
+) -> Any:
+    """``fmap(f, tree, *rest, where=where)``: the engine with paths, ``f`` on matching leaves.
+
+    Paths are built for leaves only (as ``flatten_with_path`` does), and the identity
+    cache keeps sharing as in ``fmap``.
+    """
+    if custom:
+        raise FilterError(
+            "fmap: where= cannot be combined with exclude= or walk=. where= maps the "
+            "leaves it matches; to map other values, put the test in exclude= instead."
+        )
+    pred = to_predicate(where)
+
+    def step(path: KeyPath, value: Any, *ys: Any) -> Any:
+        return f(value, *ys) if pred(path, value) else value
+
+    memo = Memo() if cache else None
+    try:
+        return map_tree(
+            step, tree, rest, exclude=None, cache=memo, prune=prune, with_path=True, op="fmap"
+        )
+    finally:
+        if memo is not None:
+            memo.clear()
+
+
+def leaves_where(tree: Any, where: Filter, is_leaf: Any, none_is_leaf: bool) -> list[Any]:
+    """``leaves(tree, where=where)``: the leaves of ``flatten_with_path`` that match."""
+    pred = to_predicate(where)
+    pairs = _pairs("leaves", tree, is_leaf=is_leaf, none_is_leaf=none_is_leaf)[0]
+    return [v for p, v in pairs if pred(p, v)]

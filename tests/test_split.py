@@ -1,0 +1,571 @@
+"""split / merge / state (Flax NNX), partition / combine (equinox), and the where= option
+of fmap and leaves: grouping rules, errors, round trips, sharing, depth and cycles."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections import OrderedDict, defaultdict, namedtuple
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import containers as ct
+from containers import _split
+from containers.filters import All, FilterError, Not, OfType, PathContains, to_predicate
+
+Point = namedtuple("Point", ["x", "y"])
+
+
+@ct.container(children=["w", "b", "count"], keep=["name"])
+class Layer:
+    w: Any = ct.field(tags=("param",))
+    b: Any = ct.field(tags=("param",))
+    count: Any = ct.field(default=0, tags=("batch_stats",))
+    name: str = "layer"
+    calls: int = 0  # reset: rebuilt objects get 0
+
+
+@ct.container(children=["layers", "extra"])
+class Model:
+    layers: list[Any]
+    extra: Any = None
+    scale: float = 1.0  # kept
+
+
+def model() -> Model:
+    layers = [
+        Layer(np.full(2, i, "float32"), np.ones(2, "float32"), np.zeros(1), f"l{i}", calls=5)
+        for i in range(3)
+    ]
+    return Model(layers, extra={"z": 1, "a": (2, None, [])}, scale=0.5)
+
+
+def keystrs(part: dict[Any, Any]) -> list[str]:
+    return [ct.keystr(p) for p in part]
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal structures and equal leaves (arrays by content and dtype, others by type)."""
+    la, sa = ct.flatten(a)
+    lb, sb = ct.flatten(b)
+    if sa != sb:
+        return False
+    for x, y in zip(la, lb):
+        if isinstance(x, np.ndarray):
+            if not (isinstance(y, np.ndarray) and x.dtype == y.dtype and np.array_equal(x, y)):
+                return False
+        elif type(x) is not type(y) or x != y:
+            return False
+    return True
+
+
+# --- split --------------------------------------------------------------------------------
+
+
+def test_split_groups_leaves_by_tag_keyed_by_flatten_with_path_paths():
+    """Each part maps the paths flatten_with_path gives to the leaves, in flatten order."""
+    m = model()
+    s, params, stats, rest = ct.split(m, "param", "batch_stats", ...)
+    pairs, structure = ct.flatten_with_path(m)
+    assert s == structure
+    assert keystrs(params) == [f".layers[{i}].{f}" for i in range(3) for f in ("w", "b")]
+    assert keystrs(stats) == [f".layers[{i}].count" for i in range(3)]
+    assert keystrs(rest) == [".extra['a'][0]", ".extra['z']"]
+    assert {**params, **stats, **rest} == dict(pairs)
+    assert params[ct.AttrKey("layers"), ct.IndexKey(1), ct.AttrKey("w")] is m.layers[1].w
+
+
+def test_first_matching_filter_wins():
+    """Order matters: a leaf goes to the first filter that matches (NNX's SpecialParam)."""
+    tree = {"a": 1, "b": True}
+    _, ints, bools = ct.split(tree, int, bool)
+    assert (keystrs(ints), bools) == (["['a']", "['b']"], {})
+    _, bools, ints = ct.split(tree, bool, int)
+    assert (keystrs(bools), keystrs(ints)) == (["['b']"], ["['a']"])
+
+
+def test_unmatched_leaves_are_named_with_the_fix():
+    """A leaf no filter matches is an error naming its path and saying to end with `...`."""
+    with pytest.raises(
+        ct.StructureError,
+        match=r"^split: no filter matches the leaf at '\.layers\[0\]\.count'\. Every leaf "
+        r"must go to a part: add a filter for it, or use `\.\.\.` last to match the rest\.$",
+    ):
+        ct.split(Model([model().layers[0]]), "param")
+
+
+def test_many_unmatched_leaves_are_counted_and_the_first_five_named():
+    """With many unmatched leaves the message counts them and names the first five."""
+    with pytest.raises(
+        ct.StructureError, match=r"no filter matches 8 leaves: '\[0\]', '\[1\]'"
+    ) as e:
+        ct.split(list(range(8)), str)
+    assert "'[4]' and 3 more. Every leaf must go to a part: add a filter for them" in str(e.value)
+    assert e.value.path == (ct.IndexKey(0),)
+
+
+@pytest.mark.parametrize("catch_all", [..., True])
+@pytest.mark.parametrize("op", [ct.split, ct.state])
+def test_catch_all_only_last(op, catch_all):
+    """`...` or True anywhere but last is refused, naming its position."""
+    with pytest.raises(
+        ct.StructureError,
+        match=rf"^{op.__name__}: `{catch_all!r}` matches every leaf, so it can only be the last "
+        r"filter, but it is filter 0 of 2: the filters after it would get nothing\. Move it",
+    ):
+        op([1], catch_all, int)
+
+
+def test_only_the_real_true_counts():
+    """1 is not True: it is refused as a filter, last or not."""
+    with pytest.raises(FilterError, match=r"^1 \(an int\) is not a filter"):
+        ct.split([1], int, 1)
+    with pytest.raises(FilterError, match=r"^1 \(an int\) is not a filter"):
+        ct.split([1], 1, int)
+    _, ones, rest = ct.split([1, "a"], int, True)
+    assert (list(ones.values()), list(rest.values())) == ([1], ["a"])
+
+
+def test_split_without_filters_gives_one_part_with_every_leaf():
+    """No filters: one part holding every leaf."""
+    s, everything = ct.split({"a": [1, 2]})
+    assert list(everything.values()) == [1, 2]
+    assert ct.merge(s, everything) == {"a": [1, 2]}
+
+
+def test_a_leaf_is_split_at_the_empty_path():
+    """A tree that is a leaf has one part entry at the root path ()."""
+    s, part = ct.split(42, ...)
+    assert part == {(): 42}
+    assert ct.merge(s, {(): 43}) == 43
+
+
+def test_trees_without_leaves_split_into_empty_parts():
+    """Empty containers and None have no leaves: every part is empty, merge rebuilds them."""
+    tree = {"a": [], "b": None, "c": ()}
+    s, p, rest = ct.split(tree, "param", ...)
+    assert (p, rest) == ({}, {})
+    assert ct.merge(s, p, rest) == tree
+
+
+# --- merge --------------------------------------------------------------------------------
+
+
+def test_merge_rebuilds_the_exact_tree():
+    """Types, kept fields, reset defaults, dict insertion order and leaves come back."""
+    m = model()
+    s, params, rest = ct.split(m, "param", ...)
+    out = ct.merge(s, params, rest)
+    assert same(out, m)
+    assert type(out) is Model and out.scale == 0.5
+    assert [layer.name for layer in out.layers] == ["l0", "l1", "l2"]
+    assert [layer.calls for layer in out.layers] == [0, 0, 0]  # reset fields get defaults
+    assert list(out.extra) == ["z", "a"]
+    assert all(a is b for a, b in zip(ct.leaves(out), ct.leaves(m)))
+
+
+def test_merge_accepts_parts_in_any_order_and_edited_values():
+    """Parts can come in any order, with new values (an optimizer step)."""
+    m = model()
+    s, params, rest = ct.split(m, "param", ...)
+    stepped = {p: v - 1 for p, v in params.items()}
+    out = ct.merge(s, rest, stepped)
+    assert np.array_equal(out.layers[2].w, m.layers[2].w - 1)
+    assert out.layers[2].count is m.layers[2].count
+
+
+def test_merge_takes_a_fresh_structure_and_hand_built_parts():
+    """Any Structure and any mappings from path to leaf work, not only split's objects."""
+    tree = {"a": [1, 2], "b": Point(3, 4)}
+    parts = [dict(reversed(ct.leaves_with_path(tree)[:2])), dict(ct.leaves_with_path(tree)[2:])]
+    assert ct.merge(ct.structure(tree), *parts) == tree
+    assert ct.merge(ct.structure(tree), OrderedDict(ct.leaves_with_path(tree))) == tree
+
+
+def test_merge_names_a_missing_path():
+    """A path of the structure that no part holds is named."""
+    s, evens, _ = ct.split([0, 1, 2], lambda p, v: v % 2 == 0, ...)
+    with pytest.raises(
+        ct.StructureError,
+        match=r"^merge: no part holds the leaf at '\[1\]'\. The parts must hold one leaf for "
+        r"every path of the structure; pass every part split returned\.$",
+    ) as e:
+        ct.merge(s, evens)
+    assert e.value.path == (ct.IndexKey(1),)
+
+
+def test_merge_names_an_extra_path():
+    """A path that the structure does not have is named."""
+    s, part = ct.split([0, 1])
+    with pytest.raises(
+        ct.StructureError,
+        match=r"^merge: the parts hold a leaf at '\[5\]', which the structure does not have\.",
+    ):
+        ct.merge(s, {**part, (ct.IndexKey(5),): 9})
+
+
+def test_merge_names_a_path_held_by_two_parts():
+    """Two parts holding one path is an error naming it."""
+    s, a, _ = ct.split([0, 1], int, ...)
+    with pytest.raises(
+        ct.StructureError,
+        match=r"^merge: parts 0 and 1 both hold the leaf at '\[0\]'\. Each path must be in",
+    ):
+        ct.merge(s, a, {(ct.IndexKey(0),): 5})
+
+
+def test_merge_refuses_a_non_structure():
+    """The first argument must be a Structure."""
+    with pytest.raises(
+        ct.StructureError, match=r"^merge: the first argument must be the Structure"
+    ):
+        ct.merge({"a": 1}, {})  # type: ignore[arg-type]
+
+
+def test_merge_fast_path_checks_the_keys():
+    """Parts with split's keys but one key changed still go through the checked lookup."""
+    s, a, b = ct.split([0, 1, 2], int, ...)
+    renamed = {(ct.IndexKey(7) if p == (ct.IndexKey(2),) else p): v for p, v in a.items()}
+    with pytest.raises(ct.StructureError, match=r"no part holds the leaf at '\[2\]'"):
+        ct.merge(s, renamed, b)
+
+
+def test_merge_remembers_only_a_few_structures():
+    """The plans split keeps for merge are bounded, and merge still works past them."""
+    results = [ct.split([i, i + 1], int, ...) for i in range(20)]
+    assert len(_split._PLANS) <= _split._PLANS_MAX
+    assert [ct.merge(*r) for r in results] == [[i, i + 1] for i in range(20)]
+
+
+def test_shared_leaves_stay_shared_and_shared_nodes_do_not():
+    """A leaf at two paths is one object again; a node at two paths comes back as two
+    (flatten records no node identity, as in JAX)."""
+    arr = np.zeros(3)
+    inner = [arr]
+    tree = {"a": inner, "b": inner}
+    s, part = ct.split(tree, ...)
+    assert keystrs(part) == ["['a'][0]", "['b'][0]"]
+    out = ct.merge(s, part)
+    assert out["a"][0] is out["b"][0] is arr
+    assert out["a"] is not out["b"]
+
+
+# --- state --------------------------------------------------------------------------------
+
+
+def test_state_drops_unmatched_leaves():
+    """state needs no catch-all: leaves no filter matches are left out."""
+    m = model()
+    params = ct.state(m, "param")
+    assert keystrs(params) == [f".layers[{i}].{f}" for i in range(3) for f in ("w", "b")]
+    params2, stats = ct.state(m, "param", "batch_stats")
+    assert params2 == params
+    assert keystrs(stats) == [f".layers[{i}].count" for i in range(3)]
+    assert len(ct.state(m)) == 11
+
+
+def test_state_parts_merge_with_split_structures():
+    """state's parts are split's parts: they merge with the structure."""
+    m = model()
+    s = ct.structure(m)
+    assert same(ct.merge(s, *ct.state(m, "param", ...)), m)
+
+
+# --- partition and combine ----------------------------------------------------------------
+
+
+def test_partition_and_combine_round_trip_with_missing():
+    """partition puts ct.MISSING in the other tree's places; combine restores the tree."""
+    m = model()
+    params, rest = ct.partition(m, "param")
+    assert params.layers[0].count is ct.MISSING and rest.layers[0].w is ct.MISSING
+    assert params.extra == {"z": ct.MISSING, "a": (ct.MISSING, None, [])}
+    assert params.layers[0].name == "l0" and params.scale == 0.5
+    assert same(ct.combine(params, rest), m)
+
+
+def test_combine_takes_the_first_value_that_is_not_missing():
+    """Each place takes its value from the first tree that has one."""
+    a = [1, ct.MISSING, ct.MISSING]
+    b = [ct.MISSING, 2, ct.MISSING]
+    c = [9, 9, 9]
+    assert ct.combine(a, b, c) == [1, 2, 9]
+    assert ct.combine(a, b) == [1, 2, ct.MISSING]
+
+
+def test_combine_names_where_structures_differ():
+    """Trees of other structures are refused with the first difference named."""
+    with pytest.raises(ct.StructureError, match=r"^combine: tree 1: the tree does not match"):
+        ct.combine({"a": [1]}, {"a": (2,)})
+    with pytest.raises(ct.StructureError, match=r"^combine: tree 1 has more nodes than tree 0"):
+        ct.combine({"a": ct.MISSING}, {"a": [1]})
+    with pytest.raises(ct.StructureError, match=r"^combine: no trees given"):
+        ct.combine()
+
+
+def test_missing_is_a_one_member_enum_with_a_clear_repr():
+    """ct.MISSING is the only member of its enum, prints as ct.MISSING and is a leaf."""
+    assert list(type(ct.MISSING)) == [ct.MISSING]
+    assert repr(ct.MISSING) == "ct.MISSING"
+    assert ct.isleaf(ct.MISSING)
+
+
+# --- where= -------------------------------------------------------------------------------
+
+
+def test_fmap_where_maps_only_matching_leaves():
+    """Leaves the filter does not match stay as they are (the same objects)."""
+    m = model()
+    out = ct.fmap(lambda v: v * 10, m, where="param")
+    assert np.array_equal(out.layers[1].w, m.layers[1].w * 10)
+    assert out.layers[1].count is m.layers[1].count
+    assert out.extra == m.extra and out.scale == 0.5
+
+
+def test_fmap_where_keeps_sharing():
+    """A shared array is mapped once and stays shared (fmap's identity cache)."""
+    arr = np.ones(2)
+    calls = []
+
+    def double(v):
+        calls.append(v)
+        return v * 2
+
+    out = ct.fmap(double, {"a": arr, "b": arr, "c": 1}, where=np.ndarray)
+    assert out["a"] is out["b"]
+    assert len(calls) == 1 and out["c"] == 1
+
+
+def test_fmap_where_with_several_trees():
+    """Other trees are read in parallel, as in fmap."""
+    out = ct.fmap(lambda a, b: a + b, {"x": 1.0, "n": 2}, {"x": 0.5, "n": 100}, where=float)
+    assert out == {"x": 1.5, "n": 2}
+
+
+def test_fmap_where_none_maps_nothing():
+    """where=None is the filter Nothing: no leaf is mapped."""
+    assert ct.fmap(lambda v: v + 1, [1, 2], where=None) == [1, 2]
+
+
+def test_fmap_where_refuses_exclude_and_walk():
+    """where= cannot be combined with exclude= or walk=."""
+    with pytest.raises(FilterError, match=r"^fmap: where= cannot be combined with exclude="):
+        ct.fmap(str, [1], where=int, exclude=lambda v: True)
+    with pytest.raises(FilterError, match=r"^fmap: where= cannot be combined"):
+        ct.fmap(str, [1], where=int, walk=ct.DefaultWalk())
+
+
+def test_leaves_where():
+    """leaves(where=) returns the matching leaves in flatten order."""
+    m = model()
+    assert ct.leaves(m, where="batch_stats") == [layer.count for layer in m.layers]
+    assert ct.leaves([1, None, 2], where=..., none_is_leaf=True) == [1, None, 2]
+
+
+def test_a_bad_filter_is_refused_by_every_operation():
+    """split, state, partition, fmap and leaves all refuse a value that is not a filter."""
+    for call in (
+        lambda: ct.split([1], 2.5),
+        lambda: ct.state([1], 2.5),
+        lambda: ct.partition([1], 2.5),
+        lambda: ct.fmap(str, [1], where=2.5),
+        lambda: ct.leaves([1], where=2.5),
+    ):
+        with pytest.raises(FilterError, match=r"^2\.5 \(a float\) is not a filter"):
+            call()
+
+
+# --- depth and cycles ---------------------------------------------------------------------
+
+DEPTH = 100_000
+
+
+def nest(depth: int, leaf: Any) -> Any:
+    tree = leaf
+    for _ in range(depth):
+        tree = [tree]
+    return tree
+
+
+def unnest(tree: Any) -> tuple[int, Any]:
+    depth = 0
+    while isinstance(tree, list):
+        tree, depth = tree[0], depth + 1
+    return depth, tree
+
+
+def test_depth_100_000():
+    """split, merge, state, partition, combine and where= handle 100,000 levels."""
+    deep = nest(DEPTH, 1)
+    s, ints, rest = ct.split(deep, int, ...)
+    ((path, leaf),) = ints.items()
+    assert (len(path), leaf, rest) == (DEPTH, 1, {})
+    assert unnest(ct.merge(s, {path: 2})) == (DEPTH, 2)
+    assert list(ct.state(deep, PathContains(0)).values()) == [1]
+    left, right = ct.partition(deep, str)
+    assert unnest(ct.combine(right, left)) == (DEPTH, 1)
+    assert unnest(ct.fmap(lambda v: v + 1, deep, where=int)) == (DEPTH, 2)
+    assert ct.leaves(deep, where=int) == [1]
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda t: ct.split(t, ...),
+        lambda t: ct.state(t, int),
+        lambda t: ct.partition(t, int),
+        lambda t: ct.fmap(str, t, where=int),
+        lambda t: ct.leaves(t, where=int),
+    ],
+    ids=["split", "state", "partition", "fmap_where", "leaves_where"],
+)
+def test_a_cycle_is_a_structure_error_naming_its_place(op):
+    """A list that contains itself is reported with both places, never a hang."""
+    cyclic: list[Any] = [1, {"k": []}]
+    cyclic[1]["k"].append(cyclic)
+    with pytest.raises(
+        ct.StructureError,
+        match=r"^(split|state|partition|fmap|leaves): the tree has a reference cycle: the object "
+        r"at \"\[1\]\['k'\]\[0\]\" is the same object as its ancestor at the root\.",
+    ):
+        op(cyclic)
+
+
+# --- properties ---------------------------------------------------------------------------
+
+_serial = itertools.count()
+TAGS = ("a", "b")
+
+
+@st.composite
+def tagged_classes(draw: st.DrawFn) -> type:
+    """A fresh container class whose fields carry random tags (some kept, some reset)."""
+    n = draw(st.integers(1, 3))
+    fields = []
+    for i in range(n):
+        tags = tuple(draw(st.lists(st.sampled_from(TAGS), max_size=2, unique=True)))
+        fields.append((f"f{i}", Any, ct.field(default=None, tags=tags)))
+    fields.append(("kept", Any, dataclasses.field(default="k")))
+    fields.append(("reset", Any, dataclasses.field(default="r")))
+    cls = dataclasses.make_dataclass(f"Tagged{next(_serial)}", fields, frozen=draw(st.booleans()))
+    return ct.container(children=[f"f{i}" for i in range(n)], keep=["kept"])(cls)
+
+
+leaf_values = st.one_of(
+    st.integers(-3, 3),
+    st.floats(allow_nan=False, width=32),
+    st.text(max_size=2),
+    st.builds(lambda n: np.arange(n, dtype="float32"), st.integers(0, 2)),
+)
+
+
+@st.composite
+def tagged_trees(draw: st.DrawFn) -> Any:
+    classes = draw(st.lists(tagged_classes(), min_size=1, max_size=2))
+
+    def instance(cls: type, d: st.DrawFn, child: st.SearchStrategy[Any]) -> Any:
+        spec = ct.spec(cls)
+        return cls(**{f: d(child) for f in spec.children}, kept=d(st.integers()))
+
+    def extend(child: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+        return st.one_of(
+            st.lists(child, max_size=3),
+            st.lists(child, max_size=3).map(tuple),
+            st.dictionaries(st.text(max_size=2), child, max_size=3),
+            st.builds(Point, child, child),
+            st.sampled_from(classes).flatmap(
+                lambda cls: st.composite(lambda d: instance(cls, d, child))()
+            ),
+        )
+
+    return draw(st.recursive(leaf_values, extend, max_leaves=12))
+
+
+filter_pool = st.sampled_from(
+    [
+        int,
+        float,
+        str,
+        np.ndarray,
+        "a",
+        "b",
+        None,
+        False,
+        PathContains(0),
+        PathContains("f1"),
+        Not("a"),
+        All("b", float),
+        (str, "a"),
+        lambda p, v: len(p) > 2,
+    ]
+)
+filter_sets = st.lists(filter_pool, max_size=4)
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(tagged_trees(), filter_sets, st.booleans())
+def test_split_then_merge_is_the_identity(tree, filters, fresh_structure):
+    """For every filter set ending in `...`, merge(split(tree)) rebuilds the tree, with
+    split's structure or a fresh one, and the parts partition flatten_with_path."""
+    s, *parts = ct.split(tree, *filters, ...)
+    assert len(parts) == len(filters) + 1
+    pairs = ct.leaves_with_path(tree)
+    assert sum(map(len, parts)) == len(pairs)
+    preds = [to_predicate(f) for f in filters]
+    for path, leaf in pairs:
+        first = next((i for i, p in enumerate(preds) if p(path, leaf)), len(preds))
+        assert parts[first][path] is leaf
+    structure = ct.structure(tree) if fresh_structure else s
+    out = ct.merge(structure, *parts[::-1] if fresh_structure else parts)
+    assert same(out, tree)
+    assert ct.flatten(out)[1] == ct.flatten(tree)[1]
+
+
+@SETTINGS
+@given(tagged_trees(), filter_pool)
+def test_where_equals_filtering_flatten_with_path_by_hand(tree, filter_):
+    """leaves(where=) and fmap(where=) agree with a loop over flatten_with_path."""
+    pred = to_predicate(filter_)
+    pairs, s = ct.flatten_with_path(tree)
+    assert [id(v) for v in ct.leaves(tree, where=filter_)] == [
+        id(v) for p, v in pairs if pred(p, v)
+    ]
+    mapped = ct.fmap(lambda v: ("mapped", v), tree, where=filter_, cache=False)
+    expected = s.unflatten([("mapped", v) if pred(p, v) else v for p, v in pairs])
+    assert ct.flatten(mapped)[1] == ct.flatten(expected)[1]
+    assert all(
+        (a is b) or (type(a) is tuple and a[0] == "mapped" and a[1] is b[1])
+        for a, b in zip(ct.leaves(mapped), ct.leaves(expected))
+    )
+
+
+@SETTINGS
+@given(tagged_trees(), filter_pool)
+def test_partition_then_combine_is_the_identity(tree, filter_):
+    """combine(*partition(tree, f)) rebuilds the tree and each side holds its leaves."""
+    left, right = ct.partition(tree, filter_)
+    pred = to_predicate(filter_)
+    pairs = ct.leaves_with_path(tree)
+    assert [v is not ct.MISSING for v in ct.leaves(left)] == [pred(p, v) for p, v in pairs]
+    assert same(ct.combine(left, right), tree)
+
+
+def test_defaultdict_and_ordereddict_survive_split_and_merge():
+    """Node types with their own aux (default factory, key order) are rebuilt."""
+    tree = {"d": defaultdict(list, {"b": 1, "a": 2}), "o": OrderedDict([("z", 1), ("y", 2)])}
+    s, ints = ct.split(tree, int)
+    out = ct.merge(s, ints)
+    assert type(out["d"]) is defaultdict and out["d"].default_factory is list
+    assert list(out["o"]) == ["z", "y"] and out == tree
+
+
+def test_of_type_filters_split_arrays_from_scalars():
+    """A type filter sends arrays one way and scalars the other."""
+    _, arrays, scalars = ct.split(model(), OfType(np.ndarray), ...)
+    assert len(arrays) == 9 and list(scalars.values()) == [2, 1]
