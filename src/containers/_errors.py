@@ -20,6 +20,8 @@ __all__ = [
     "SchemaError",
     "SerializationError",
     "StructureError",
+    "StructureKeyError",
+    "StructureTypeError",
     "UnknownTypeError",
     "VersionError",
     "did_you_mean",
@@ -45,6 +47,19 @@ class StructureError(ContainersError, ValueError):
     def __init__(self, message: str, path: tuple[Any, ...] | None = None) -> None:
         super().__init__(message)
         self.path = path
+
+
+class StructureKeyError(StructureError, KeyError):
+    """Nodes that must have the same keys do not (``treelize``'s strict mode); also a
+    ``KeyError``, the error treevalue users catch."""
+
+    def __str__(self) -> str:  # KeyError's __str__ would show the message quoted
+        return str(self.args[0]) if self.args else ""
+
+
+class StructureTypeError(StructureError, TypeError):
+    """A leaf stands where a node is needed (``treelize`` with ``inherit=False``); also
+    a ``TypeError``, the error treevalue users catch."""
 
 
 class SerializationError(ContainersError, ValueError):
