@@ -1,0 +1,162 @@
+"""The optree adapter: containers as optree pytrees, in any namespace.
+
+This stage translates node kinds into ``optree.register_pytree_node`` calls; it
+imports optree only when ``register_optree`` runs and never traverses a tree.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from containers._errors import ContainerDefinitionError, type_name
+from containers._registry import NodeKind
+from containers.interop._common import Subscription, kept_values_type
+
+__all__ = ["optree_functions", "register_optree"]
+
+_ENTRY_TYPE: list[Any] = []
+
+
+def _key_entry_type(optree: Any) -> Any:
+    """The path entry type of ``register_node`` classes: each key rendered as ct does."""
+    if not _ENTRY_TYPE:
+
+        class KeyEntry(optree.PyTreeEntry):  # type: ignore[misc]
+            """A child of a ``register_node`` class: ``.name`` for a field, ``[k]`` else."""
+
+            __slots__ = ()
+
+            def __call__(self, obj: Any, /) -> Any:
+                entry = self.entry
+                if isinstance(entry, str) and entry.isidentifier():
+                    return getattr(obj, entry)
+                return obj[entry]
+
+            def codify(self, /, node: str = "") -> str:
+                entry = self.entry
+                if isinstance(entry, str) and entry.isidentifier():
+                    return f"{node}.{entry}"
+                return f"{node}[{entry!r}]"
+
+        _ENTRY_TYPE.append(KeyEntry)
+    return _ENTRY_TYPE[0]
+
+
+def optree_functions(kind: NodeKind, optree: Any) -> tuple[Any, Any, Any]:
+    """``(flatten, unflatten, path_entry_type)`` of one kind, for optree.
+
+    ``flatten`` gives optree's triple ``(children, metadata, entries)``: the field
+    names of a declared container (``GetAttrEntry``), the raw keys of a
+    ``register_node`` class. Metadata is what ``jax_functions`` uses as aux data.
+    """
+    spec = kind.spec
+    if spec is not None:
+        generated = kind.flatten
+        entries = spec.children
+        if spec.keep:
+            kept_type = kept_values_type(spec, "optree")
+
+            def flatten(x: Any) -> tuple[Sequence[Any], Any, Sequence[Any]]:
+                children, kept = generated(x)
+                return children, kept_type(kept), entries
+        else:
+
+            def flatten(x: Any) -> tuple[Sequence[Any], Any, Sequence[Any]]:
+                children, kept = generated(x)
+                return children, kept, entries
+
+        return flatten, kind.unflatten, optree.GetAttrEntry
+
+    node_flatten, node_keys = kind.flatten, kind.keys
+
+    def custom_flatten(x: Any) -> tuple[Sequence[Any], Any, Sequence[Any]]:
+        children, aux = node_flatten(x)
+        return children, aux, [k.raw for k in node_keys(aux, len(children))]
+
+    return custom_flatten, kind.unflatten, _key_entry_type(optree)
+
+
+def _adder(namespace: str) -> Any:
+    def add(kind: NodeKind) -> None:
+        optree = importlib.import_module("optree")
+        target: Any = namespace
+        if namespace == "":
+            target = getattr(importlib.import_module("optree.registry"), "__GLOBAL_NAMESPACE")
+        flatten, unflatten, entry_type = optree_functions(kind, optree)
+        try:
+            with warnings.catch_warnings():
+                # Overriding optree's namedtuple handling is the point of ct.register
+                # on a namedtuple (children= and keep= may differ from its fields).
+                warnings.filterwarnings("ignore", "PyTree type .* is a subclass of")
+                optree.register_pytree_node(
+                    kind.type, flatten, unflatten, path_entry_type=entry_type, namespace=target
+                )
+        except ValueError as e:
+            if "already registered" not in str(e):
+                raise
+            where = f"namespace {namespace!r}" if namespace else "the global namespace"
+            warnings.warn(
+                f"register_optree: {type_name(kind.type)!r} is already registered with "
+                f"optree in {where} by other code, and that registration stays: optree "
+                f"flattens {type_name(kind.type)} as that code says, not as its "
+                f"containers declaration. Remove the other registration to use the "
+                f"declaration.",
+                stacklevel=2,
+            )
+
+    return add
+
+
+_NAMESPACES: dict[str, Subscription] = {}
+_LOCK = threading.Lock()
+
+
+def register_optree(namespace: str = "") -> None:
+    """Make every container an optree pytree, present and future, in ``namespace``.
+
+    Registers each declared container (and each class given to ``register`` or
+    ``register_node``) with ``optree.register_pytree_node``: the declared children
+    in order, with their field names as path entries (``GetAttrEntry``, so
+    accessors render ``.layers[0].w``), the kept values as metadata, rebuilt as
+    ``ct.unflatten`` does. ``namespace=""`` registers globally, so every optree call
+    sees containers; another name registers only for calls made with
+    ``namespace=that name``. Each namespace is registered once: calling again does
+    nothing. optree is imported here, not by ``import containers``.
+
+    Examples:
+        >>> import pytest
+        >>> optree = pytest.importorskip("optree")
+        >>> import containers as ct
+        >>> from containers.interop import register_optree
+        >>> register_optree(namespace="demo")
+        >>> @ct.container
+        ... class Pair:
+        ...     a: int
+        ...     b: int
+        >>> optree.tree_flatten_with_path(Pair(1, 2), namespace="demo")[:2]
+        ([('a',), ('b',)], [1, 2])
+        >>> optree.tree_map(lambda v: v * 10, Pair(1, 2), namespace="demo")
+        Pair(a=10, b=20)
+
+    Args:
+        namespace: optree's registry namespace; ``""`` (the default) is global.
+
+    Raises:
+        ContainerDefinitionError: ``namespace`` is not a string.
+        ImportError: optree is not installed.
+    """
+    if not isinstance(namespace, str):
+        raise ContainerDefinitionError(
+            f"register_optree(namespace=...) takes a string, got {namespace!r}: pass "
+            f'"" for the global namespace or the name your optree calls use.'
+        )
+    importlib.import_module("optree")
+    with _LOCK:
+        subscription = _NAMESPACES.get(namespace)
+        if subscription is None:
+            subscription = _NAMESPACES[namespace] = Subscription(_adder(namespace))
+    subscription.subscribe()

@@ -1,0 +1,150 @@
+"""The PyTorch adapter: containers as ``torch.utils._pytree`` nodes with keys.
+
+This stage translates node kinds into ``torch.utils._pytree.register_pytree_node``
+calls; it imports torch only when ``register_torch`` runs and never traverses a tree.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from containers._errors import type_name
+from containers._paths import AttrKey, DictKey, IndexKey, Key
+from containers._registry import NodeKind
+from containers.interop._common import Subscription, kept_values_type
+
+__all__ = ["register_torch", "torch_functions"]
+
+
+def _key_converter(pytree: Any) -> Callable[[Key], Any]:
+    get_attr, sequence, mapping = pytree.GetAttrKey, pytree.SequenceKey, pytree.MappingKey
+
+    def convert(key: Key) -> Any:
+        if type(key) is AttrKey:
+            return get_attr(key.name)
+        if type(key) is IndexKey:
+            return sequence(key.idx)
+        if type(key) is DictKey:
+            return mapping(key.key)
+        raise TypeError(f"not a containers key: {key!r}")  # pragma: no cover
+
+    return convert
+
+
+def torch_functions(kind: NodeKind, pytree: Any) -> tuple[Any, Any, Any]:
+    """``(flatten_fn, unflatten_fn, flatten_with_keys_fn)`` of one kind, for torch.
+
+    torch's ``unflatten_fn`` takes ``(children, context)``, the reverse of JAX's
+    order; the context is what ``jax_functions`` uses as aux data.
+    """
+    spec = kind.spec
+    unflatten = kind.unflatten
+
+    def unflatten_fn(children: Iterable[Any], context: Any) -> Any:
+        return unflatten(context, children)  # type: ignore[arg-type]
+
+    if spec is not None:
+        generated = kind.flatten
+        flatten: Callable[[Any], tuple[Sequence[Any], Any]]
+        keys = tuple(pytree.GetAttrKey(n) for n in spec.children)
+        if spec.keep:
+            kept_type = kept_values_type(spec, "torch")
+
+            def wrap_kept(x: Any) -> tuple[Sequence[Any], Any]:
+                children, kept = generated(x)
+                return children, kept_type(kept)
+
+            flatten = wrap_kept
+        else:
+            flatten = generated  # context is (): no wrapper (benchmarks/interop.py)
+
+        def flatten_with_keys(x: Any) -> tuple[list[tuple[Any, Any]], Any]:
+            children, context = flatten(x)
+            return list(zip(keys, children)), context
+
+        return flatten, unflatten_fn, flatten_with_keys
+
+    convert = _key_converter(pytree)
+    node_flatten, node_keys = kind.flatten, kind.keys
+
+    def custom_flatten_with_keys(x: Any) -> tuple[list[tuple[Any, Any]], Any]:
+        children, aux = node_flatten(x)
+        keys = node_keys(aux, len(children))
+        return [(convert(k), c) for k, c in zip(keys, children)], aux
+
+    return node_flatten, unflatten_fn, custom_flatten_with_keys
+
+
+def _add(kind: NodeKind) -> None:
+    cls = kind.type
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        # torch's Python pytree reads every namedtuple as one before its registry, so
+        # a registration would reach only its C++ twin: the two would disagree.
+        return
+    pytree = importlib.import_module("torch.utils._pytree")
+    flatten, unflatten, flatten_with_keys = torch_functions(kind, pytree)
+    name = kind.spec.name if kind.spec is not None else f"{cls.__module__}.{cls.__qualname__}"
+    try:
+        pytree.register_pytree_node(
+            cls,
+            flatten,
+            unflatten,
+            serialized_type_name=name,
+            flatten_with_keys_fn=flatten_with_keys,
+        )
+    except ValueError as e:
+        if "already registered" not in str(e):
+            raise
+        warnings.warn(
+            f"register_torch: {type_name(cls)!r} is already registered with "
+            f"torch.utils._pytree by other code, and that registration stays: torch "
+            f"flattens {type_name(cls)} as that code says, not as its containers "
+            f"declaration. Remove the other registration to use the declaration.",
+            stacklevel=2,
+        )
+
+
+_TORCH = Subscription(_add)
+
+
+def register_torch() -> None:
+    """Make every container a ``torch.utils._pytree`` node: present and future.
+
+    Registers each declared container (and each class given to ``register`` or
+    ``register_node``) with ``torch.utils._pytree.register_pytree_node``, with a
+    ``flatten_with_keys_fn`` (``GetAttrKey`` keys, so ``torch.utils._pytree.keystr``
+    gives ``ct.keystr``'s text), the kept values as context and the class's
+    ``ct`` name as ``serialized_type_name``; unflattening rebuilds as
+    ``ct.unflatten`` does. ``torch.func.grad``/``vmap`` and ``tree_map`` then take
+    and return containers. Calling it again does nothing. torch is imported here,
+    not by ``import containers``.
+
+    torch reads every namedtuple as a namedtuple (all fields children), before its
+    registry: ``ct.register`` on a namedtuple class does not change what torch does,
+    so such classes are left out. torch visits dicts in insertion order, containers
+    in sorted key order.
+
+    Examples:
+        >>> import pytest
+        >>> pytree = pytest.importorskip("torch.utils._pytree")
+        >>> import containers as ct
+        >>> from containers.interop import register_torch
+        >>> register_torch()
+        >>> @ct.container
+        ... class Pair:
+        ...     a: int
+        ...     b: int
+        >>> path, leaf = pytree.tree_flatten_with_path(Pair(1, 2))[0][1]
+        >>> pytree.keystr(path), leaf
+        ('.b', 2)
+        >>> pytree.tree_map(lambda v: v * 10, Pair(1, 2))
+        Pair(a=10, b=20)
+
+    Raises:
+        ImportError: torch is not installed.
+    """
+    importlib.import_module("torch.utils._pytree")
+    _TORCH.subscribe()

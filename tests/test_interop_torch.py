@@ -1,0 +1,210 @@
+"""containers.interop.register_torch: declared classes are torch.utils._pytree nodes, with
+real torch: key paths, tree_map, torch.func.grad and torch.func.vmap over an MLP.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any
+
+import numpy as np
+import pytest
+
+import containers as ct
+from containers.interop import register_torch
+
+torch = pytest.importorskip("torch")
+pytree = pytest.importorskip("torch.utils._pytree")
+func = pytest.importorskip("torch.func")
+
+register_torch()
+
+
+@ct.container
+class Linear:
+    w: Any
+    b: Any
+
+
+@ct.container(children=["layers"])
+class MLP:
+    layers: tuple[Linear, ...]
+    name: str = "mlp"
+
+
+@ct.container(children=["x"], keep=["tag"])
+class Scaled:
+    x: Any
+    tag: Any = "t"
+    cache: Any = None
+
+
+def mlp(seed: int, sizes: tuple[int, ...] = (2, 8, 1)) -> MLP:
+    """A small MLP of float32 tensors."""
+    g = torch.Generator().manual_seed(seed)
+    return MLP(
+        tuple(
+            Linear(torch.randn(m, n, generator=g) * 0.5, torch.zeros(n))
+            for m, n in itertools.pairwise(sizes)
+        ),
+        name="net",
+    )
+
+
+def forward(model: MLP, x: Any) -> Any:
+    """tanh hidden layers, linear output."""
+    for layer in model.layers[:-1]:
+        x = torch.tanh(x @ layer.w + layer.b)
+    last = model.layers[-1]
+    return x @ last.w + last.b
+
+
+def test_key_paths_agree_with_ct_keystr() -> None:
+    """torch's keystr of every path equals ct.keystr, leaves in the same order (the dict's
+    keys are in sorted order: torch visits dicts in insertion order, containers sorted)."""
+    tree = {"extra": [Scaled(1.0)], "model": mlp(0)}
+    pairs, _ = pytree.tree_flatten_with_path(tree)
+    ct_pairs = ct.leaves_with_path(tree)
+    assert [pytree.keystr(p) for p, _ in pairs] == [ct.keystr(p) for p, _ in ct_pairs]
+    assert pytree.keystr(pairs[0][0]) == "['extra'][0].x"
+    assert all(a is b for (_, a), (_, b) in zip(pairs, ct_pairs, strict=True))
+
+
+def test_tree_map_returns_the_container_type() -> None:
+    """tree_map rebuilds containers: kept values kept, reset fields reset."""
+    out = pytree.tree_map(lambda t: t * 2, mlp(1))
+    assert type(out) is MLP and out.name == "net" and type(out.layers[0]) is Linear
+    scaled = pytree.tree_map(lambda v: v + 1, Scaled(1.0, tag="k", cache="dropped"))
+    assert scaled == Scaled(2.0, tag="k", cache=None)
+
+
+def test_flatten_unflatten_round_trip() -> None:
+    """tree_unflatten of tree_flatten gives an equal tree; the spec carries kept values."""
+    tree = [mlp(2), Scaled(3.0, tag="k")]
+    leaves, spec = pytree.tree_flatten(tree)
+    out = pytree.tree_unflatten(leaves, spec)
+    assert ct.structure(out) == ct.structure(tree)
+    assert out[1] == Scaled(3.0, tag="k")
+    assert spec != pytree.tree_structure([mlp(2), Scaled(3.0, tag="other")])
+
+
+def test_register_torch_twice_is_harmless() -> None:
+    """A second call does nothing (torch would warn about re-registration)."""
+    register_torch()
+    register_torch()
+    assert pytree.tree_leaves(Scaled(1.0)) == [1.0]
+
+
+def test_classes_declared_later_are_nodes() -> None:
+    """A container declared after register_torch is a torch pytree node."""
+
+    @ct.container(children=["b", "a"])
+    class Late:
+        a: int
+        b: int
+
+    leaves, spec = pytree.tree_flatten(Late(1, 2))
+    assert leaves == [2, 1]
+    assert pytree.tree_unflatten([20, 10], spec) == Late(10, 20)
+
+
+def test_register_node_classes_use_their_keys() -> None:
+    """A register_node class's keys become torch MappingKey/GetAttrKey entries."""
+
+    class Bag:
+        def __init__(self, items: dict[str, Any]) -> None:
+            self.items = items
+
+    ct.register_node(
+        Bag,
+        lambda b: (list(b.items.values()), tuple(b.items)),
+        lambda keys, children: Bag(dict(zip(keys, children))),
+        keys=lambda b: list(b.items),
+    )
+    bag = Bag({"p": 1, "not id": 2})
+    pairs, _ = pytree.tree_flatten_with_path(bag)
+    assert [pytree.keystr(p) for p, _ in pairs] == [".p", "['not id']"]
+    assert [pytree.keystr(p) for p, _ in pairs] == [
+        ct.keystr(p) for p, _ in ct.leaves_with_path(bag)
+    ]
+    assert pytree.tree_map(lambda v: v * 10, bag).items == {"p": 10, "not id": 20}
+
+
+def test_func_grad_trains_the_mlp() -> None:
+    """torch.func.grad of a loss over a declared MLP returns an MLP of gradients, and
+    plain SGD with them decreases the loss."""
+    model = mlp(3)
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(32, 2, generator=g)
+    y = torch.sin(x[:, :1] * 2) + x[:, 1:]
+
+    def loss(model: MLP) -> Any:
+        return torch.mean((forward(model, x) - y) ** 2)
+
+    losses = []
+    for _ in range(30):
+        grads = func.grad(loss)(model)
+        assert type(grads) is MLP and grads.name == "net"
+        model = pytree.tree_map(lambda p, d: p - 0.1 * d, model, grads)
+        losses.append(float(loss(model)))
+    assert losses[-1] < losses[0] * 0.7
+
+
+def test_func_vmap_over_a_batch_of_containers() -> None:
+    """torch.func.vmap maps over a container whose tensors carry a batch axis."""
+    models = [mlp(i) for i in range(3)]
+    batch = pytree.tree_map(lambda *ts: torch.stack(ts), *models)
+    assert type(batch) is MLP and batch.layers[0].w.shape == (3, 2, 8)
+    x = torch.ones(1, 2)
+    out = func.vmap(lambda m: forward(m, x))(batch)
+    expected = torch.stack([forward(m, x) for m in models])
+    torch.testing.assert_close(out, expected)
+    doubled = func.vmap(lambda m: pytree.tree_map(lambda t: t * 2, m))(batch)
+    assert type(doubled) is MLP and doubled.name == "net"
+    torch.testing.assert_close(doubled.layers[1].b, batch.layers[1].b * 2)
+
+
+def test_a_class_registered_with_torch_by_hand_keeps_that_registration() -> None:
+    """A class already in torch's registry warns when declared, and torch keeps its own."""
+
+    @dataclasses.dataclass
+    class Hand:
+        a: Any
+        b: Any
+
+    pytree.register_pytree_node(Hand, lambda h: ([h.a], h.b), lambda c, b: Hand(c[0], b))
+    with pytest.warns(UserWarning, match=r"'.*Hand' is already registered with torch"):
+        ct.register(Hand)
+    assert pytree.tree_leaves(Hand(1, 2)) == [1]
+    assert ct.leaves(Hand(1, 2)) == [1, 2]
+
+
+def test_tensors_are_leaves_in_containers_operations() -> None:
+    """ct.flatten, fmap and isleaf treat torch tensors as leaves."""
+    model = mlp(5)
+    leaves, structure = ct.flatten(model)
+    assert all(isinstance(t, torch.Tensor) for t in leaves) and structure.num_leaves == 4
+    doubled = ct.fmap(lambda t: t * 2, model)
+    torch.testing.assert_close(doubled.layers[0].w, model.layers[0].w * 2)
+    assert ct.isleaf(torch.zeros(2))
+
+
+def test_pformat_summarizes_tensors_like_numpy() -> None:
+    """pformat shows a tensor as dtype[shape], as it does a numpy array."""
+    text = ct.pformat(Linear(torch.zeros(3, 4), torch.zeros(4, dtype=torch.bfloat16)))
+    assert "float32[3,4]" in text
+    assert "bfloat16[4]" in text
+    assert "tensor(" not in text
+
+
+def test_save_stores_tensors_as_numpy_arrays(tmp_path: Any) -> None:
+    """ct.save writes tensors as arrays that load as numpy arrays, dtype kept."""
+    if not hasattr(ct, "save"):
+        pytest.skip("ct.save is not built yet (containers.serialize)")
+    model = Linear(torch.arange(6, dtype=torch.float32).reshape(2, 3), torch.ones(3).bfloat16())
+    ct.save(tmp_path / "m.safetensors", model)
+    loaded = ct.load(tmp_path / "m.safetensors")
+    assert type(loaded.w) is np.ndarray and loaded.w.dtype == np.float32
+    np.testing.assert_array_equal(loaded.w, model.w.numpy())
+    assert str(loaded.b.dtype) == "bfloat16"
