@@ -6,7 +6,7 @@ Never executed; tests/typing/test_checkers.py checks it. An expected error is wr
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from typing_extensions import assert_type
@@ -64,3 +64,38 @@ def case_structure_remembers_the_tree() -> None:
     p = Pair(1, 2)
     assert_type(ct.flatten(p)[1], ct.Structure[Pair[int]])
     assert_type(ct.structure(p), ct.Structure[Pair[int]])
+
+
+Part = dict[tuple[ct.AttrKey | ct.IndexKey | ct.DictKey, ...], Any]
+
+
+def case_split_merge_state() -> None:
+    p = Pair(1.0, 2.0)
+    s, params, rest = ct.split(p, "param", ...)
+    assert_type(s, ct.Structure[Pair[float]])
+    assert_type(params, Part)
+    assert_type(ct.merge(s, params, rest), Pair[float])
+    assert_type(ct.merge(s, {k: v * 0.5 for k, v in params.items()}, rest), Pair[float])
+    s1, everything = ct.split(p)
+    assert_type(ct.merge(s1, everything), Pair[float])
+    assert_type(ct.split(p, float, int, str, bytes, ...), tuple[Any, ...])
+    assert_type(ct.state(p, "param"), Part)
+    assert_type(ct.state(p, float, ...), tuple[Part, ...])
+    ct.split(p, 1)  # type: ignore[call-overload]
+
+
+def case_filters() -> None:
+    from containers.filters import All, Not, OfType, PathContains, to_predicate
+
+    pred = to_predicate([float, "param", ..., None, lambda path, v: len(path) > 1])
+    assert_type(pred((ct.AttrKey("a"),), 1.0), bool)
+    ct.state(Pair(1, 2), All(OfType(int), Not(PathContains("a"))), (str, "tag"))
+    tagged: list[Any] = ct.leaves(Pair(1, 2), where=int)
+    assert_type(tagged, list[Any])
+
+
+def case_partition_combine() -> None:
+    p = Pair(1.0, 2.0)
+    matching, others = ct.partition(p, float)
+    assert_type(matching, Pair[float])
+    assert_type(ct.combine(matching, others), Pair[float])

@@ -286,3 +286,11 @@ def case_declarations_are_checked() -> None:
         x: int
 
     assert_type(Dynamic(1).x, int)
+
+
+def case_fmap_where_keeps_the_declared_signature() -> None:
+    # where= maps some leaves only, so (like exclude=) the plugin keeps fmap's signature.
+    assert_type(ct.fmap(str, ints(), where=int), Any)
+    assert_type(ct.fmap(lambda v: v + 1, ints(), where="param"), Any)
+    # A subset of the leaves has the leaves' type.
+    assert_type(ct.leaves(ints(), where="param"), list[int])
