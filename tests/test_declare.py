@@ -564,9 +564,12 @@ def test_inspect_getsource_shows_generated_code():
     source = inspect.getsource(Point.__container_reduce__)
     assert source == (
         "def __container_reduce__(self, acc, fun, /):\n"
-        "    acc = fun(self.x, acc)\n"
-        "    acc = fun(self.y, acc)\n"
-        "    return acc\n"
+        "    try:\n"
+        "        acc = fun(self.x, acc)\n"
+        "        acc = fun(self.y, acc)\n"
+        "        return acc\n"
+        "    except AttributeError as _e:\n"
+        "        raise _ct_unset(self, _e) from None\n"
     )
 
 
@@ -1225,3 +1228,26 @@ def test_a_mutable_default_is_explained():
         r"would share: write y: \.\.\. = ct\.field\(default_factory=\.\.\.\) instead\.",
     ):
         ct.container(type("M", (), {"__annotations__": {"y": list}, "y": []}))
+
+
+def test_an_unset_init_false_field_is_named_with_its_path():
+    """A child declared init=False and never assigned is a StructureError naming
+    Class.field and the path, not a bare AttributeError."""
+
+    @ct.container
+    class Lazy:
+        a: int
+        b: int = dataclasses.field(init=False)
+
+    message = (
+        "Lazy.b is not set on this Lazy (a field declared with init=False and never "
+        "assigned), and containers read every child and kept field. Assign it in "
+        "__post_init__, or give it a default."
+    )
+    with pytest.raises(ct.StructureError, match=exact(f"leaves: at \"[1]['k']\": {message}")):
+        ct.leaves([0, {"k": Lazy(1)}])
+    with pytest.raises(ct.StructureError, match=exact(message)):
+        ct.reduce(Lazy(1), 0, lambda c, acc: acc)
+    done = Lazy(1)
+    object.__setattr__(done, "b", 2)
+    assert ct.leaves(done) == [1, 2]

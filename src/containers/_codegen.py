@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import CellType, FunctionType
 from typing import Any, NamedTuple, TypeVar
 
-from containers._errors import SchemaError, type_name
+from containers._errors import SchemaError, StructureError, type_name
 from containers._spec import ContainerSpec
 
 __all__ = [
@@ -406,6 +406,7 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
         "_ct_new": object.__new__,
         "_ct_name": spec.name,
         "_ct_missing": _missing_field_error(spec),
+        "_ct_unset": _unset_field_error(spec),
     }
     kids, kept = spec.children, spec.keep
     child_vars = {n: f"_c{i}" for i, n in enumerate(kids)}
@@ -421,18 +422,31 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
         out.extend(f"    {line}" for line in (body or ["pass"]))
         out.append("")
 
+    def guarded(obj: str, body: list[str]) -> list[str]:
+        """``body`` reading fields of ``obj``: an unset field (``init=False``, never
+        assigned) is reported by name; try costs nothing until it catches."""
+        return [
+            "try:",
+            *(f"    {line}" for line in body),
+            "except AttributeError as _e:",
+            f"    raise _ct_unset({obj}, _e) from None",
+        ]
+
     emit(
         "def flatten(x):",
-        [f"return {tup(f'x.{n}' for n in kids)}, {tup(f'x.{n}' for n in kept)}"],
+        guarded("x", [f"return {tup(f'x.{n}' for n in kids)}, {tup(f'x.{n}' for n in kept)}"]),
     )
-    emit("def children(x):", [f"return {tup(f'x.{n}' for n in kids)}"])
+    emit("def children(x):", guarded("x", [f"return {tup(f'x.{n}' for n in kids)}"]))
     values = {**child_vars, **{n: f"kept[{i}]" for i, n in enumerate(kept)}}
     emit(
         "def unflatten(kept, children):",
         _unpack(kids, "children") + _construct(spec, values, g),
     )
     values = {**child_vars, **{n: f"x.{n}" for n in kept}}
-    emit("def rebuild(x, children):", _unpack(kids, "children") + _construct(spec, values, g))
+    emit(
+        "def rebuild(x, children):",
+        _unpack(kids, "children") + guarded("x", _construct(spec, values, g)),
+    )
     body = [
         "if depth > max_depth:",
         "    return deep(x)",
@@ -449,16 +463,22 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     emit("def make_mapper(mode):", _mapper_factory("map_node", body + _construct(spec, values, g)))
     emit(
         "def __container_traverse__(self, acc, fun, /):",
-        [f"{child_vars[n]}, acc = fun(self.{n}, acc)" for n in kids]
-        + [f"return rebuild(self, {tup(child_vars[n] for n in kids)}), acc"],
+        guarded(
+            "self",
+            [f"{child_vars[n]}, acc = fun(self.{n}, acc)" for n in kids]
+            + [f"return rebuild(self, {tup(child_vars[n] for n in kids)}), acc"],
+        ),
     )
     emit(
         "def __container_reduce__(self, acc, fun, /):",
-        [f"acc = fun(self.{n}, acc)" for n in kids] + ["return acc"],
+        guarded("self", [f"acc = fun(self.{n}, acc)" for n in kids] + ["return acc"]),
     )
     pairs = ", ".join(f"({n!r}, self.{n})" for n in kids)
     meta = ", ".join(f"{n!r}: self.{n}" for n in kept)
-    emit("def __container_serialize__(self):", [f"return _ct_name, [{pairs}], {{{meta}}}"])
+    emit(
+        "def __container_serialize__(self):",
+        guarded("self", [f"return _ct_name, [{pairs}], {{{meta}}}"]),
+    )
     emit(
         "def __container_deserialize__(cls, children, metadata, /):",
         [
@@ -486,6 +506,22 @@ def _missing_field_error(spec: ContainerSpec) -> Callable[[str, Any], SchemaErro
         )
 
     return missing
+
+
+def _unset_field_error(spec: ContainerSpec) -> Callable[[Any, AttributeError], Exception]:
+    cls_name = type_name(spec.cls)
+
+    def unset(obj: Any, err: AttributeError) -> Exception:
+        name = getattr(err, "name", None)
+        if getattr(err, "obj", obj) is not obj or name not in spec.fields:
+            return err  # not a field of this object: someone else's error, unchanged
+        return StructureError(
+            f"{cls_name}.{name} is not set on this {cls_name} (a field declared with "
+            f"init=False and never assigned), and containers read every child and kept "
+            f"field. Assign it in __post_init__, or give it a default."
+        )
+
+    return unset
 
 
 def compile_spec(spec: ContainerSpec) -> Generated:

@@ -86,7 +86,13 @@ def _flatten_iter(
     def push(node: Any, kind: NodeKind) -> None:
         if id(node) in on_path:
             raise cycle_error(op, path_to(len(frames)), path_to(on_path[id(node)]))
-        kids, aux = kind.flatten(node)
+        try:
+            kids, aux = kind.flatten(node)
+        except StructureError as err:
+            if err.path is not None:
+                raise
+            path = path_to(len(frames))
+            raise StructureError(f"{op}: at {where(path)}: {err}", path) from None
         on_path[id(node)] = len(frames)
         frames.append([node, kind, aux, kids, 0, [], len(records)])
         records.append(None)
