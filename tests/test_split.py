@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import pickle
 from collections import OrderedDict, defaultdict, namedtuple
 from typing import Any
 
@@ -14,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import containers as ct
-from containers import _split
 from containers.filters import All, FilterError, Not, OfType, PathContains, to_predicate
 
 Point = namedtuple("Point", ["x", "y"])
@@ -234,11 +234,17 @@ def test_merge_fast_path_checks_the_keys():
         ct.merge(s, renamed, b)
 
 
-def test_merge_remembers_only_a_few_structures():
-    """The plans split keeps for merge are bounded, and merge still works past them."""
+def test_split_structures_are_structures():
+    """split's structure equals, hashes and pickles like the tree's Structure, and merges
+    any number of times, in any order of calls."""
     results = [ct.split([i, i + 1], int, ...) for i in range(20)]
-    assert len(_split._PLANS) <= _split._PLANS_MAX
+    s = results[0][0]
+    assert isinstance(s, ct.Structure)
+    assert s == ct.structure([5, 6]) and hash(s) == hash(ct.structure([5, 6]))
+    assert repr(s) == "Structure([*, *])"
+    assert pickle.loads(pickle.dumps(s)) == s
     assert [ct.merge(*r) for r in results] == [[i, i + 1] for i in range(20)]
+    assert [ct.merge(*r) for r in results[::-1]] == [[i, i + 1] for i in range(20)][::-1]
 
 
 def test_shared_leaves_stay_shared_and_shared_nodes_do_not():

@@ -7,7 +7,6 @@ walks a tree itself (no recursion, cycle check or depth limit of its own).
 
 from __future__ import annotations
 
-import contextlib
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from operator import call
@@ -111,19 +110,18 @@ def _group(
     return parts, which, unmatched
 
 
-# The merge fast path: the parts split just made, for the Structure it returned. merge
-# then checks the parts' keys against them with list comparisons (C, and the path
-# tuples are the same objects) instead of hashing every path (benchmarks/split.py).
-# Keyed by the Structure's id, with the Structure held so that the id is not reused.
-_PLANS: dict[int, tuple[Structure[Any], list[int], list[list[KeyPath]]]] = {}
-_PLANS_MAX = 8
+class _Planned(Structure[T]):
+    """The Structure ``split`` returns: a ``Structure`` that also remembers which part
+    each leaf went to and the parts' keys, so that ``merge`` can check the parts it is
+    given against them with list comparisons (in C, and the path tuples are the same
+    objects) instead of hashing every path (benchmarks/split.py, merge). Pickling
+    gives a plain ``Structure``; equality and hashing are the Structure's."""
 
+    __slots__ = ("_plan",)
 
-def _remember(s: Structure[Any], which: list[int], parts: list[Part]) -> None:
-    if len(_PLANS) >= _PLANS_MAX:
-        with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # another thread
-            del _PLANS[next(iter(_PLANS))]
-    _PLANS[id(s)] = (s, which, [list(p) for p in parts])
+    def __init__(self, s: Structure[T], which: list[int], keys: list[list[KeyPath]]) -> None:
+        super().__init__(s._records, s._num_leaves)
+        self._plan = (which, keys)
 
 
 @overload
@@ -192,8 +190,7 @@ def split(tree: Any, /, *filters: Filter) -> tuple[Any, ...]:
             f"for {'it' if n == 1 else 'them'}, or use `...` last to match the rest.",
             unmatched[0],
         )
-    _remember(s, which, parts)
-    return (s, *parts)
+    return (_Planned(s, which, [list(p) for p in parts]), *parts)
 
 
 @overload
@@ -278,9 +275,8 @@ def merge(structure: Structure[T], /, *parts: Mapping[KeyPath, Any]) -> T:
             f"merge: the first argument must be the Structure that split returned, got "
             f"{type(structure).__qualname__}. Call merge(structure, *parts)."
         )
-    plan = _PLANS.get(id(structure))
-    if plan is not None and plan[0] is structure and len(parts) == len(plan[2]):
-        leaves = _planned(plan[1], plan[2], parts)
+    if type(structure) is _Planned and len(parts) == len(structure._plan[1]):
+        leaves = _planned(*structure._plan, parts)
         if leaves is not None:
             return structure.unflatten(leaves)  # type: ignore[no-any-return]
     return structure.unflatten(_lookup(structure, parts))  # type: ignore[no-any-return]
