@@ -48,6 +48,12 @@ from containers._protocol import functor as functor
 from containers._protocol import isleaf as isleaf
 from containers._protocol import reduce as reduce
 from containers._protocol import traverse as traverse
+from containers._serialize import Limits as Limits
+from containers._serialize import deserialize as deserialize
+from containers._serialize import inspect as inspect
+from containers._serialize import load as load
+from containers._serialize import save as save
+from containers._serialize import serialize as serialize
 from containers._shape import assert_same_structure as assert_same_structure
 from containers._shape import broadcast as broadcast
 from containers._shape import diff as diff
@@ -59,6 +65,9 @@ from containers._split import partition as partition
 from containers._split import split as split
 from containers._split import state as state
 from containers._tree import Tree as Tree
+from containers._treelize import rise as rise
+from containers._treelize import subside as subside
+from containers._treelize import treelize as treelize
 from containers._walk import CachedWalk as CachedWalk
 from containers._walk import CollectWalk as CollectWalk
 from containers._walk import DefaultWalk as DefaultWalk
@@ -85,6 +94,7 @@ __all__ = [  # noqa: RUF022
     "IndexKey",
     "IntegrityError",
     "LimitError",
+    "Limits",
     "MISSING",
     "SchemaError",
     "SerializationError",
@@ -101,6 +111,7 @@ __all__ = [  # noqa: RUF022
     "combine",
     "composite",
     "container",
+    "deserialize",
     "diff",
     "execute",
     "fcollect",
@@ -114,10 +125,12 @@ __all__ = [  # noqa: RUF022
     "functor",
     "getpath",
     "haspath",
+    "inspect",
     "isleaf",
     "keystr",
     "leaves",
     "leaves_with_path",
+    "load",
     "merge",
     "partition",
     "pformat",
@@ -125,13 +138,18 @@ __all__ = [  # noqa: RUF022
     "reduce",
     "register",
     "register_node",
+    "rise",
+    "save",
+    "serialize",
     "setpath",
     "spec",
     "split",
     "state",
     "structure",
+    "subside",
     "transpose",
     "traverse",
+    "treelize",
     "unflatten",
 ]
 

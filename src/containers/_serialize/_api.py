@@ -1,0 +1,380 @@
+"""The public functions: serialize, deserialize, save, load, inspect.
+
+This stage only wires the others together: ``_encode`` (tree -> plan), ``_format``
+(bytes and files), ``_decode`` (records -> tree). It adds no parsing of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, TypeVar, overload
+
+from containers._errors import FormatError, VersionError
+from containers._serialize._decode import (
+    Rec,
+    Row,
+    build,
+    check_root,
+    parse_records,
+    row_path,
+    rows,
+)
+from containers._serialize._encode import Plan, encode
+from containers._serialize._format import (
+    FORMAT_KEY,
+    FORMAT_VERSION,
+    TREE_KEY,
+    Layout,
+    atomic_write,
+    layout_of_bytes,
+    map_file,
+    read_arrays,
+    read_layout,
+    view_arrays,
+    write_all,
+)
+from containers._serialize._limits import DEFAULT_LIMITS, Limits
+
+__all__ = ["FileInfo", "deserialize", "inspect", "load", "save", "serialize"]
+
+T = TypeVar("T")
+PathLike = str | os.PathLike[str]
+
+
+def _records(layout: Layout, limits: Limits) -> list[Rec]:
+    meta = layout.metadata
+    fmt = meta.get(FORMAT_KEY)
+    if TREE_KEY not in meta or fmt is None:
+        raise FormatError(
+            "this safetensors file was not written by containers (its __metadata__ has no "
+            f"{TREE_KEY!r}): load it with safetensors, or look at it with ct.inspect."
+        )
+    if fmt != FORMAT_VERSION:
+        if fmt.isdigit() and len(fmt) < 10 and int(fmt) > int(FORMAT_VERSION):
+            raise VersionError(
+                f"the file is in containers format {fmt}, newer than this version reads "
+                f"(format {FORMAT_VERSION}). Upgrade containers to load it."
+            )
+        raise FormatError(f"unknown containers format {fmt[:20]!r}. The file is corrupt.")
+    return parse_records(meta[TREE_KEY], limits)
+
+
+def _crcs(recs: list[Rec]) -> dict[str, int]:
+    return {r.data[0]: r.data[1] for r in recs if r.tag == "A"}
+
+
+def serialize(tree: Any, /) -> bytes:
+    """Encode a tree as the bytes of a safetensors file (what ``save`` writes).
+
+    Arrays become tensors named by their ``keystr`` path; the tree (registered type
+    names, versions, keys, kept values, scalars, CRC32s) goes into ``__metadata__``.
+
+    Examples:
+        >>> import numpy as np
+        >>> import containers as ct
+        >>> data = ct.serialize({"w": np.arange(3.0), "step": 7})
+        >>> (int.from_bytes(data[:8], "little") + 8) % 64, data[8:9]
+        (0, b'{')
+        >>> ct.deserialize(data)
+        {'w': array([0., 1., 2.]), 'step': 7}
+
+    Args:
+        tree: Any tree whose leaves are arrays (numpy, jax, torch) or scalars, and
+            whose nodes are builtin collections or registered classes.
+
+    Returns:
+        The file's bytes.
+
+    Raises:
+        SerializationError: something in the tree cannot be stored (the message names
+            the path and how to fix it).
+    """
+    plan = encode(tree)
+    plan.fill_crcs()
+    entries, order = plan.layout()
+    return b"".join([plan.header(entries), *(_raw(plan, i) for i in order)])
+
+
+def _raw(plan: Plan, i: int) -> memoryview:
+    a = plan.arrays[i]
+    return a.reshape(-1).view("u1").data
+
+
+@overload
+def deserialize(
+    data: bytes | bytearray | memoryview,
+    /,
+    *,
+    expect: type[T],
+    verify: bool = True,
+    limits: Limits | None = None,
+) -> T: ...
+@overload
+def deserialize(
+    data: bytes | bytearray | memoryview,
+    /,
+    *,
+    expect: None = None,
+    verify: bool = True,
+    limits: Limits | None = None,
+) -> Any: ...
+def deserialize(
+    data: bytes | bytearray | memoryview,
+    /,
+    *,
+    expect: type[Any] | None = None,
+    verify: bool = True,
+    limits: Limits | None = None,
+) -> Any:
+    """Rebuild a tree from bytes made by ``serialize`` (or read from a file).
+
+    The bytes are validated before anything is allocated for them, types are found
+    in the registry by name, and the arrays are fresh, writeable copies.
+
+    Examples:
+        >>> import containers as ct
+        >>> @ct.container
+        ... class Point:
+        ...     x: float
+        ...     y: float
+        >>> ct.deserialize(ct.serialize(Point(1.0, 2.0)), expect=Point)
+        Point(x=1.0, y=2.0)
+        >>> ct.deserialize(b"junk")
+        Traceback (most recent call last):
+        ...
+        containers.FormatError: file too small: 4 bytes (a safetensors file starts with an 8-byte header length).
+
+    Args:
+        data: The bytes.
+        expect: The class the root must be (``SchemaError`` otherwise).
+        verify: Check every tensor's CRC32 (``IntegrityError`` on a mismatch).
+        limits: Bounds on the header (``Limits()`` by default).
+
+    Raises:
+        FormatError: the bytes are not a valid file, or the tree does not match them.
+        LimitError, IntegrityError, UnknownTypeError, VersionError, SchemaError: see
+            ``load``.
+    """
+    limits = DEFAULT_LIMITS if limits is None else limits
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"deserialize: data must be bytes, got {type(data).__qualname__}.")
+    view = memoryview(data).cast("B") if isinstance(data, memoryview) else memoryview(data)
+    layout = layout_of_bytes(view, limits)
+    recs = _records(layout, limits)
+    check_root(recs, expect)
+    arrays = view_arrays(view, layout, _crcs(recs) if verify else None, copy=True)
+    return build(recs, arrays, limits, expect)
+
+
+def save(path: PathLike, tree: Any, /) -> None:
+    """Write a tree to a safetensors file, atomically.
+
+    The whole tree is validated first: a tree that cannot be stored raises and leaves
+    no file. The bytes go to a temp file in the same directory, which is fsynced and
+    renamed over ``path``; a crash leaves the old file or the new one, and arrays still
+    mapped from the old file (``load(mmap=True)``) keep their values.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> import containers as ct
+        >>> path = os.path.join(tempfile.mkdtemp(), "state.safetensors")
+        >>> ct.save(path, {"w": np.ones(2, np.float32), "step": 3})
+        >>> ct.load(path)
+        {'w': array([1., 1.], dtype=float32), 'step': 3}
+
+    Args:
+        path: Where to write (``str`` or ``os.PathLike``).
+        tree: The tree, as for ``serialize``.
+
+    Raises:
+        SerializationError: something in the tree cannot be stored (path named).
+        OSError: the file cannot be written.
+    """
+    path = os.fspath(path)
+    plan = encode(tree)
+    entries, order = plan.layout()
+    placeholder = plan.header(entries)
+    chunks = [_raw(plan, i) for i in order]
+
+    def write(fd: int) -> None:
+        # The CRC32s run in a second thread while the data is written (zlib releases
+        # the GIL); their slots are fixed-width, so the header is written last, in place.
+        crc = threading.Thread(target=plan.fill_crcs)
+        crc.start()
+        try:
+            os.write(fd, placeholder)
+            write_all(fd, chunks)
+        finally:
+            crc.join()
+        header = plan.header(entries)
+        assert len(header) == len(placeholder)
+        os.pwrite(fd, header, 0)
+
+    atomic_write(path, write)
+
+
+@overload
+def load(
+    path: PathLike,
+    /,
+    *,
+    expect: type[T],
+    mmap: bool = False,
+    verify: bool = True,
+    limits: Limits | None = None,
+) -> T: ...
+@overload
+def load(
+    path: PathLike,
+    /,
+    *,
+    expect: None = None,
+    mmap: bool = False,
+    verify: bool = True,
+    limits: Limits | None = None,
+) -> Any: ...
+def load(
+    path: PathLike,
+    /,
+    *,
+    expect: type[Any] | None = None,
+    mmap: bool = False,
+    verify: bool = True,
+    limits: Limits | None = None,
+) -> Any:
+    """Load a tree saved by ``save``.
+
+    The header is validated against the file size before anything is allocated;
+    types are rebuilt only from the registry, by name; old files are upgraded by the
+    classes' ``migrations=``, ``renamed=``, ``removed=`` and field defaults. By default
+    each tensor is read into its own writeable array; ``mmap=True`` returns read-only
+    views of a memory map instead (cheap: only the header is read, unless ``verify``).
+
+    Examples:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> import containers as ct
+        >>> @ct.container(children=["w"], keep=["name"])
+        ... class Cell:
+        ...     w: np.ndarray
+        ...     name: str = "cell"
+        >>> path = os.path.join(tempfile.mkdtemp(), "cell.safetensors")
+        >>> ct.save(path, Cell(np.zeros(2), "c1"))
+        >>> ct.load(path, expect=Cell)
+        Cell(w=array([0., 0.]), name='c1')
+        >>> ct.load(path, mmap=True, verify=False).w.flags.writeable
+        False
+
+    Args:
+        path: The file (``str`` or ``os.PathLike``).
+        expect: The class the root must be (``SchemaError`` otherwise).
+        mmap: Return read-only views of a memory map of the file.
+        verify: Check every tensor's CRC32.
+        limits: Bounds on the header (``Limits()`` by default).
+
+    Raises:
+        FormatError: the file is not a valid safetensors file written by containers, or
+            its tree does not match its tensors.
+        LimitError: the header exceeds ``limits``.
+        IntegrityError: a tensor's CRC32 does not match (with ``verify=True``).
+        UnknownTypeError: the file names a type that is not registered.
+        VersionError: a class in the file is newer than the code, or its migrations
+            have a gap; or the file's format is newer.
+        SchemaError: fields do not fit the classes (every problem listed), or the root
+            is not ``expect``.
+    """
+    limits = DEFAULT_LIMITS if limits is None else limits
+    with open(os.fspath(path), "rb") as f:
+        layout = read_layout(f, limits)
+        recs = _records(layout, limits)
+        check_root(recs, expect)
+        crcs = _crcs(recs) if verify else None
+        if mmap:
+            arrays = view_arrays(map_file(f), layout, crcs, copy=False)
+        else:
+            arrays = read_arrays(f, layout, crcs)
+    return build(recs, arrays, limits, expect)
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """What ``inspect`` reads from a file's header; ``str()`` gives the tree view.
+
+    ``tensors`` maps each tensor name to ``(dtype, shape, nbytes)``; ``rows`` is the
+    tree, one row per value in pre-order (a flat list of tensors for a safetensors file
+    not written by containers); ``format`` is ``"containers 1"`` or ``"safetensors"``.
+    """
+
+    path: str
+    format: str
+    tensors: dict[str, tuple[str, tuple[int, ...], int]]
+    metadata: dict[str, str]
+    rows: list[Row]
+    data_bytes: int
+
+    def path_of(self, i: int) -> str:
+        """The keystr path of row ``i``."""
+        return row_path(self.rows, i)
+
+    def __str__(self) -> str:
+        lines = [
+            f"{self.path}: {self.format}, {len(self.tensors)} tensor"
+            f"{'' if len(self.tensors) == 1 else 's'}, {self.data_bytes:,} bytes of data"
+        ]
+        for r in self.rows:
+            indent = "  " * min(r.depth, 40)
+            key = r.key if r.depth else "(root)"
+            lines.append(f"{indent}{key}: {r.text}")
+        return "\n".join(lines)
+
+
+def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
+    """Read a file's header only and describe its tree, validated as ``load`` does.
+
+    Works on any safetensors file: one not written by containers shows its tensors as a
+    flat list. Types need not be importable: names are shown, not resolved.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> import containers as ct
+        >>> path = os.path.join(tempfile.mkdtemp(), "t.safetensors")
+        >>> ct.save(path, {"w": np.zeros((2, 3), np.float32), "lr": 0.1})
+        >>> info = ct.inspect(path)
+        >>> info.tensors
+        {"['w']": ('float32', (2, 3), 24)}
+        >>> print(str(info).split("\\n", 1)[1])
+        (root): dict (2)
+          ['lr']: 0.1
+          ['w']: float32[2,3]  24 B  crc32 a3c1ca20
+
+    Raises:
+        FormatError, LimitError, VersionError: as ``load`` would for the header.
+    """
+    from containers._serialize._decode import _dtype_name
+
+    limits = DEFAULT_LIMITS if limits is None else limits
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        layout = read_layout(f, limits)
+    tensors = {
+        name: (_dtype_name(t.code), t.shape, t.end - t.begin) for name, t in layout.tensors.items()
+    }
+    data = layout.file_size - layout.data_start
+    if TREE_KEY in layout.metadata or FORMAT_KEY in layout.metadata:
+        recs = _records(layout, limits)
+        return FileInfo(
+            path,
+            f"containers {FORMAT_VERSION}",
+            tensors,
+            layout.metadata,
+            rows(recs, layout.tensors, limits),
+            data,
+        )
+    flat = [Row(0, -1, "", f"safetensors file ({len(tensors)} tensors)", None)]
+    for name, (dt, shape, nbytes) in tensors.items():
+        flat.append(Row(1, 0, name, f"{dt}[{','.join(map(str, shape))}]  {nbytes:,} B", name))
+    return FileInfo(path, "safetensors", tensors, layout.metadata, flat, data)

@@ -1,0 +1,691 @@
+"""Decode flat records back into a tree, applying schema evolution; describe them.
+
+This stage validates every record of an untrusted tree (tags, counts, names, aliases,
+tensor references) and rebuilds it with an explicit stack, the pattern of
+``_flatten._build``; types come from the registry by name and nothing else. It never
+reads bytes itself: ``_format`` hands it the parsed metadata and the arrays.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, defaultdict, deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from containers._errors import (
+    FormatError,
+    LimitError,
+    SchemaError,
+    SerializationError,
+    UnknownTypeError,
+    VersionError,
+    type_name,
+)
+from containers._paths import AttrKey, DictKey, IndexKey, Key
+from containers._registry import (
+    DEFAULT_DICT,
+    DICT,
+    ORDERED_DICT,
+    NodeKind,
+    _KeyedAux,
+    _no_keys,
+    class_by_name,
+    kind_for_type,
+)
+from containers._serialize._encode import FACTORIES
+from containers._serialize._format import strict_json
+from containers._serialize._limits import Limits
+from containers._serialize._values import decode_key, decode_scalar
+from containers._spec import ContainerSpec
+
+__all__ = ["Rec", "Row", "build", "check_root", "parse_records", "row_path", "rows"]
+
+_LEAF_TAGS = frozenset({"S", "A", "@"})
+_TYPES = {
+    "T": tuple,
+    "L": list,
+    "N": type(None),
+    "Q": deque,
+    "D": dict,
+    "O": OrderedDict,
+    "DD": defaultdict,
+    "A": np.ndarray,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Rec:
+    """One validated record: its tag, how many values follow it, and its payload."""
+
+    tag: str
+    count: int
+    data: Any
+
+
+def _bad(j: int, what: str) -> FormatError:
+    return FormatError(f"the tree's record #{j} {what}. The file is corrupt.")
+
+
+def _count(x: Any, j: int) -> int:
+    if type(x) is not int or x < 0:
+        raise _bad(j, f"has a count {x!r} that is not a non-negative integer")
+    return x
+
+
+def _keys(x: Any, j: int) -> list[Any]:
+    if type(x) is not list:
+        raise _bad(j, "has keys that are not a list")
+    try:
+        keys = [decode_key(k) for k in x]
+    except FormatError as err:
+        raise _bad(j, f"has a bad key: {err}") from None
+    if len(set(keys)) != len(keys):
+        raise _bad(j, "has duplicate keys")
+    return keys
+
+
+def _order(x: Any, n: int, j: int) -> list[int] | None:
+    if x is None:
+        return None
+    if type(x) is not list or sorted(x) != list(range(n)) or any(type(i) is not int for i in x):
+        raise _bad(j, "has an insertion order that is not a permutation of its keys")
+    return x
+
+
+def _names(x: Any, j: int) -> list[str]:
+    if type(x) is not list or not all(type(n) is str for n in x):
+        raise _bad(j, "has field names that are not a list of strings")
+    return x
+
+
+def _key_forms(x: Any, n: int, j: int) -> tuple[Key, ...] | None:
+    if x is None:
+        return None
+    if type(x) is not list or len(x) != n:
+        raise _bad(j, "has keys that do not match its children")
+    out: list[Key] = []
+    for form in x:
+        if type(form) is not list or len(form) != 2 or form[0] not in ("a", "i", "d"):
+            raise _bad(j, f"has a bad key form {form!r}")
+        if form[0] == "a" and type(form[1]) is str:
+            out.append(AttrKey(form[1]))
+        elif form[0] == "i" and type(form[1]) is int:
+            out.append(IndexKey(form[1]))
+        elif form[0] == "d":
+            out.append(DictKey(decode_key(form[1])))
+        else:
+            raise _bad(j, f"has a bad key form {form!r}")
+    return tuple(out)
+
+
+def _parse(r: Any, j: int) -> Rec:
+    if type(r) is not list or not r or type(r[0]) is not str:
+        raise _bad(j, "is not a list starting with a tag")
+    tag = r[0]
+    n = len(r)
+    if tag == "S" and n == 2:
+        try:
+            return Rec("S", 0, decode_scalar(r[1]))
+        except FormatError as err:
+            raise _bad(j, f"has a bad scalar: {err}") from None
+    if tag == "A" and n == 3:
+        name, crc = r[1], r[2]
+        if type(name) is not str or type(crc) is not str or len(crc) != 8:
+            raise _bad(j, "is not ['A', name, crc32]")
+        try:
+            value = int(crc, 16)
+        except ValueError:
+            raise _bad(j, f"has a CRC32 {crc!r} that is not 8 hex digits") from None
+        return Rec("A", 0, (name, value))
+    if tag == "@" and n == 2:
+        if type(r[1]) is not int or not 0 <= r[1] < j:
+            raise _bad(j, f"is an alias to {r[1]!r}, which is not an earlier record")
+        return Rec("@", 0, r[1])
+    if tag == "N" and n == 1:
+        return Rec("N", 0, None)
+    if tag in ("T", "L") and n == 2:
+        return Rec(tag, _count(r[1], j), None)
+    if tag == "Q" and n == 3:
+        count = _count(r[1], j)
+        if r[2] is not None and (type(r[2]) is not int or r[2] < count):
+            raise _bad(j, f"is a deque of {count} items with maxlen {r[2]!r}")
+        return Rec("Q", count, r[2])
+    if tag in ("D", "O") and n in ((2, 3) if tag == "D" else (2,)):
+        keys = _keys(r[1], j)
+        order = _order(r[2], len(keys), j) if n == 3 else None
+        return Rec(tag, len(keys), (keys, order))
+    if tag == "DD" and n == 4:
+        keys = _keys(r[1], j)
+        order = _order(r[2], len(keys), j)
+        if r[3] is not None and (type(r[3]) is not str or r[3] not in FACTORIES):
+            raise _bad(j, f"names a default_factory {r[3]!r} that is not a builtin one")
+        return Rec("DD", len(keys), (keys, order, None if r[3] is None else FACTORIES[r[3]]))
+    if tag == "C" and n == 5:
+        name, version = r[1], r[2]
+        if type(name) is not str or type(version) is not int or version < 1:
+            raise _bad(j, "is not ['C', name, version, children, kept]")
+        kids, kept = _names(r[3], j), _names(r[4], j)
+        if len(set(kids) | set(kept)) != len(kids) + len(kept):
+            raise _bad(j, f"names a field of {name!r} twice")
+        return Rec("C", len(kids) + len(kept), (name, version, kids, kept))
+    if tag == "R" and n == 4:
+        if type(r[1]) is not str:
+            raise _bad(j, "is not ['R', name, count, keys]")
+        count = _count(r[2], j)
+        return Rec("R", count + 1, (r[1], count, _key_forms(r[3], count, j)))
+    raise _bad(j, f"is not a known record (tag {tag!r} with {n - 1} fields)")
+
+
+def parse_records(text: str, limits: Limits) -> list[Rec]:
+    """Parse and validate the tree string of a file into records.
+
+    Raises:
+        FormatError: the string is not a list of valid records.
+        LimitError: more records than ``limits.max_nodes``.
+    """
+    raw = strict_json(text, "the tree")
+    if type(raw) is not list or not raw:
+        raise FormatError("the tree is not a non-empty list of records. The file is corrupt.")
+    if len(raw) > limits.max_nodes:
+        raise LimitError(
+            f"the tree has {len(raw)} records, more than max_nodes={limits.max_nodes}. "
+            f"Pass limits=Limits(max_nodes=...) to accept it."
+        )
+    return [_parse(r, j) for j, r in enumerate(raw)]
+
+
+def _key_of(rec: Rec, i: int) -> str:
+    """The key of a record's i-th value, rendered as in keystr."""
+    tag = rec.tag
+    if tag in ("T", "L", "Q"):
+        return f"[{i}]"
+    if tag in ("D", "O", "DD"):
+        return str(DictKey(rec.data[0][i]))
+    if tag == "C":
+        kids, kept = rec.data[2], rec.data[3]
+        return f".{kids[i]}" if i < len(kids) else f".{kept[i - len(kids)]}"
+    _, n, keys = rec.data
+    if i == n:
+        return "<aux>"
+    return str(keys[i]) if keys is not None else f"[{i}]"
+
+
+def _path(recs: list[Rec], stack: list[list[Any]]) -> str:
+    parts = [_key_of(recs[fr[0]], len(fr[1])) for fr in stack]
+    return "".join(parts) or "the root"
+
+
+def _evolve(
+    spec: ContainerSpec,
+    version: int,
+    children: dict[str, Any],
+    meta: dict[str, Any],
+    where: str,
+    problems: list[str],
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    cls = type_name(spec.cls)
+    for v in range(version, spec.version):
+        fn = spec.migrations[v]
+        try:
+            result = fn(dict(children), dict(meta))
+        except SerializationError:
+            raise
+        except Exception as err:
+            raise SchemaError(
+                f"the migration of {cls} from version {v} to {v + 1} raised "
+                f"{type(err).__name__}: {err} (at {where}). Fix the migration function."
+            ) from err
+        if (
+            type(result) is not tuple
+            or len(result) != 2
+            or not all(isinstance(d, dict) for d in result)
+        ):
+            raise SchemaError(
+                f"the migration of {cls} from version {v} to {v + 1} returned {result!r:.80} "
+                f"(at {where}); it must return a (children, metadata) pair of dicts."
+            )
+        children, meta = result
+    values: dict[str, Any] = {}
+    start = len(problems)
+    for source in (children, meta):
+        for name, value in source.items():
+            target = spec.renamed.get(name, name)
+            if name in spec.removed or (target in spec.reset and target == name):
+                continue
+            if target not in spec.fields:
+                problems.append(
+                    f"unknown field {name!r} in {cls} (file version {version}, class version "
+                    f"{spec.version}) at {where}: add it to removed= to drop it, or to "
+                    f"renamed= if it is a field's old name"
+                )
+                continue
+            if target in values:
+                problems.append(
+                    f"field {cls}.{target} is in the file twice (as {name!r} and under "
+                    f"another name) at {where}"
+                )
+                continue
+            values[target] = value
+    for name in (*spec.children, *spec.keep):
+        if name in values:
+            continue
+        default = _field_default(spec, name)
+        if default is None:
+            problems.append(
+                f"missing field {cls}.{name} (file version {version}, class version "
+                f"{spec.version}) at {where}: give it a default, or add a migration that fills it"
+            )
+        else:
+            values[name] = default
+    if len(problems) > start:
+        return None
+    return {n: values[n] for n in spec.children}, {n: values[n] for n in spec.keep}
+
+
+def _field_default(spec: ContainerSpec, name: str) -> Any:
+    """A field's default value (a fresh one for factories), or None if it has none."""
+    import dataclasses
+
+    import attr
+
+    cls = spec.cls
+    if spec.flavor == "dataclass":
+        f = {f.name: f for f in dataclasses.fields(cls)}[name]
+        if f.default is not dataclasses.MISSING:
+            return _Default(f.default)
+        if f.default_factory is not dataclasses.MISSING:
+            return _Default(f.default_factory())
+        return None
+    if spec.flavor == "attrs":
+        a: Any = attr.fields_dict(cls)[name]
+        if isinstance(a.default, attr.Factory):  # type: ignore[arg-type]
+            return None if a.default.takes_self else _Default(a.default.factory())
+        return None if a.default is attr.NOTHING else _Default(a.default)
+    defaults = getattr(cls, "_field_defaults", {})
+    return _Default(defaults[name]) if name in defaults else None
+
+
+class _Default:
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _kind_for(name: str, tag: str, where: str) -> NodeKind:
+    cls = class_by_name(name)
+    if cls is None:
+        raise UnknownTypeError(
+            f"the file holds a type named {name!r} at {where}, but no class is registered "
+            f"under that name. Import the module that declares it (with @container, "
+            f"register or register_node) before loading."
+        )
+    try:
+        kind = kind_for_type(cls)
+    except Exception:
+        raise UnknownTypeError(
+            f"{name!r} at {where} is registered but is not a node type."
+        ) from None
+    if (kind.spec is not None) != (tag == "C"):
+        what = "a declared container" if kind.spec is not None else "a register_node type"
+        raise FormatError(
+            f"the file stores {name!r} at {where} as a "
+            f"{'container' if tag == 'C' else 'register_node'} record, but it is {what} here."
+        )
+    return kind
+
+
+def _root_type(rec: Rec) -> Any:
+    if rec.tag in ("C", "R"):
+        return class_by_name(rec.data[0])
+    if rec.tag == "S":
+        return type(rec.data)
+    return _TYPES.get(rec.tag)
+
+
+def check_root(recs: list[Rec], expect: Any) -> None:
+    """Raise ``SchemaError`` unless the root record holds an ``expect`` (None: any)."""
+    if expect is None:
+        return
+    found = _root_type(recs[0])
+    if found is not expect:
+        rec = recs[0]
+        desc = rec.data[0] if rec.tag in ("C", "R") else getattr(found, "__qualname__", "?")
+        raise SchemaError(
+            f"expected a {type_name(expect)!r} at the root, but the file holds {desc!r} "
+            f"there. Load it without expect= to see what it is, or pass the right class."
+        )
+
+
+def build(
+    recs: list[Rec],
+    arrays: dict[str, np.ndarray[Any, Any]],
+    limits: Limits,
+    expect: Any = None,
+) -> Any:
+    """Rebuild the tree of ``recs`` over ``arrays`` (tensor name -> array).
+
+    Raises:
+        FormatError: records that do not form one tree, bad aliases, tensors referenced
+            twice, missing or never referenced.
+        LimitError: nesting deeper than ``limits.max_depth``.
+        UnknownTypeError: a type name that is not registered.
+        VersionError: a version newer than the class, or a gap in its migrations.
+        SchemaError: fields that do not fit the class (all of them at once), or a root
+            that is not ``expect``.
+    """
+    check_root(recs, expect)
+    shared: dict[int, Any] = {}  # record index -> value, for arrays and mutable nodes
+    used: set[str] = set()
+    problems: list[str] = []
+    stack: list[list[Any]] = []  # [record index, values so far, kind or None]
+    result: Any = None
+    done = False
+    max_depth = limits.max_depth
+    for j, rec in enumerate(recs):
+        if done:
+            raise _bad(j, "follows the end of the tree")
+        tag = rec.tag
+        if tag == "S":
+            value = rec.data
+        elif tag == "A":
+            name, _ = rec.data
+            if name not in arrays:
+                raise FormatError(
+                    f"the tree refers to a tensor {name!r} at {_path(recs, stack)} that the "
+                    f"file does not have. The file is corrupt."
+                )
+            if name in used:
+                raise FormatError(
+                    f"the tree refers to tensor {name!r} twice (at {_path(recs, stack)}); "
+                    f"shared arrays are stored once and referred to by alias records."
+                )
+            used.add(name)
+            value = arrays[name]
+            shared[j] = value
+        elif tag == "@":
+            k = rec.data
+            if k not in shared:
+                raise _bad(
+                    j,
+                    f"is an alias to record #{k}, which is not a finished array or mutable node",
+                )
+            value = shared[k]
+        else:
+            kind: NodeKind | None = None
+            if tag in ("C", "R"):
+                kind = _kind_for(rec.data[0], tag, _path(recs, stack))
+                if tag == "C":
+                    _check_version(kind.spec, rec.data[1], _path(recs, stack))  # type: ignore[arg-type]
+            if rec.count:
+                if len(stack) >= max_depth:
+                    raise LimitError(
+                        f"the tree is nested deeper than max_depth={max_depth} at record "
+                        f"#{j}. Pass limits=Limits(max_depth=...) to accept it."
+                    )
+                stack.append([j, [], kind])
+                continue
+            value = _make(recs, j, [], kind, stack, problems, shared)
+        while True:
+            if not stack:
+                result, done = value, True
+                break
+            top = stack[-1]
+            top[1].append(value)
+            if len(top[1]) < recs[top[0]].count:
+                break
+            stack.pop()
+            value = _make(recs, top[0], top[1], top[2], stack, problems, shared)
+    if not done:
+        raise FormatError(
+            f"the tree ends inside a node at {_path(recs, stack)}: records are missing. "
+            f"The file is corrupt."
+        )
+    unused = set(arrays) - used
+    if unused:
+        raise FormatError(
+            f"the file has {len(unused)} tensor(s) the tree never refers to, e.g. "
+            f"{sorted(unused)[0]!r}. The file is corrupt."
+        )
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        raise SchemaError(
+            f"the file does not fit the declared classes ({len(problems)} problem"
+            f"{'s' if len(problems) > 1 else ''}):\n{lines}"
+        )
+    return result
+
+
+def _check_version(spec: ContainerSpec, version: int, where: str) -> None:
+    cls = type_name(spec.cls)
+    if version > spec.version:
+        raise VersionError(
+            f"{cls} at {where} was written with version {version}, newer than this "
+            f"class's version {spec.version}. Load it with the newer code."
+        )
+    missing = [v for v in range(version, spec.version) if v not in spec.migrations]
+    if missing:
+        raise VersionError(
+            f"{cls} at {where} was written with version {version}; this class is version "
+            f"{spec.version} but has no migration from version {missing[0]} to "
+            f"{missing[0] + 1}. Add migrations={{{missing[0]}: fn}}."
+        )
+
+
+def _make(
+    recs: list[Rec],
+    j: int,
+    out: list[Any],
+    kind: NodeKind | None,
+    stack: list[list[Any]],
+    problems: list[str],
+    shared: dict[int, Any],
+) -> Any:
+    rec = recs[j]
+    tag = rec.tag
+    value: Any
+    if tag == "T":
+        return tuple(out)
+    if tag == "L":
+        value = out
+    elif tag == "N":
+        return None
+    elif tag == "Q":
+        value = deque(out, rec.data)
+    elif tag in ("D", "DD"):
+        keys, order = rec.data[0], rec.data[1]
+        aux = (tuple(keys), None if order is None else tuple(keys[i] for i in order))
+        if tag == "D":
+            value = DICT.unflatten(aux, out)
+        else:
+            value = DEFAULT_DICT.unflatten((*aux, rec.data[2]), out)
+    elif tag == "O":
+        value = ORDERED_DICT.unflatten(tuple(rec.data[0]), out)
+    else:
+        assert kind is not None
+        where = "".join(_key_of(recs[fr[0]], len(fr[1])) for fr in stack) or "the root"
+        if tag == "C":
+            spec = kind.spec
+            assert spec is not None
+            _, version, kids, kept = rec.data
+            children = dict(zip(kids, out[: len(kids)]))
+            meta = dict(zip(kept, out[len(kids) :]))
+            fitted = _evolve(spec, version, children, meta, where, problems)
+            if fitted is None:
+                return _PLACEHOLDER
+            ch, mt = fitted
+            args = [v.value if isinstance(v, _Default) else v for v in ch.values()]
+            kv = [v.value if isinstance(v, _Default) else v for v in mt.values()]
+            value = kind.unflatten(tuple(kv), tuple(args))
+            if spec.frozen:
+                return value
+        else:
+            _, n, keys = rec.data
+            if (keys is None) != (kind.keys is _no_keys):
+                raise FormatError(
+                    f"the file stores {rec.data[0]!r} at {where} "
+                    f"{'without' if keys is None else 'with'} child keys, but its "
+                    f"register_node declaration {'has' if keys is None else 'has no'} keys=."
+                )
+            raux = out[n] if keys is None else _KeyedAux(out[n], keys)
+            try:
+                value = kind.unflatten(raux, out[:n])
+            except SerializationError:
+                raise
+            except Exception as err:
+                raise SchemaError(
+                    f"rebuilding {rec.data[0]!r} at {where} failed: its unflatten raised "
+                    f"{type(err).__name__}: {err}."
+                ) from None
+            if not kind.mutable:
+                return value
+    shared[j] = value
+    return value
+
+
+_PLACEHOLDER = None
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One line of a file's tree view: depth, parent row, key and what is there."""
+
+    depth: int
+    parent: int
+    key: str
+    text: str
+    tensor: str | None
+
+
+def rows(recs: list[Rec], tensors: dict[str, Any], limits: Limits) -> list[Row]:
+    """The tree view of ``recs``, validated as ``build`` validates it (but for types).
+
+    ``tensors`` maps names to objects with ``code``, ``shape`` (``_format.Tensor``).
+    """
+    out: list[Row] = []
+    stack: list[list[int]] = []  # [record index, values seen, row index]
+    used: set[str] = set()
+    finished: set[int] = set()
+    row_of: dict[int, int] = {}
+    done = False
+    for j, rec in enumerate(recs):
+        if done:
+            raise _bad(j, "follows the end of the tree")
+        if stack:
+            top = stack[-1]
+            key = _key_of(recs[top[0]], top[1])
+            parent = top[2]
+        else:
+            key, parent = "", -1
+        tag = rec.tag
+        tensor = None
+        if tag == "S":
+            text = repr(rec.data)
+        elif tag == "A":
+            name, crc = rec.data
+            t = tensors.get(name)
+            if t is None or name in used:
+                raise FormatError(
+                    f"the tree refers to tensor {name!r} "
+                    f"{'twice' if t is not None else 'that the file does not have'}. "
+                    f"The file is corrupt."
+                )
+            used.add(name)
+            tensor = name
+            nbytes = t.end - t.begin
+            text = f"{_dtype_name(t.code)}[{','.join(map(str, t.shape))}]  {nbytes:,} B  crc32 {crc:08x}"
+        elif tag == "@":
+            if rec.data not in finished or rec.data not in row_of:
+                raise _bad(j, f"is an alias to record #{rec.data}, which is not finished")
+            text = f"same object as {_row_path(out, row_of[rec.data])}"
+        else:
+            text = _node_text(rec)
+        row_of[j] = len(out)
+        out.append(Row(len(stack), parent, key, text, tensor))
+        if tag not in _LEAF_TAGS and rec.count:
+            if len(stack) >= limits.max_depth:
+                raise LimitError(
+                    f"the tree is nested deeper than max_depth={limits.max_depth} at record "
+                    f"#{j}. Pass limits=Limits(max_depth=...) to accept it."
+                )
+            stack.append([j, 0, row_of[j]])
+            continue
+        finished.add(j)
+        while True:
+            if not stack:
+                done = True
+                break
+            top = stack[-1]
+            top[1] += 1
+            if top[1] < recs[top[0]].count:
+                break
+            finished.add(stack.pop()[0])
+    if not done:
+        raise FormatError("the tree ends inside a node: records are missing. The file is corrupt.")
+    unused = set(tensors) - used
+    if unused:
+        raise FormatError(
+            f"the file has {len(unused)} tensor(s) the tree never refers to, e.g. "
+            f"{sorted(unused)[0]!r}. The file is corrupt."
+        )
+    return out
+
+
+def _row_path(out: list[Row], i: int) -> str:
+    parts = []
+    while i >= 0:
+        parts.append(out[i].key)
+        i = out[i].parent
+    return "".join(reversed(parts)) or "the root"
+
+
+def row_path(out: list[Row], i: int) -> str:
+    """The keystr path of row ``i`` (``'the root'`` for the root)."""
+    return _row_path(out, i)
+
+
+_DTYPE_NAMES = {
+    "BOOL": "bool",
+    "U8": "uint8",
+    "I8": "int8",
+    "U16": "uint16",
+    "I16": "int16",
+    "U32": "uint32",
+    "I32": "int32",
+    "U64": "uint64",
+    "I64": "int64",
+    "F16": "float16",
+    "F32": "float32",
+    "F64": "float64",
+    "C64": "complex64",
+    "BF16": "bfloat16",
+}
+
+
+def _dtype_name(code: str) -> str:
+    return _DTYPE_NAMES.get(code, code)
+
+
+def _node_text(rec: Rec) -> str:
+    tag = rec.tag
+    if tag == "N":
+        return "None"
+    if tag == "T":
+        return f"tuple ({rec.count})"
+    if tag == "L":
+        return f"list ({rec.count})"
+    if tag == "Q":
+        return f"deque ({rec.count}, maxlen={rec.data})"
+    if tag == "D":
+        return f"dict ({rec.count})"
+    if tag == "O":
+        return f"OrderedDict ({rec.count})"
+    if tag == "DD":
+        factory = rec.data[2]
+        return f"defaultdict ({rec.count}, {getattr(factory, '__name__', None)})"
+    if tag == "C":
+        name, version, _, kept = rec.data
+        return f"{name} v{version}" + (f"  kept: {', '.join(kept)}" if kept else "")
+    return f"{rec.data[0]} (register_node, {rec.data[1]} children)"

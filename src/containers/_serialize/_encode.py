@@ -1,0 +1,385 @@
+"""Encode a tree as flat records plus tensors, ready to be written.
+
+This stage reads the tree through ``flatten`` only: its pre-order ``Structure`` records
+and, through the ``is_leaf`` hook, every value in the same order (which is how shared
+objects are recognised). It validates and normalises everything before a byte is
+written, so a tree that cannot be saved leaves no file behind.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict, defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from containers._errors import SerializationError, type_name
+from containers._flatten import flatten
+from containers._paths import AttrKey, IndexKey, Key
+from containers._registry import (
+    DEFAULT_DICT,
+    DEQUE,
+    DICT,
+    LIST,
+    NONE,
+    ORDERED_DICT,
+    TUPLE,
+    NodeKind,
+    _KeyedAux,
+    _no_keys,
+    name_of,
+)
+from containers._serialize._format import (
+    CODES,
+    FORMAT_KEY,
+    FORMAT_VERSION,
+    TREE_KEY,
+    build_header,
+    crc32,
+)
+from containers._serialize._values import NotStorable, encode_key, encode_scalar
+
+__all__ = ["FACTORIES", "Plan", "encode"]
+
+#: defaultdict factories a file may name (builtins only: a name is never imported).
+FACTORIES: dict[str, Any] = {
+    "list": list,
+    "dict": dict,
+    "set": set,
+    "int": int,
+    "float": float,
+    "complex": complex,
+    "str": str,
+    "bytes": bytes,
+    "bool": bool,
+    "tuple": tuple,
+    "frozenset": frozenset,
+    "OrderedDict": OrderedDict,
+}
+_FACTORY_NAMES = {id(v): k for k, v in FACTORIES.items()}
+_SCALARS = (int, float, complex, str, bytes, bool)
+
+
+@dataclass
+class Plan:
+    """A validated tree ready to write: records, tensors (C-contiguous, little-endian)."""
+
+    records: list[Any] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    arrays: list[np.ndarray[Any, Any]] = field(default_factory=list)
+    crc_slots: list[list[Any]] = field(default_factory=list)  # the "A" records
+
+    def layout(self) -> tuple[dict[str, Any], list[int]]:
+        """Tensor entries (sorted by itemsize, then name: every tensor aligned) and order."""
+        order = sorted(
+            range(len(self.arrays)), key=lambda i: (-self.arrays[i].itemsize, self.names[i])
+        )
+        entries: dict[str, Any] = {}
+        pos = 0
+        for i in order:
+            a = self.arrays[i]
+            entries[self.names[i]] = {
+                "dtype": CODES[a.dtype.type],
+                "shape": list(a.shape),
+                "data_offsets": [pos, pos + a.nbytes],
+            }
+            pos += a.nbytes
+        return entries, order
+
+    def header(self, entries: dict[str, Any]) -> bytes:
+        """The header bytes, with the CRC32 slots as they are now."""
+        tree = json.dumps(self.records, separators=(",", ":"), ensure_ascii=False)
+        return build_header(entries, {FORMAT_KEY: FORMAT_VERSION, TREE_KEY: tree})
+
+    def fill_crcs(self, order: list[int] | None = None) -> None:
+        """Compute every tensor's CRC32 into its record."""
+        for slot, a in zip(self.crc_slots, self.arrays):
+            slot[2] = f"{crc32(a):08x}"
+
+
+def _fail(where: str, what: str, fix: str) -> SerializationError:
+    return SerializationError(f"save: at {where}: {what}. {fix}")
+
+
+def _where(path: str) -> str:
+    return path if path else "the root"
+
+
+def _to_numpy(x: Any, path: str) -> np.ndarray[Any, Any] | None:
+    """``x`` as a C-contiguous little-endian ndarray if it is an array leaf, else None."""
+    t = type(x)
+    a: np.ndarray[Any, Any]
+    if t is np.ndarray:
+        a = x
+    else:
+        module = t.__module__ or ""
+        if module.startswith(("jax", "jaxlib")) and hasattr(x, "__array__"):
+            a = np.asarray(x)
+        elif module.startswith("torch") and hasattr(x, "detach"):
+            a = _torch_numpy(x)
+        elif isinstance(x, np.ndarray):
+            raise _fail(
+                _where(path),
+                f"an array of type {t.__qualname__} (a numpy subclass, whose meaning a plain "
+                f"array loses)",
+                "Convert it with np.asarray first.",
+            )
+        else:
+            return None
+    code = CODES.get(a.dtype.type)
+    if code is None:
+        raise _fail(
+            _where(path),
+            f"an array of dtype {a.dtype}, which files cannot hold",
+            "Supported dtypes: bool, int8-int64, uint8-uint64, float16/32/64, complex64, "
+            "bfloat16; convert it (e.g. a.astype(np.float64)).",
+        )
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("<"))
+    return a if a.flags.c_contiguous else a.copy(order="C")  # ascontiguousarray makes 0-d 1-d
+
+
+def _torch_numpy(x: Any) -> np.ndarray[Any, Any]:
+    x = x.detach().cpu()
+    if str(x.dtype) == "torch.bfloat16":
+        import ml_dtypes
+        import torch
+
+        return np.asarray(x.view(torch.int16).numpy().view(ml_dtypes.bfloat16))
+    return np.asarray(x.numpy())
+
+
+class _Encoder:
+    def __init__(self) -> None:
+        self.plan = Plan()
+        self.first: dict[int, int] = {}  # id of an array or mutable node -> its record
+        self.names: set[str] = set()  # tensor names taken
+
+    def leaf(self, v: Any, where: Callable[[], str], plain: bool) -> None:
+        out = self.plan.records
+        t = type(v)
+        if t in _SCALARS or (isinstance(v, np.generic) and not isinstance(v, np.ndarray)):
+            try:
+                out.append(["S", encode_scalar(v)])
+            except NotStorable as err:
+                raise _fail(
+                    _where(where()), str(err), "Convert it to a supported value."
+                ) from None
+            return
+        if plain:
+            if isinstance(v, np.ndarray) or _to_numpy(v, where()) is not None:
+                raise _fail(
+                    _where(where()),
+                    "an array inside a kept value or register_node aux",
+                    "Kept values are stored as metadata: make the array a child instead.",
+                )
+            a = None
+        else:
+            k = self.first.get(id(v))
+            if k is not None:
+                out.append(["@", k])
+                return
+            path = where()
+            a = _to_numpy(v, path)
+        if a is None:
+            raise _fail(
+                _where(where()),
+                f"a leaf of type {t.__qualname__}, which files cannot hold",
+                "Leaves must be arrays (numpy, jax, torch) or scalars (int, float, complex, "
+                "str, bytes, bool, None, numpy scalars); declare the class with @container "
+                "or treat it as a kept field of a plain type.",
+            )
+        if path in self.names:
+            raise _fail(
+                _where(path),
+                "a path that names two different arrays (two keys render alike)",
+                "Make the keys distinct once rendered by keystr.",
+            )
+        self.names.add(path)
+        self.first[id(v)] = len(out)
+        rec = ["A", path, "00000000"]
+        out.append(rec)
+        self.plan.names.append(path)
+        self.plan.arrays.append(a)
+        self.plan.crc_slots.append(rec)
+
+    def node_record(
+        self, kind: NodeKind, aux: Any, n: int, where: Callable[[], str], plain: bool
+    ) -> list[Any]:
+        t = kind.type
+        try:
+            if kind is TUPLE:
+                return ["T", n]
+            if kind is LIST:
+                return ["L", n]
+            if kind is NONE:
+                return ["N"]
+            if kind is DICT:
+                rec = ["D", [encode_key(k) for k in aux[0]]]
+                if aux[1] is not None:
+                    pos = {id(k): i for i, k in enumerate(aux[0])}
+                    rec.append([pos[id(k)] for k in aux[1]])
+                return rec
+            if kind is ORDERED_DICT:
+                return ["O", [encode_key(k) for k in aux]]
+            if kind is DEFAULT_DICT:
+                factory = aux[2]
+                fname = None if factory is None else _FACTORY_NAMES.get(id(factory))
+                if factory is not None and fname is None:
+                    raise _fail(
+                        _where(where()),
+                        f"a defaultdict whose default_factory is {factory!r}",
+                        f"Files name factories, never import them: use one of "
+                        f"{', '.join(FACTORIES)} or None.",
+                    )
+                order = None
+                if aux[1] is not None:
+                    pos = {id(k): i for i, k in enumerate(aux[0])}
+                    order = [pos[id(k)] for k in aux[1]]
+                return ["DD", [encode_key(k) for k in aux[0]], order, fname]
+            if kind is DEQUE:
+                return ["Q", n, aux]
+        except NotStorable as err:
+            raise _fail(
+                _where(where()),
+                f"a dict key that is {err}",
+                "Keys must be str, int, float, bool, None, bytes, complex or flat tuples of those.",
+            ) from None
+        name = name_of(t)
+        if plain:
+            raise _fail(
+                _where(where()),
+                f"a {type_name(t)!r} inside a kept value or register_node aux",
+                "Kept values are stored as plain data (tuples, lists, dicts, scalars).",
+            )
+        if name is None:
+            raise _fail(
+                _where(where()),
+                f"a {type_name(t)!r}, which is not registered by name",
+                f"Files rebuild classes by their registered name: declare it with "
+                f"@container, or call ct.register({type_name(t)}) (namedtuples too).",
+            )
+        spec = kind.spec
+        if spec is not None:
+            return ["C", name, spec.version, list(spec.children), list(spec.keep)]
+        if kind.keys is _no_keys:
+            return ["R", name, n, None]
+        keys = aux.keys if isinstance(aux, _KeyedAux) else kind.keys(aux, n)
+        return ["R", name, n, [_key_form(k) for k in keys]]
+
+    def tail(self, kind: NodeKind, aux: Any, where: Callable[[], str]) -> None:
+        """The values that follow a node's children: kept values, or the aux."""
+        spec = kind.spec
+        if spec is not None:
+            for name, value in zip(spec.keep, aux):
+                self.tree(value, lambda name=name: f"{where()}.{name}", plain=True)  # type: ignore[misc]
+        elif kind.type not in _BUILTIN_TYPES:
+            value = aux.aux if isinstance(aux, _KeyedAux) else aux
+            self.tree(value, lambda: f"{where()}<aux>", plain=True)
+
+    def tree(self, tree: Any, base: Callable[[], str], *, plain: bool) -> None:
+        """Append the records of ``tree`` (a pre-order walk of flatten's records).
+
+        Paths are built only when needed (tensor names, errors): ``base()`` is where
+        ``tree`` sits, ``keystack`` the rendered keys down to the open node.
+        """
+        values: list[Any] = []
+        see = values.append
+
+        def is_leaf(v: Any) -> bool:
+            see(v)
+            return False
+
+        _, structure = flatten(tree, is_leaf=is_leaf)
+        records = structure._records
+        if not records:
+            self.leaf(values[0], base, plain)
+            return
+        out = self.plan.records
+        vi = 0
+        ri = 0
+        keystack: list[str] = []  # the rendered key of each open node below the root
+        # frames: [kind, aux, keys, mask, next child, where]
+        stack: list[list[Any]] = []
+
+        def here(extra: str = "") -> Callable[[], str]:
+            depth = len(keystack)
+            return lambda: base() + "".join(keystack[:depth]) + extra
+
+        def open_node(key: str | None) -> None:
+            nonlocal vi, ri
+            kind, aux, n, mask = records[ri]
+            obj = values[vi]
+            ri += 1
+            vi += 1
+            if key is not None:
+                keystack.append(key)
+            where = here()
+            if kind.mutable and not plain:
+                k = self.first.get(id(obj))
+                if k is not None:
+                    out.append(["@", k])
+                    skip(n, mask)
+                    if key is not None:
+                        keystack.pop()
+                    return
+                self.first[id(obj)] = len(out)
+            out.append(self.node_record(kind, aux, n, where, plain))
+            if n == 0:
+                self.tail(kind, aux, where)
+                if key is not None:
+                    keystack.pop()
+                return
+            stack.append([kind, aux, kind.keys(aux, n), mask, 0, where])
+
+        def skip(n: int, mask: Any) -> None:
+            nonlocal vi, ri
+            nodes = 0 if mask is None else n if mask is True else sum(mask)
+            leaves = n - nodes
+            j = ri
+            while nodes:
+                _, _, m, mk = records[j]
+                j += 1
+                sub = 0 if mk is None else m if mk is True else sum(mk)
+                nodes += sub - 1
+                leaves += m - sub
+            vi += (j - ri) + leaves
+            ri = j
+
+        open_node(None)
+        while stack:
+            fr = stack[-1]
+            kind, aux, keys, mask, i, where = fr
+            if i == len(keys):
+                stack.pop()
+                self.tail(kind, aux, where)
+                if stack:
+                    keystack.pop()
+                continue
+            fr[4] = i + 1
+            if mask is None or (mask is not True and not mask[i]):
+                self.leaf(values[vi], here(str(keys[i])), plain)
+                vi += 1
+            else:
+                open_node(str(keys[i]))
+
+
+_BUILTIN_TYPES = (tuple, list, dict, OrderedDict, defaultdict, deque, type(None))
+
+
+def _key_form(k: Key) -> list[Any]:
+    if isinstance(k, AttrKey):
+        return ["a", k.name]
+    if isinstance(k, IndexKey):
+        return ["i", k.idx]
+    return ["d", encode_key(k.raw)]
+
+
+def encode(tree: Any) -> Plan:
+    """Validate ``tree`` and encode it; raises ``SerializationError`` naming the path."""
+    enc = _Encoder()
+    enc.tree(tree, str, plain=False)
+    return enc.plan

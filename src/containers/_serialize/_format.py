@@ -1,0 +1,516 @@
+"""The byte layout: safetensors framing, the dtype table, strict JSON, CRC32, atomic writes.
+
+This stage turns bytes into a validated ``Layout`` (tensor entries and metadata strings)
+and back, and owns every file operation. It knows nothing of trees: records are the
+business of ``_encode``/``_decode``. Every check on untrusted bytes runs here before
+anything sized by those bytes is allocated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import mmap
+import os
+import tempfile
+import threading
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from containers._errors import FormatError, LimitError
+from containers._serialize._limits import Limits
+
+__all__ = [
+    "CODES",
+    "DTYPES",
+    "FORMAT_KEY",
+    "FORMAT_VERSION",
+    "TREE_KEY",
+    "Layout",
+    "Tensor",
+    "atomic_write",
+    "build_header",
+    "crc32",
+    "parse_header",
+    "read_arrays",
+    "read_layout",
+    "strict_json",
+    "view_arrays",
+]
+
+FORMAT_KEY = "containers.format"
+TREE_KEY = "containers.tree"
+FORMAT_VERSION = "1"
+_ALIGN = 64  # the data section starts on a cache line
+_MAX_INT = 2**63
+
+#: The safetensors dtype codes this library reads and writes, and their numpy dtypes
+#: (little-endian). Dtype strings from a file are looked up here, never given to
+#: ``np.dtype``.
+DTYPES: dict[str, np.dtype[Any]] = {
+    "BOOL": np.dtype("?"),
+    "U8": np.dtype("u1"),
+    "I8": np.dtype("i1"),
+    "U16": np.dtype("<u2"),
+    "I16": np.dtype("<i2"),
+    "U32": np.dtype("<u4"),
+    "I32": np.dtype("<i4"),
+    "U64": np.dtype("<u8"),
+    "I64": np.dtype("<i8"),
+    "F16": np.dtype("<f2"),
+    "F32": np.dtype("<f4"),
+    "F64": np.dtype("<f8"),
+    "C64": np.dtype("<c8"),
+}
+try:  # bfloat16 exists only with ml_dtypes
+    import ml_dtypes
+
+    DTYPES["BF16"] = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover - ml_dtypes is installed in the test environment
+    pass
+
+#: numpy scalar type -> code (byte order is normalized separately).
+CODES: dict[type, str] = {dt.type: code for code, dt in DTYPES.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Tensor:
+    """One validated tensor entry: ``begin``/``end`` relative to the data section."""
+
+    name: str
+    code: str
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The little-endian numpy dtype."""
+        return DTYPES[self.code]
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """A validated header: tensors in file order, metadata strings, where data starts."""
+
+    tensors: dict[str, Tensor]
+    metadata: dict[str, str]
+    data_start: int
+    file_size: int
+
+
+class _Duplicate(FormatError):
+    pass
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _Duplicate(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def _constant(name: str) -> Any:
+    raise FormatError(f"{name} is not JSON (only finite numbers are allowed)")
+
+
+def _int(text: str) -> int:
+    if len(text) > 20:
+        raise FormatError(f"integer literal of {len(text)} digits (at most 20 are allowed)")
+    return int(text)
+
+
+def strict_json(text: str | bytes, what: str) -> Any:
+    """Parse JSON refusing duplicate keys, NaN/Infinity and huge integer literals.
+
+    Raises:
+        FormatError: naming ``what`` (the header, the tree) and the problem.
+    """
+    try:
+        return json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant, parse_int=_int)
+    except FormatError as err:
+        raise FormatError(
+            f"{what}: {err}. The file is corrupt or not a containers file."
+        ) from None
+    except RecursionError:
+        raise FormatError(f"{what}: JSON nested too deeply. The file is corrupt.") from None
+    except (ValueError, TypeError) as err:  # JSONDecodeError, UnicodeDecodeError
+        raise FormatError(f"{what}: not valid JSON ({err}). The file is corrupt.") from None
+
+
+def _is_int(x: Any) -> bool:
+    return type(x) is int and 0 <= x < _MAX_INT
+
+
+def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Layout:
+    """Validate a header (the bytes after the 8-byte length) against the file size.
+
+    Checks, in order: UTF-8 and an object starting with ``{``; no duplicate keys;
+    ``__metadata__`` maps strings to strings; every entry has exactly ``dtype``,
+    ``shape`` and ``data_offsets``, a known dtype, non-negative integer dimensions and
+    offsets with ``prod(shape) * itemsize == end - begin``; the entries cover the data
+    section exactly (no gap, overlap or trailing byte).
+
+    Raises:
+        FormatError: the header is not valid (the message names the tensor).
+        LimitError: more tensors or dimensions than ``limits`` allow.
+    """
+    data_start = 8 + len(raw)
+    raw = bytes(raw)
+    if raw[:1] != b"{":
+        raise FormatError("the header does not start with '{': this is not a safetensors file.")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise FormatError(f"the header is not UTF-8 ({err.reason} at byte {err.start}).") from None
+    header = strict_json(text, "the header")
+    if type(header) is not dict:
+        raise FormatError("the header is not a JSON object.")
+    metadata = header.pop("__metadata__", {})
+    if type(metadata) is not dict or not all(type(v) is str for v in metadata.values()):
+        raise FormatError("__metadata__ must map strings to strings.")
+    if len(header) > limits.max_tensors:
+        raise LimitError(
+            f"the file has {len(header)} tensors, more than max_tensors="
+            f"{limits.max_tensors}. Pass limits=Limits(max_tensors=...) to accept it."
+        )
+    tensors = []
+    for name, entry in header.items():
+        tensors.append(_tensor(name, entry, limits))
+    tensors.sort(key=lambda t: (t.begin, t.end))
+    pos = 0
+    for t in tensors:
+        if t.begin != pos:
+            what = "overlaps the previous tensor" if t.begin < pos else "leaves a gap"
+            raise FormatError(
+                f"tensor {t.name!r} starts at data offset {t.begin}, expected {pos}: it {what}. "
+                f"Tensors must cover the data section contiguously."
+            )
+        pos = t.end
+    have = file_size - data_start
+    if pos < have:
+        raise FormatError(
+            f"trailing {have - pos} bytes after the last tensor (the data section has "
+            f"{have} bytes, the tensors cover {pos})."
+        )
+    if pos > have:
+        raise FormatError(f"truncated: need {pos} bytes of tensor data, have {have}.")
+    return Layout({t.name: t for t in tensors}, metadata, data_start, file_size)
+
+
+def _tensor(name: str, entry: Any, limits: Limits) -> Tensor:
+    where = f"tensor {name!r}"
+    if type(entry) is not dict or set(entry) != {"dtype", "shape", "data_offsets"}:
+        keys = sorted(entry) if type(entry) is dict else type(entry).__name__
+        raise FormatError(
+            f"{where}: an entry must have exactly 'dtype', 'shape' and 'data_offsets', got {keys}."
+        )
+    code, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if type(code) is not str or code not in DTYPES:
+        raise FormatError(f"{where}: unsupported dtype {code!r}. Supported: {', '.join(DTYPES)}.")
+    if type(shape) is not list or not all(_is_int(d) for d in shape):
+        raise FormatError(f"{where}: the shape must be a list of non-negative integers.")
+    if len(shape) > limits.max_ndim:
+        raise LimitError(
+            f"{where} has {len(shape)} dimensions, more than max_ndim={limits.max_ndim}. "
+            f"Pass limits=Limits(max_ndim=...) to accept it."
+        )
+    if type(offsets) is not list or len(offsets) != 2 or not all(_is_int(o) for o in offsets):
+        raise FormatError(f"{where}: data_offsets must be two non-negative integers.")
+    begin, end = offsets
+    if begin > end:
+        raise FormatError(f"{where}: data_offsets begin {begin} is after end {end}.")
+    size = DTYPES[code].itemsize
+    for d in shape:
+        size *= d  # exact integers: no overflow
+    if size != end - begin:
+        raise FormatError(
+            f"{where}: {code}{shape} needs {size} bytes but its data_offsets span {end - begin}."
+        )
+    return Tensor(name, code, tuple(shape), begin, end)
+
+
+def read_layout(f: BinaryIO, limits: Limits) -> Layout:
+    """Read and validate the header of an open file, reading nothing else.
+
+    Raises:
+        FormatError: the file is too small, the length runs past the end, or the header
+            is invalid.
+        LimitError: the header is longer than ``limits.max_header_bytes``.
+    """
+    size = os.fstat(f.fileno()).st_size
+    return _layout_from(f.read(8), size, f.read, limits)
+
+
+def layout_of_bytes(data: memoryview, limits: Limits) -> Layout:
+    """``read_layout`` for a bytes-like object."""
+    return _layout_from(bytes(data[:8]), len(data), lambda n: data[8 : 8 + n], limits)
+
+
+def _layout_from(
+    head: bytes, size: int, read: Callable[[int], bytes | memoryview], limits: Limits
+) -> Layout:
+    if size < 8:
+        raise FormatError(
+            f"file too small: {size} bytes (a safetensors file starts with an 8-byte header length)."
+        )
+    n = int.from_bytes(head, "little")
+    if n > limits.max_header_bytes:
+        raise LimitError(
+            f"the header claims {n} bytes, more than max_header_bytes="
+            f"{limits.max_header_bytes}. Pass limits=Limits(max_header_bytes=...) to accept it."
+        )
+    if n > size - 8:
+        raise FormatError(
+            f"the header claims {n} bytes but the file has only {size - 8} after the length."
+        )
+    raw = read(n)
+    if len(raw) != n:  # the file shrank while we read it
+        raise FormatError(f"truncated header: expected {n} bytes, read {len(raw)}.")
+    return parse_header(raw, size, limits)
+
+
+def build_header(entries: dict[str, Any], metadata: dict[str, str]) -> bytes:
+    """The 8-byte length and the JSON header, padded with spaces to a 64-byte boundary."""
+    body = json.dumps({"__metadata__": metadata, **entries}, separators=(",", ":")).encode()
+    pad = -(8 + len(body)) % _ALIGN
+    body += b" " * pad
+    return len(body).to_bytes(8, "little") + body
+
+
+def crc32(a: np.ndarray[Any, Any]) -> int:
+    """The CRC32 of a C-contiguous array's bytes (zlib releases the GIL on large inputs)."""
+    return zlib.crc32(_bytes_view(a))
+
+
+def _bytes_view(a: np.ndarray[Any, Any]) -> memoryview:
+    return a.reshape(-1).view(np.uint8).data
+
+
+# --- reading arrays ------------------------------------------------------------------
+
+#: Tensors of at least this many bytes get an allocation of their own; smaller ones
+#: share chunk buffers of about this size (one read for many small tensors).
+_OWN = 1 << 20
+
+
+def _groups(layout: Layout) -> Iterator[list[Tensor]]:
+    """Tensors in file order, grouped: a big one alone, small neighbours together."""
+    group: list[Tensor] = []
+    size = 0
+    for t in layout.tensors.values():
+        n = t.end - t.begin
+        if n >= _OWN:
+            if group:
+                yield group
+                group, size = [], 0
+            yield [t]
+            continue
+        group.append(t)
+        size += n
+        if size >= _OWN:
+            yield group
+            group, size = [], 0
+    if group:
+        yield group
+
+
+def read_arrays(
+    f: io.BufferedIOBase, layout: Layout, crcs: dict[str, int] | None
+) -> dict[str, np.ndarray[Any, Any]]:
+    """Read every tensor of an open file: owned, writeable arrays.
+
+    Big tensors get their own buffer, small ones share a chunk; each buffer is filled
+    with one ``readinto``. With ``crcs``, each tensor's CRC32 is checked in a second
+    thread while the next buffer is read.
+    """
+    out: dict[str, np.ndarray[Any, Any]] = {}
+    f.seek(layout.data_start)
+    checker = _Checker(crcs)
+    try:
+        for group in _groups(layout):
+            first, last = group[0], group[-1]
+            buf = np.empty(last.end - first.begin, np.uint8)
+            view = buf.data
+            got = 0
+            while got < len(view):
+                n = f.readinto(view[got:])
+                if not n:
+                    raise FormatError(
+                        f"truncated: the file ended while reading tensor {first.name!r}."
+                    )
+                got += n
+            for t in group:
+                a = buf[t.begin - first.begin : t.end - first.begin].view(t.dtype).reshape(t.shape)
+                out[t.name] = a
+            checker.submit(group, [out[t.name] for t in group])
+    finally:
+        checker.close()
+    return out
+
+
+def view_arrays(
+    buffer: Any, layout: Layout, crcs: dict[str, int] | None, *, copy: bool
+) -> dict[str, np.ndarray[Any, Any]]:
+    """Arrays over ``buffer`` (bytes, memoryview or mmap): views, or copies with ``copy``."""
+    out: dict[str, np.ndarray[Any, Any]] = {}
+    base = np.frombuffer(buffer, np.uint8)
+    start = layout.data_start
+    if copy:
+        base = base[start:].copy()
+        start = 0
+    for t in layout.tensors.values():
+        out[t.name] = base[start + t.begin : start + t.end].view(t.dtype).reshape(t.shape)
+    if crcs is not None:
+        for t in layout.tensors.values():
+            _check(t, out[t.name], crcs)
+    return out
+
+
+def _check(t: Tensor, a: np.ndarray[Any, Any], crcs: dict[str, int]) -> None:
+    from containers._errors import IntegrityError
+
+    want = crcs.get(t.name)
+    if want is not None and crc32(a) != want:
+        raise IntegrityError(
+            f"tensor {t.name!r}: CRC32 mismatch (the file says {want:08x}, the data gives "
+            f"{crc32(a):08x}): the file is corrupted. Restore it from a good copy, or pass "
+            f"verify=False to load the damaged values anyway."
+        )
+
+
+class _Checker:
+    """Check CRC32s of finished groups in a background thread (zlib releases the GIL)."""
+
+    def __init__(self, crcs: dict[str, int] | None) -> None:
+        self.crcs = crcs
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+
+    def _run(self, groups: list[tuple[list[Tensor], list[np.ndarray[Any, Any]]]]) -> None:
+        try:
+            for group, arrays in groups:
+                for t, a in zip(group, arrays):
+                    _check(t, a, self.crcs)  # type: ignore[arg-type]
+        except BaseException as err:  # reported by close()
+            self.error = err
+
+    def submit(self, group: list[Tensor], arrays: list[np.ndarray[Any, Any]]) -> None:
+        if self.crcs is None:
+            return
+        if self.thread is not None:
+            self.thread.join()
+            self._raise()
+        if sum(t.end - t.begin for t in group) < _OWN:
+            self._run([(group, arrays)])
+            self._raise()
+            return
+        self.thread = threading.Thread(target=self._run, args=([(group, arrays)],))
+        self.thread.start()
+
+    def _raise(self) -> None:
+        if self.error is not None:
+            err, self.error = self.error, None
+            raise err
+
+    def close(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+        self._raise()
+
+
+def map_file(f: BinaryIO) -> mmap.mmap:
+    """A read-only mapping of an open, non-empty file."""
+    return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+# --- writing ---------------------------------------------------------------------------
+
+
+def _umask() -> int:
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # not thread-safe, hence the /proc read first
+    os.umask(mask)
+    return mask
+
+
+def write_all(fd: int, chunks: Sequence[Any]) -> None:
+    """Write every chunk (bytes or memoryviews) to ``fd``, batching small ones."""
+    batch: list[Any] = []
+    size = 0
+    for c in chunks:
+        n = len(c)
+        if n >= _OWN:
+            if batch:
+                _writev(fd, batch)
+                batch, size = [], 0
+            _writev(fd, [c])
+            continue
+        batch.append(c)
+        size += n
+        if size >= _OWN or len(batch) >= 512:
+            _writev(fd, batch)
+            batch, size = [], 0
+    if batch:
+        _writev(fd, batch)
+
+
+def _writev(fd: int, bufs: list[Any]) -> None:
+    views = [memoryview(b).cast("B") for b in bufs]
+    while views:
+        n = os.writev(fd, views)
+        while views and n >= len(views[0]):
+            n -= len(views[0])
+            views.pop(0)
+        if views and n:
+            views[0] = views[0][n:]
+
+
+def atomic_write(path: str, write: Callable[[int], None], *, fsync: bool = True) -> None:
+    """Write a file through ``write(fd)`` so that ``path`` holds the old or the new file.
+
+    A temp file in the same directory is written, fsynced, given the mode a plain
+    ``open`` would give (or the old file's), renamed over ``path`` with ``os.replace``
+    and the directory fsynced. On any error the temp file is removed. The old file is
+    never written in place, so arrays still mapped from it keep their values.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    name = os.path.basename(path)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    try:
+        try:
+            write(fd)
+            try:
+                mode = os.stat(path).st_mode & 0o7777
+            except FileNotFoundError:
+                mode = 0o666 & ~_umask()
+            os.fchmod(fd, mode)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if fsync and hasattr(os, "O_DIRECTORY"):
+        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
