@@ -72,3 +72,15 @@ def test_instruction_counts_run_and_compare_to_hand() -> None:
     assert hand > 0
     assert ours > 0
     assert ratio == pytest.approx(ours / hand, rel=0.01)  # the cells are rounded
+
+
+def test_split_benchmark_quick_runs_and_agrees_with_hand(tmp_path: Path) -> None:
+    """benchmarks/split.py --quick finishes, and containers' split/merge/state results
+    equal the hand-written loops' (the script checks them before timing)."""
+    out = tmp_path / "split.json"
+    result = run_script("split.py", "--quick", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "check: containers agrees with the hand-written loops: ok" in result.stdout
+    (run,) = json.loads(out.read_text())
+    assert run["problems"] == []
+    assert {f"containers|{op}" for op in ("split", "merge", "state")} <= set(run["ns"])
