@@ -288,3 +288,25 @@ def test_predicate_properties_give_their_arguments():
     assert AnyOf(int, "a").filters == (OfType(int), WithTag("a"))
     assert All(int).filters == (OfType(int),)
     assert Not("a").filter == WithTag("a")
+
+
+def test_tags_of_registered_dataclasses_and_attrs_classes():
+    """Tags reach paths through register() on a dataclass and through attrs metadata."""
+    import dataclasses
+
+    import attrs
+
+    @dataclasses.dataclass
+    class Plain:
+        w: Any = ct.field(tags=("param",))  # noqa: RUF009 - field() wraps dataclasses.field
+        n: int = 0
+
+    ct.register(Plain)
+
+    @ct.container
+    @attrs.define
+    class Attrs:
+        w: Any = attrs.field(metadata={"containers.tags": ("param",)})
+        n: int = 0
+
+    assert matching("param", [Plain([1.0, 2.0]), Attrs(3.0)]) == ["[0].w[0]", "[0].w[1]", "[1].w"]
