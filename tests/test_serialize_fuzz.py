@@ -1,0 +1,272 @@
+"""Hostile bytes: a seeded mutation fuzz (>= 20,000 mutations of valid files, only
+SerializationError or a successful load), a hypothesis round trip over random container
+classes and trees, and a child process under RLIMIT_AS that loads tiny files claiming
+huge tensors."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+from collections import Counter, OrderedDict, deque
+from typing import Any
+
+import hypothesis.strategies as st
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import containers as ct
+
+
+@ct.container(children=["w", "b"], keep=["name", "shape"], name="tests.fuzz.Layer")
+class Layer:
+    w: Any
+    b: Any
+    name: str = "layer"
+    shape: tuple[int, ...] = (1,)
+
+
+@ct.container(name="tests.fuzz.Net", frozen=False)
+class Net:
+    layers: list[Any]
+    extra: dict[str, Any]
+
+
+def _seeds() -> list[bytes]:
+    """Valid files covering every record kind, tensor dtypes, aliases and scalars."""
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(3, 2)).astype(np.float32)
+    shared = [np.arange(3, dtype=np.int16)]
+    trees = [
+        {"a": np.arange(4, dtype=np.float32), "b": [1, 2.5, "x", None], "c": (True, b"z")},
+        Net(
+            [Layer(w, np.zeros(2, np.float64), "l0", (3, 2)), Layer(w, np.ones(1, np.uint8))],
+            {"s": shared, "t": shared, "q": deque([1j, 2**80], maxlen=4)},
+        ),
+        OrderedDict(
+            [("z", np.array(3.0)), ("a", np.zeros((0, 2), np.int64)), ("k", {(1, "a"): -0.0})]
+        ),
+        [float("nan"), np.float16(1.5), np.bool_(True), np.array([True, False])],
+    ]
+    return [ct.serialize(t) for t in trees]
+
+
+def _mutate(data: bytes, rng: random.Random) -> bytes:
+    b = bytearray(data)
+    n = len(b)
+    op = rng.randrange(12)
+    header_end = 8 + int.from_bytes(data[:8], "little")
+    if op >= 9:  # mutate the tree records themselves, keeping the framing valid
+        return _mutate_tree(data, header_end, rng)
+    if op == 0:  # flip a bit anywhere
+        i = rng.randrange(n)
+        b[i] ^= 1 << rng.randrange(8)
+    elif op == 1:  # a random byte in the header
+        b[rng.randrange(8, header_end)] = rng.randrange(256)
+    elif op == 2:  # truncate
+        del b[rng.randrange(n) :]
+    elif op == 3:  # insert bytes
+        i = rng.randrange(n + 1)
+        b[i:i] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 9)))
+    elif op == 4:  # delete a range
+        i = rng.randrange(n)
+        del b[i : i + rng.randrange(1, 17)]
+    elif op == 5:  # change a digit in the header (counts, offsets, shapes, versions)
+        digits = [i for i in range(8, header_end) if 48 <= b[i] <= 57]
+        if digits:
+            b[rng.choice(digits)] = rng.choice(b"0123456789")
+    elif op == 6:  # change the header length
+        length = int.from_bytes(data[:8], "little") + rng.choice([-9, -1, 1, 8, 2**40, -(2**20)])
+        b[:8] = (length % 2**64).to_bytes(8, "little")
+    elif op == 7:  # swap two header characters
+        i, j = rng.randrange(8, header_end), rng.randrange(8, header_end)
+        b[i], b[j] = b[j], b[i]
+    else:  # duplicate a slice of the header inside it
+        i = rng.randrange(8, header_end)
+        j = min(header_end, i + rng.randrange(1, 40))
+        k = rng.randrange(8, header_end)
+        b[k:k] = b[i:j]
+    return bytes(b)
+
+
+_TREE_CHARS = '[]",{}0123456789-SALTDNOQRC@' + "'"
+
+
+def _mutate_tree(data: bytes, header_end: int, rng: random.Random) -> bytes:
+    """Edit the tree string (records, counts, names, aliases) and re-frame the file."""
+    header = json.loads(data[8:header_end])
+    tree = header["__metadata__"]["containers.tree"]
+    chars = list(tree)
+    for _ in range(rng.randrange(1, 4)):
+        i = rng.randrange(len(chars))
+        if rng.random() < 0.5:
+            chars[i] = rng.choice(_TREE_CHARS)
+        else:
+            del chars[i]
+    header["__metadata__"]["containers.tree"] = "".join(chars)
+    body = json.dumps(header).encode()
+    return len(body).to_bytes(8, "little") + body + data[header_end:]
+
+
+def test_mutation_fuzz_raises_only_serialization_errors():
+    """20,000 seeded mutations of valid files: each loads or raises a SerializationError."""
+    rng = random.Random(20_000)
+    seeds = _seeds()
+    outcomes: Counter[str] = Counter()
+    for i in range(20_000):
+        data = _mutate(rng.choice(seeds), rng)
+        verify = i % 5 != 0
+        try:
+            ct.deserialize(data, verify=verify)
+        except ct.SerializationError as err:
+            outcomes[type(err).__name__] += 1
+        else:
+            outcomes["loaded"] += 1
+    assert sum(outcomes.values()) == 20_000
+    assert outcomes["FormatError"] > 10_000  # the mutations do reach the parser
+    assert outcomes["IntegrityError"] > 0 and outcomes["loaded"] > 0
+
+
+def test_mutated_files_on_disk_agree_with_bytes(tmp_path):
+    """For 300 mutations, load, load(mmap=True) and deserialize give the same outcome."""
+    rng = random.Random(7)
+    seeds = _seeds()
+    path = tmp_path / "m.safetensors"
+
+    def outcome(fn: Any) -> str:
+        try:
+            fn()
+        except ct.SerializationError as err:
+            return type(err).__name__
+        return "loaded"
+
+    for _ in range(300):
+        data = _mutate(rng.choice(seeds), rng)
+        path.write_bytes(data)
+        a = outcome(lambda data=data: ct.deserialize(data))
+        assert outcome(lambda: ct.load(path)) == a
+        assert outcome(lambda: ct.load(path, mmap=True)) == a
+
+
+# --- hypothesis: random container classes and trees round-trip -----------------------
+
+_scalars = st.one_of(
+    st.integers(min_value=-(2**100), max_value=2**100),
+    st.floats(allow_nan=False),
+    st.text(max_size=5),
+    st.binary(max_size=5),
+    st.booleans(),
+    st.complex_numbers(allow_nan=False),
+)
+_dtypes = st.sampled_from(["f4", "f8", "i1", "u2", "i8", "?", "c8", "f2"])
+
+
+@st.composite
+def _arrays(draw: Any) -> np.ndarray:
+    dtype = draw(_dtypes)
+    shape = draw(st.lists(st.integers(0, 3), max_size=3))
+    a = np.arange(int(np.prod(shape)) if shape else 1).astype(dtype).reshape(shape)
+    if draw(st.booleans()) and a.ndim:
+        a = a[::-1]
+    return a
+
+
+_CLASSES: dict[tuple[int, bool], type] = {}
+
+
+def _container_class(n: int, frozen: bool) -> type:
+    """A declared container with n children and one kept field, made once per shape."""
+    key = (n, frozen)
+    if key not in _CLASSES:
+        fields = {f"f{i}": Any for i in range(n)}
+        cls = type(
+            f"Gen{n}{'F' if frozen else 'M'}",
+            (),
+            {"__annotations__": {**fields, "tag": str}, "tag": "t"},
+        )
+        _CLASSES[key] = ct.container(
+            children=list(fields), keep=["tag"], frozen=frozen, name=f"tests.fuzz.Gen{n}{frozen}"
+        )(cls)
+    return _CLASSES[key]
+
+
+def _node(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(
+        st.lists(children, max_size=3),
+        st.lists(children, max_size=3).map(tuple),
+        st.dictionaries(st.one_of(st.text(max_size=3), st.integers(-5, 5)), children, max_size=3),
+        st.tuples(
+            st.integers(0, 3),
+            st.booleans(),
+            st.lists(children, min_size=3, max_size=3),
+            st.text(max_size=3),
+        ).map(lambda t: _container_class(t[0], t[1])(*t[2][: t[0]], tag=t[3])),
+        st.just(None),
+    )
+
+
+_trees = st.recursive(st.one_of(_scalars, _arrays()), _node, max_leaves=12)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_trees)
+def test_random_trees_round_trip(tree):
+    """Any tree of random container classes, builtins, scalars and arrays round-trips."""
+    out = ct.deserialize(ct.serialize(tree))
+    assert ct.structure(out) == ct.structure(tree)
+    for a, b in zip(ct.leaves(tree), ct.leaves(out)):
+        assert type(a) is type(b)
+        if isinstance(a, np.ndarray):
+            assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+        else:
+            assert a == b or (isinstance(a, float) and np.isnan(a) and np.isnan(b))
+
+
+# --- memory: a tiny file claiming a huge tensor allocates nothing ----------------------
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS is enforced on Linux")
+def test_huge_claims_fail_under_a_memory_cap(tmp_path):
+    """Under RLIMIT_AS (256 MB above the interpreter's use), tiny files claiming a TB fail cleanly."""
+    tb = tmp_path / "tb.safetensors"
+    header = (
+        b'{"__metadata__":{"containers.format":"1","containers.tree":"[[\\"A\\",\\"w\\",\\"00000000\\"]]"},'
+        b'"w":{"dtype":"F32","shape":[274877906944],"data_offsets":[0,1099511627776]}}'
+    )
+    tb.write_bytes(len(header).to_bytes(8, "little") + header + b"\x00" * 12)
+    claim = tmp_path / "claim.safetensors"
+    claim.write_bytes((2**40).to_bytes(8, "little") + b"{}")
+    script = textwrap.dedent(
+        f"""
+        import resource, sys
+        import containers as ct
+        with open("/proc/self/statm") as f:
+            used = int(f.read().split()[0]) * resource.getpagesize()
+        cap = used + 256 * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        for path in ({str(tb)!r}, {str(claim)!r}):
+            for fn in (ct.load, lambda p: ct.load(p, mmap=True), ct.inspect,
+                       lambda p: ct.deserialize(open(p, "rb").read())):
+                try:
+                    fn(path)
+                except ct.SerializationError as err:
+                    print(type(err).__name__)
+                else:
+                    print("loaded")
+        """
+    )
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["FormatError"] * 4 + ["LimitError"] * 4
