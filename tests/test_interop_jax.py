@@ -320,3 +320,28 @@ def test_save_stores_jax_arrays_as_numpy_arrays(tmp_path: Any) -> None:
     assert type(loaded.w) is np.ndarray and loaded.w.dtype == np.float32
     np.testing.assert_array_equal(loaded.w, np.asarray(model.w))
     assert str(loaded.b.dtype) == "bfloat16"
+
+
+def test_generated_adapters_agree_with_their_plain_twins() -> None:
+    """The generated flatten functions give what their plain twins give, aux included;
+    an unset field raises the declaration's error through either."""
+    from containers._registry import kind_of
+    from containers.interop._jax import jax_functions
+
+    @ct.container(frozen=False)
+    class Open:
+        x: Any
+        y: Any
+
+    for tree in (Linear(1, 2), MLP((Linear(1, 2),), name="n"), Scaled(1.0, "k", "c"), Open(1, 2)):
+        kind = kind_of(tree)
+        fast, plain = jax_functions(kind, tu), jax_functions(kind, tu, plain=True)
+        assert fast[0](tree) == plain[0](tree)
+        assert list(fast[2](tree)[0]) == list(plain[2](tree)[0])
+        assert fast[2](tree)[1] == plain[2](tree)[1]
+    broken = Open(1, 2)
+    del broken.y
+    with pytest.raises(ct.StructureError, match=r"Open\.y is not set"):
+        tu.tree_flatten(broken)
+    with pytest.raises(ct.StructureError, match=r"Open\.y is not set"):
+        tu.tree_flatten_with_path(broken)

@@ -191,3 +191,25 @@ def test_a_namespace_must_be_a_string() -> None:
     """A namespace that is not a string is refused before optree sees it."""
     with pytest.raises(ct.ContainerDefinitionError, match=r"takes a string, got 3"):
         register_optree(namespace=3)  # type: ignore[arg-type]
+
+
+def test_generated_flatten_agrees_with_its_plain_twin() -> None:
+    """The generated flatten gives its plain twin's triple; an unset field raises the
+    declaration's error."""
+    from containers._registry import kind_of
+    from containers.interop._optree import optree_functions
+
+    @ct.container(frozen=False)
+    class Open:
+        x: Any
+        y: Any
+
+    for tree in (model().layers[0], model(), Scaled(1.0, "k", "c"), Open(1, 2)):
+        kind = kind_of(tree)
+        fast = optree_functions(kind, optree)[0](tree)
+        plain = optree_functions(kind, optree, plain=True)[0](tree)
+        assert fast[0] == plain[0] and fast[1] == plain[1] and tuple(fast[2]) == tuple(plain[2])
+    broken = Open(1, 2)
+    del broken.y
+    with pytest.raises(ct.StructureError, match=r"Open\.y is not set"):
+        optree.tree_flatten(broken)

@@ -208,3 +208,42 @@ def test_save_stores_tensors_as_numpy_arrays(tmp_path: Any) -> None:
     assert type(loaded.w) is np.ndarray and loaded.w.dtype == np.float32
     np.testing.assert_array_equal(loaded.w, model.w.numpy())
     assert str(loaded.b.dtype) == "bfloat16"
+
+
+def test_generated_adapters_agree_with_their_plain_twins() -> None:
+    """Generated flatten, flatten_with_keys and unflatten agree with the plain twins,
+    for kept, reset, slotted and attrs fields."""
+    import attrs
+
+    from containers._registry import kind_of
+    from containers.interop._torch import torch_functions
+
+    @ct.container(children=["a"], keep=["k"])
+    @dataclasses.dataclass(slots=True)
+    class Slotted:
+        a: Any
+        k: str = "k"
+        r: list[int] = dataclasses.field(default_factory=list)
+
+    @ct.container(children=["x"])
+    @attrs.define
+    class Attrs:
+        x: Any
+        _y: int = 0
+
+    for tree in (
+        MLP((Linear(1, 2),), name="n"),
+        Scaled(1.0, "k", "c"),
+        Slotted(1, "kk", [1]),
+        Attrs(1, 2),
+    ):
+        kind = kind_of(tree)
+        fast, plain = torch_functions(kind, pytree), torch_functions(kind, pytree, plain=True)
+        children, context = fast[0](tree)
+        assert (children, context) == plain[0](tree)
+        assert fast[2](tree) == plain[2](tree)
+        assert ct.structure(fast[1](children, context)) == ct.structure(
+            plain[1](children, context)
+        )
+        assert fast[1](children, context) == plain[1](children, context)
+    assert torch_functions(kind_of(Slotted(1)), pytree)[1]([5], ("kk",)) == Slotted(5, "kk", [])

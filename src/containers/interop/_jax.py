@@ -15,6 +15,7 @@ from containers._errors import type_name
 from containers._paths import AttrKey, DictKey, IndexKey, Key
 from containers._registry import NodeKind
 from containers.interop._common import Subscription, kept_values_type
+from containers.interop._generated import compile_adapters
 
 __all__ = ["jax_functions", "register_jax"]
 
@@ -33,34 +34,35 @@ def _key_converter(tu: Any) -> Callable[[Key], Any]:
     return convert
 
 
-def jax_functions(kind: NodeKind, tu: Any) -> tuple[Any, Any, Any]:
+def jax_functions(kind: NodeKind, tu: Any, *, plain: bool = False) -> tuple[Any, Any, Any]:
     """``(flatten, unflatten, flatten_with_keys)`` of one kind, for ``jax.tree_util``.
 
-    A declared container flattens with its generated code; its aux data is the tuple
-    of kept values (``()`` without kept fields), wrapped in ``KeptValues`` so that
-    arrays and unhashable values compare and fail the way ``containers`` says.
+    A declared container's aux data is the tuple of its kept values (``()`` without
+    kept fields), as ``KeptValues`` so that arrays and unhashable values compare and
+    fail the way ``containers`` says; its keys are ``GetAttrKey``s. Its functions are
+    generated (``_generated``); ``plain=True`` gives their plain twins.
     """
     spec = kind.spec
     if spec is not None:
         generated = kind.flatten
-        flatten: Callable[[Any], tuple[Sequence[Any], Any]]
         keys = tuple(tu.GetAttrKey(n) for n in spec.children)
-        if spec.keep:
-            kept_type = kept_values_type(spec, "jax")
+        kept_type = kept_values_type(spec, "jax") if spec.keep else None
 
-            def wrap_kept(x: Any) -> tuple[Sequence[Any], Any]:
-                children, kept = generated(x)
-                return children, kept_type(kept)
-
-            flatten = wrap_kept
-        else:
-            flatten = generated  # aux is (): no wrapper, no extra call (benchmarks/interop.py)
+        def flatten(x: Any) -> tuple[Sequence[Any], Any]:
+            children, kept = generated(x)
+            return children, (kept if kept_type is None else kept_type(kept))
 
         def flatten_with_keys(x: Any) -> tuple[Sequence[tuple[Any, Any]], Any]:
             children, aux = flatten(x)
             return tuple(zip(keys, children)), aux
 
-        return flatten, kind.unflatten, flatten_with_keys
+        if plain:
+            return flatten, kind.unflatten, flatten_with_keys
+        # One call per node, as a hand-written registration makes (benchmarks/interop.py)
+        fast = compile_adapters(
+            spec, "jax", kept_type=kept_type, slow=flatten, slow_keys=flatten_with_keys, keys=keys
+        )
+        return fast["flatten"], kind.unflatten, fast["flatten_with_keys"]
 
     convert = _key_converter(tu)
     node_flatten, node_keys = kind.flatten, kind.keys

@@ -15,6 +15,7 @@ from typing import Any
 from containers._errors import ContainerDefinitionError, type_name
 from containers._registry import NodeKind
 from containers.interop._common import Subscription, kept_values_type
+from containers.interop._generated import compile_adapters
 
 __all__ = ["optree_functions", "register_optree"]
 
@@ -46,29 +47,29 @@ def _key_entry_type(optree: Any) -> Any:
     return _ENTRY_TYPE[0]
 
 
-def optree_functions(kind: NodeKind, optree: Any) -> tuple[Any, Any, Any]:
+def optree_functions(kind: NodeKind, optree: Any, *, plain: bool = False) -> tuple[Any, Any, Any]:
     """``(flatten, unflatten, path_entry_type)`` of one kind, for optree.
 
     ``flatten`` gives optree's triple ``(children, metadata, entries)``: the field
     names of a declared container (``GetAttrEntry``), the raw keys of a
-    ``register_node`` class. Metadata is what ``jax_functions`` uses as aux data.
+    ``register_node`` class. Metadata is what ``jax_functions`` uses as aux data. A
+    container's ``flatten`` is generated (``_generated``); ``plain=True`` gives its
+    plain twin.
     """
     spec = kind.spec
     if spec is not None:
         generated = kind.flatten
         entries = spec.children
-        if spec.keep:
-            kept_type = kept_values_type(spec, "optree")
+        kept_type = kept_values_type(spec, "optree") if spec.keep else None
 
-            def flatten(x: Any) -> tuple[Sequence[Any], Any, Sequence[Any]]:
-                children, kept = generated(x)
-                return children, kept_type(kept), entries
-        else:
+        def flatten(x: Any) -> tuple[Sequence[Any], Any, Sequence[Any]]:
+            children, kept = generated(x)
+            return children, (kept if kept_type is None else kept_type(kept)), entries
 
-            def flatten(x: Any) -> tuple[Sequence[Any], Any, Sequence[Any]]:
-                children, kept = generated(x)
-                return children, kept, entries
-
+        if not plain:  # one call per node (benchmarks/interop.py)
+            flatten = compile_adapters(spec, "optree", kept_type=kept_type, slow=flatten)[
+                "flatten"
+            ]
         return flatten, kind.unflatten, optree.GetAttrEntry
 
     node_flatten, node_keys = kind.flatten, kind.keys

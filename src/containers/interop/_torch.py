@@ -15,6 +15,7 @@ from containers._errors import type_name
 from containers._paths import AttrKey, DictKey, IndexKey, Key
 from containers._registry import NodeKind
 from containers.interop._common import Subscription, kept_values_type
+from containers.interop._generated import compile_adapters
 
 __all__ = ["register_torch", "torch_functions"]
 
@@ -34,11 +35,12 @@ def _key_converter(pytree: Any) -> Callable[[Key], Any]:
     return convert
 
 
-def torch_functions(kind: NodeKind, pytree: Any) -> tuple[Any, Any, Any]:
+def torch_functions(kind: NodeKind, pytree: Any, *, plain: bool = False) -> tuple[Any, Any, Any]:
     """``(flatten_fn, unflatten_fn, flatten_with_keys_fn)`` of one kind, for torch.
 
     torch's ``unflatten_fn`` takes ``(children, context)``, the reverse of JAX's
-    order; the context is what ``jax_functions`` uses as aux data.
+    order; the context is what ``jax_functions`` uses as aux data. A container's
+    functions are generated (``_generated``); ``plain=True`` gives their plain twins.
     """
     spec = kind.spec
     unflatten = kind.unflatten
@@ -48,24 +50,29 @@ def torch_functions(kind: NodeKind, pytree: Any) -> tuple[Any, Any, Any]:
 
     if spec is not None:
         generated = kind.flatten
-        flatten: Callable[[Any], tuple[Sequence[Any], Any]]
         keys = tuple(pytree.GetAttrKey(n) for n in spec.children)
-        if spec.keep:
-            kept_type = kept_values_type(spec, "torch")
+        kept_type = kept_values_type(spec, "torch") if spec.keep else None
 
-            def wrap_kept(x: Any) -> tuple[Sequence[Any], Any]:
-                children, kept = generated(x)
-                return children, kept_type(kept)
-
-            flatten = wrap_kept
-        else:
-            flatten = generated  # context is (): no wrapper (benchmarks/interop.py)
+        def flatten(x: Any) -> tuple[Sequence[Any], Any]:
+            children, kept = generated(x)
+            return children, (kept if kept_type is None else kept_type(kept))
 
         def flatten_with_keys(x: Any) -> tuple[list[tuple[Any, Any]], Any]:
             children, context = flatten(x)
             return list(zip(keys, children)), context
 
-        return flatten, unflatten_fn, flatten_with_keys
+        if plain:
+            return flatten, unflatten_fn, flatten_with_keys
+        # One call per node, as a hand-written registration makes (benchmarks/interop.py)
+        fast = compile_adapters(
+            spec,
+            "torch",
+            kept_type=kept_type,
+            slow=flatten,
+            slow_keys=flatten_with_keys,
+            keys=keys,
+        )
+        return fast["flatten"], fast["unflatten"], fast["flatten_with_keys"]
 
     convert = _key_converter(pytree)
     node_flatten, node_keys = kind.flatten, kind.keys
