@@ -84,3 +84,37 @@ def test_split_benchmark_quick_runs_and_agrees_with_hand(tmp_path: Path) -> None
     (run,) = json.loads(out.read_text())
     assert run["problems"] == []
     assert {f"containers|{op}" for op in ("split", "merge", "state")} <= set(run["ns"])
+
+
+def test_treelize_benchmark_quick_runs_and_agrees_with_hand() -> None:
+    """benchmarks/treelize.py --quick finishes, and every library's strict and outer
+    results equal the hand-written dict zip's (the script checks them before timing)."""
+    result = run_script("treelize.py", "--quick")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "all results agree with the hand-written baseline" in result.stderr
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| strict 1k |")]
+    rows += [line for line in result.stdout.splitlines() if line.startswith("| outer 1k |")]
+    assert len(rows) == 2
+
+
+def test_interop_benchmark_quick_runs_and_agrees_with_hand(tmp_path: Path) -> None:
+    """benchmarks/interop.py --quick finishes, and through every registry containers'
+    leaves are the hand registration's arrays and its rebuilt trees equal hand's."""
+    for peer in ("jax", "optree", "torch"):
+        pytest.importorskip(peer)
+    out = tmp_path / "interop.json"
+    result = run_script("interop.py", "--quick", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    cells = json.loads(out.read_text())["cells"]
+    ours = {(c["library"], c["op"]): c["status"] for c in cells if c["variant"] == "containers"}
+    assert ours == {
+        ("jax", "tree_flatten"): "ok",
+        ("jax", "tree_unflatten"): "ok",
+        ("jax", "jit"): "ok",
+        ("optree", "tree_flatten"): "ok",
+        ("optree", "tree_unflatten"): "ok",
+        ("torch", "tree_flatten"): "ok",
+        ("torch", "tree_unflatten"): "ok",
+    }
+    assert all(c["status"] == "ok" for c in cells)
+    assert "| jax | tree_flatten | 1k |" in result.stdout
