@@ -1,4 +1,4 @@
-"""The ``containers`` command line: ``containers demo`` (also ``python -m containers``).
+"""The ``containers`` command line: ``demo``, ``inspect FILE``, ``diff A B`` (also ``python -m containers``).
 
 The last stage: it only calls the public API and prints.
 """
@@ -95,15 +95,54 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="print a short tour of the library")
+    p_inspect = sub.add_parser(
+        "inspect", help="print the tree of a saved file from its header (no arrays are read)"
+    )
+    p_inspect.add_argument(
+        "file", help="a file written by containers.save, or any safetensors file"
+    )
+    p_diff = sub.add_parser(
+        "diff", help="list the differences between two saved files (exit 0 equal, 1 different)"
+    )
+    p_diff.add_argument("a", help="the first file")
+    p_diff.add_argument("b", help="the second file")
     args = parser.parse_args(argv)
+    status = 0
     try:
         if args.command == "demo":
             demo()
+        elif args.command in ("inspect", "diff"):
+            status = _file_command(args)
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (`containers demo | head`): stop quietly, as CLI tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0
+    return status
+
+
+def _print(text: str) -> None:
+    """Print text that may hold unprintable names from a file (escaped, never an error)."""
+    encoding = sys.stdout.encoding or "utf-8"
+    print(text.encode(encoding, "backslashreplace").decode(encoding))
+
+
+def _file_command(args: argparse.Namespace) -> int:
+    """``inspect`` and ``diff``: 0 equal/ok, 1 different, 2 error (one line, no traceback)."""
+    from containers._serialize._diff import diff_files
+
+    try:
+        if args.command == "inspect":
+            _print(str(ct.inspect(args.file)))
+            return 0
+        lines = diff_files(args.a, args.b)
+    except (ct.ContainersError, OSError) as err:
+        what = type(err).__name__
+        text = " ".join(str(err).split())  # one line, whatever the message holds
+        print(f"containers {args.command}: {what}: {text}", file=sys.stderr)
+        return 2
+    for line in lines:
+        _print(line)
+    return 1 if lines else 0
 
 
 if __name__ == "__main__":  # pragma: no cover - exercised through python -m containers

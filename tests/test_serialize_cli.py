@@ -1,0 +1,150 @@
+"""`containers inspect FILE` and `containers diff A B` (SPEC section 9): the tree view from
+the header alone, every difference with its path, exit status 0/1/2 as diff(1), and
+one-line errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+import safetensors.numpy
+
+import containers as ct
+from containers._cli import main
+
+
+@ct.container(children=["w", "b"], keep=["name"], name="tests.cli.Layer")
+class Layer:
+    w: np.ndarray
+    b: np.ndarray
+    name: str = "layer"
+
+
+def test_inspect_prints_types_versions_paths_dtypes_shapes_and_kept_values(tmp_path, capsys):
+    """The tree view shows every node and leaf from the header, without loading arrays."""
+    path = tmp_path / "m.safetensors"
+    ct.save(path, {"layers": [Layer(np.zeros((2, 3), np.float32), np.ones(3), "fc")], "step": 7})
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{path}: containers 1, 2 tensors, 48 bytes of data"
+    assert out[1:] == [
+        "(root): dict (2)",
+        "  ['layers']: list (1)",
+        "    [0]: tests.cli.Layer v1  kept: name",
+        f"      .w: float32[2,3]  24 B  crc32 {ct.inspect(path).rows[3].text.rsplit(' ', 1)[1]}",
+        f"      .b: float64[3]  24 B  crc32 {ct.inspect(path).rows[4].text.rsplit(' ', 1)[1]}",
+        "      .name: 'fc'",
+        "  ['step']: 7",
+    ]
+
+
+def test_inspect_shows_a_plain_safetensors_file_as_a_flat_list(tmp_path, capsys):
+    """A file written by safetensors itself is listed tensor by tensor."""
+    path = tmp_path / "plain.safetensors"
+    safetensors.numpy.save_file(
+        {"a.weight": np.zeros((4, 2), np.float16), "b": np.ones(3, np.int8)}, str(path)
+    )
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "safetensors, 2 tensors, 19 bytes of data" in out
+    assert "  a.weight: float16[4,2]  16 B" in out and "  b: int8[3]  3 B" in out
+
+
+def test_inspect_reads_only_the_header_of_a_huge_file(tmp_path):
+    """A file declaring 8 GiB of data (sparse on disk) is inspected in well under a second."""
+    path = tmp_path / "huge.safetensors"
+    size = 8 * 2**30
+    crc = "00000000"
+    tree = json.dumps([["A", "w", crc]])
+    header = json.dumps(
+        {
+            "__metadata__": {"containers.format": "1", "containers.tree": tree},
+            "w": {"dtype": "F32", "shape": [size // 4], "data_offsets": [0, size]},
+        }
+    ).encode()
+    with open(path, "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header)
+        f.truncate(8 + len(header) + size)
+    start = time.perf_counter()
+    info = ct.inspect(path)
+    assert time.perf_counter() - start < 1.0
+    assert info.tensors == {"w": ("float32", (size // 4,), size)}
+
+
+def test_diff_lists_every_difference_with_its_path(tmp_path, capsys):
+    """Added, removed and changed nodes, kept values, scalars, dtypes/shapes and values."""
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    ct.save(
+        a,
+        {
+            "l": Layer(w, np.zeros(3), "fc"),
+            "gone": [1],
+            "lr": 0.1,
+            "t": np.zeros(3),
+            "same": w.copy(),
+        },
+    )
+    w2 = w.copy()
+    w2[1, 2] += 0.25
+    ct.save(
+        b,
+        {
+            "l": Layer(w2, np.zeros(3), "out"),
+            "lr": 0.2,
+            "t": np.zeros(4, np.float32),
+            "same": w,
+            "new": None,
+        },
+    )
+    assert main(["diff", str(a), str(b)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "- ['gone']: list (1)",
+        "~ ['l'].w: float32[2,3] values differ, max abs diff 0.25",
+        "~ ['l'].name: 'fc' -> 'out'",
+        "~ ['lr']: 0.1 -> 0.2",
+        "~ ['t']: float64[3] -> float32[4]",
+        "+ ['new']: None",
+    ]
+
+
+def test_diff_of_equal_files_is_silent_and_exits_0(tmp_path, capsys):
+    """Two saves of one tree (and a file with itself) are equal, NaNs included."""
+    tree = {"x": np.array([np.nan, 1.0]), "k": Layer(np.ones(1), np.ones(1))}
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    ct.save(a, tree)
+    ct.save(b, tree)
+    assert main(["diff", str(a), str(b)]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_errors_print_one_line_and_exit_2(tmp_path, capsys):
+    """A missing or corrupt file gives exit status 2 and one line on stderr, no traceback."""
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x05\x00\x00\x00\x00\x00\x00\x00[1,2]")
+    assert main(["inspect", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "containers inspect: FormatError: the header does not start with '{': this is not a "
+        "safetensors file.\n"
+    )
+    assert main(["diff", str(bad), str(tmp_path / "missing.safetensors")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("containers diff: FormatError: ") and err.count("\n") == 1
+
+
+def test_python_dash_m_containers_runs_inspect_and_diff(tmp_path):
+    """The installed entry point gives the same output and exit codes, no traceback."""
+    a = tmp_path / "a.safetensors"
+    ct.save(a, [1, np.zeros(2)])
+    run = [sys.executable, "-m", "containers"]
+    result = subprocess.run([*run, "inspect", str(a)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0 and "(root): list (2)" in result.stdout
+    result = subprocess.run(
+        [*run, "diff", str(a), str(tmp_path / "no")], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("containers diff: FileNotFoundError:")
