@@ -99,3 +99,13 @@ def case_partition_combine() -> None:
     matching, others = ct.partition(p, float)
     assert_type(matching, Pair[float])
     assert_type(ct.combine(matching, others), Pair[float])
+
+
+def case_serialization(data: bytes) -> None:
+    assert_type(ct.deserialize(data, expect=Linear), Linear)
+    assert_type(ct.load("m.safetensors", expect=Linear, mmap=True), Linear)
+    assert_type(ct.deserialize(data), Any)
+    assert_type(ct.load("m.safetensors"), Any)
+    ct.save("m.safetensors", Linear(np.zeros(1), np.zeros(1)))
+    ct.load("m.safetensors", limits=ct.Limits(max_depth=10)).anything  # Any: no error
+    ct.deserialize(data, expect=Linear).missing  # type: ignore[attr-defined]
