@@ -213,3 +213,30 @@ def test_generated_flatten_agrees_with_its_plain_twin() -> None:
     del broken.y
     with pytest.raises(ct.StructureError, match=r"Open\.y is not set"):
         optree.tree_flatten(broken)
+
+
+def test_declaring_while_registering_from_other_threads_misses_no_class() -> None:
+    """Classes declared in other threads while register_optree subscribes are all
+    registered, once, and nothing deadlocks."""
+    import threading
+
+    declared: list[type] = []
+    start = threading.Barrier(5)
+
+    def declare(tag: int) -> None:
+        start.wait()
+        for i in range(20):
+            cls = type(f"Threaded{tag}_{i}", (), {"__annotations__": {"v": int}})
+            declared.append(ct.container(cls))
+
+    threads = [threading.Thread(target=declare, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    start.wait()
+    register_optree(namespace="ct-tests-threads")
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+    assert len(declared) == 80
+    for cls in declared:
+        assert optree.tree_leaves(cls(7), namespace="ct-tests-threads") == [7]

@@ -7,12 +7,11 @@ torch (each adapter imports its library when its ``register_*`` is called).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 from containers._errors import ContainerDefinitionError, type_name
-from containers._registry import NodeKind, values_equal
+from containers._registry import REGISTRY, NodeKind, values_equal
 from containers._spec import ContainerSpec
 
 __all__ = ["KeptValues", "Subscription", "kept_values_type", "value_description"]
@@ -107,20 +106,21 @@ def _rebuild_kept(owner: type, library: str, values: tuple[Any, ...]) -> KeptVal
 class Subscription:
     """One library registration: subscribes once, registers each kind once.
 
-    ``add(kind)`` registers one node kind with the library; ``subscribe()`` is called
-    once (under a lock) and hands every kind, present and future, to ``add`` through
-    the registry's observer hook. Calling ``subscribe`` again does nothing.
+    ``add(kind)`` registers one node kind with the library; ``subscribe()`` hands it
+    every kind, present and future, through the registry's observer hook, once:
+    calling it again does nothing. Everything runs under the registry's own lock,
+    which the registry holds while it calls observers, so that one lock orders
+    declarations and subscriptions (two locks taken in two orders could deadlock).
     """
 
     def __init__(self, add: Callable[[NodeKind], None]) -> None:
         self._add = add
         self._done: set[type] = set()
-        self._lock = threading.RLock()
         self.active = False
 
     def observe(self, kind: NodeKind) -> None:
         """The registry observer: register ``kind`` unless it already is."""
-        with self._lock:
+        with REGISTRY.lock:
             if kind.type in self._done:
                 return
             self._add(kind)
@@ -128,10 +128,7 @@ class Subscription:
 
     def subscribe(self) -> None:
         """Start observing the registry (once)."""
-        with self._lock:
-            if self.active:
-                return
-            from containers._registry import REGISTRY
-
-            REGISTRY.on_register(self.observe)
-            self.active = True
+        with REGISTRY.lock:
+            if not self.active:
+                REGISTRY.on_register(self.observe)
+                self.active = True
