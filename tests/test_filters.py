@@ -152,6 +152,13 @@ def test_with_tag_matches_a_value_whose_tag_attribute_equals_it():
     assert WithTag("dropout")((), rng)
 
 
+def test_with_tag_ignores_tag_attributes_that_are_not_strings():
+    """A ``tag`` attribute that is not a str (an array, say) matches no tag, never raises."""
+    odd = Tagged("x")
+    odd.tag = np.array([1, 2])  # type: ignore[assignment]
+    assert not WithTag("x")((), odd)
+
+
 def test_with_tag_needs_a_string():
     """WithTag takes a str."""
     with pytest.raises(FilterError, match=r"^WithTag takes a str, got 1\."):

@@ -182,7 +182,8 @@ class WithTag(_Predicate):
         for key in path:
             if type(key) is AttrKey and tag in key.tags:
                 return True
-        return bool(getattr(value, "tag", None) == tag)
+        own = getattr(value, "tag", None)
+        return isinstance(own, str) and own == tag
 
 
 class PathContains(_Predicate):
