@@ -260,6 +260,37 @@ def test_shared_leaves_stay_shared_and_shared_nodes_do_not():
     assert out["a"] is not out["b"]
 
 
+def _called(pred: Any) -> Any:
+    def call(path: Any, value: Any) -> bool:
+        return bool(pred(path, value))
+
+    return call
+
+
+class Tag:
+    """A leaf with its own tag."""
+
+    def __init__(self, tag: Any) -> None:
+        self.tag = tag
+
+
+@pytest.mark.parametrize(
+    "tags", [("param",), ("batch_stats", "param"), ("x", "param", "x"), ("nope",)]
+)
+@pytest.mark.parametrize("catch_all", [True, False])
+def test_tag_filters_route_as_the_predicates_do(tags, catch_all):
+    """split and state with tag filters only give what calling each WithTag gives."""
+    tree = {"m": model(), "own": [Tag("x"), Tag("param"), Tag(np.ones(2)), Tag(None)]}
+    plain = [_called(to_predicate(t)) for t in tags]  # not WithTag: the generic loop
+    ends = (...,) if catch_all else ()
+    assert ct.state(tree, *tags, *ends) == ct.state(tree, *plain, *ends)
+    if catch_all:
+        s1, *fast = ct.split(tree, *tags, ...)
+        _, *slow = ct.split(tree, *plain, ...)
+        assert fast == slow
+        assert all(a is b for a, b in zip(ct.leaves(ct.merge(s1, *fast)), ct.leaves(tree)))
+
+
 # --- state --------------------------------------------------------------------------------
 
 

@@ -14,9 +14,16 @@ from typing import Any, TypeAlias, TypeVar, overload
 
 from containers._errors import ContainerDefinitionError, StructureError
 from containers._flatten import Structure, flatten, flatten_with_path
-from containers._paths import KeyPath, where
+from containers._paths import AttrKey, KeyPath, where
 from containers._walk import Memo, map_tree
-from containers.filters import _EVERYTHING, Filter, FilterError, Predicate, to_predicate
+from containers.filters import (
+    _EVERYTHING,
+    Filter,
+    FilterError,
+    Predicate,
+    WithTag,
+    to_predicate,
+)
 
 __all__ = ["MISSING", "Part", "combine", "merge", "partition", "split", "state"]
 
@@ -90,6 +97,9 @@ def _group(
     if preds and preds[-1] is _EVERYTHING:  # the catch-all is not called per leaf
         rest = parts[-1]
         preds = preds[:-1]
+    tags = [p.tag for p in preds if type(p) is WithTag]
+    if preds and len(tags) == len(preds):
+        return parts, *_route_tags(pairs, tags, parts, rest)
     tests = list(zip(preds, [p.__setitem__ for p in parts], range(len(preds))))
     which: list[int] = []
     mark = which.append
@@ -108,6 +118,43 @@ def _group(
                 unmatched.append(path)
                 mark(-1)
     return parts, which, unmatched
+
+
+def _route_tags(
+    pairs: list[tuple[KeyPath, Any]], tags: list[str], parts: list[Part], rest: Part | None
+) -> tuple[list[int], list[KeyPath]]:
+    """``_group`` for filters that are all tags (``split(m, "param", "stats", ...)``):
+    each path's keys are read once, instead of once per filter, and no filter is called
+    (benchmarks/split.py, split and state). Same result as calling each ``WithTag``."""
+    n = len(tags)
+    first: dict[str, int] = {}
+    for j, tag in enumerate(tags):
+        first.setdefault(tag, j)
+    puts = [p.__setitem__ for p in parts[:n]]
+    which: list[int] = []
+    mark = which.append
+    unmatched: list[KeyPath] = []
+    for path, leaf in pairs:
+        best = n
+        for key in path:
+            if type(key) is AttrKey:
+                for tag in key.tags:
+                    j = first.get(tag, n)
+                    if j < best:  # noqa: PLR1730 - a test is cheaper than calling min()
+                        best = j
+        if best:
+            own = getattr(leaf, "tag", None)
+            if type(own) is str:
+                best = min(best, first.get(own, n))
+        if best < n:
+            puts[best](path, leaf)
+        elif rest is not None:
+            rest[path] = leaf
+        else:
+            unmatched.append(path)
+            best = -1
+        mark(best)
+    return which, unmatched
 
 
 class _Planned(Structure[T]):
