@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import pickle
 import re
+import sys
 from collections import OrderedDict, defaultdict, deque
 from typing import Any
 
@@ -288,6 +289,53 @@ def test_getpath_malformed_keystr(text, pos, what):
         ),
     ):
         ct.getpath(TREE, text)
+
+
+needs_int_limit = pytest.mark.skipif(
+    not hasattr(sys, "get_int_max_str_digits"), reason="int() has no digit limit before 3.11"
+)
+
+
+@pytest.mark.parametrize("text", ["[²]", "[\u0661]", "[\uff11]"])
+def test_getpath_non_ascii_digits_are_a_malformed_keystr(text):
+    """Digits int() reads but keystr never writes ('²', Arabic-Indic, full-width) make
+    a StructureError naming the position, not a bare ValueError from int()."""
+    with pytest.raises(
+        ct.StructureError,
+        match=exact(
+            f"cannot parse key path {text!r} at position 0: the text in [...] is not a "
+            'Python literal. Write paths as keystr renders them, e.g. ".layers[2].w" or '
+            "\"['a'][0]\"."
+        ),
+    ):
+        ct.getpath(TREE, text)
+
+
+@needs_int_limit
+@pytest.mark.parametrize("sign", ["", "-"])
+def test_getpath_index_too_long_for_int(sign):
+    """An index with more digits than int() converts is a StructureError that says so
+    and quotes the path shortened, not int()'s bare ValueError."""
+    limit = sys.get_int_max_str_digits()
+    text = f".layers[{sign}{'9' * (limit + 1)}]"
+    with pytest.raises(
+        ct.StructureError,
+        match=exact(
+            f"cannot parse key path {text[:80]!r}... ({len(text)} characters) at position 7: "
+            f"the number in [...] has {limit + 1} digits, more than Python converts to int "
+            f"(sys.get_int_max_str_digits() is {limit}). Write paths as keystr renders them, "
+            'e.g. ".layers[2].w" or "[\'a\'][0]".'
+        ),
+    ):
+        ct.getpath(TREE, text)
+
+
+@needs_int_limit
+def test_getpath_long_index_within_int_limit_is_a_missing_child():
+    """A 4,300-digit index parses (int() converts it) and is reported as a missing child."""
+    big = "9" * sys.get_int_max_str_digits()
+    with pytest.raises(ct.StructureError, match=f"has no child \\[{big}\\]"):
+        ct.getpath([1], f"[{big}]")
 
 
 def test_getpath_non_key_elements():

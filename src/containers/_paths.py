@@ -7,6 +7,7 @@ looks inside a tree (``getpath`` and friends live in ``_access``).
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Hashable, Sequence
 from typing import Any, TypeAlias
 
@@ -247,13 +248,25 @@ def parse_keystr(text: str) -> KeyPath:
         elif ch == "[":
             j = _closing_bracket(text, i)
             inner = text[i + 1 : j]
-            if inner.isdigit():  # the common case, without the parser (deep paths)
+            digits = inner[1:] if inner[:1] == "-" else inner
+            limit = _max_int_digits()
+            if digits.isascii() and digits.isdigit() and 0 < limit < len(digits):
+                raise StructureError(
+                    _bad_keystr(
+                        text,
+                        i,
+                        f"the number in [...] has {len(digits)} digits, more than Python "
+                        f"converts to int (sys.get_int_max_str_digits() is {limit})",
+                    )
+                )
+            if inner.isascii() and inner.isdigit():  # the common case, without the parser
                 keys.append(IndexKey(int(inner)))
                 i = j + 1
                 continue
             try:
                 value: Any = ast.literal_eval(inner)
-            except (ValueError, SyntaxError):
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                # ValueError: also an int literal past sys.get_int_max_str_digits()
                 raise StructureError(
                     _bad_keystr(text, i, "the text in [...] is not a Python literal")
                 ) from None
@@ -288,8 +301,21 @@ def _closing_bracket(text: str, start: int) -> int:
     raise StructureError(_bad_keystr(text, start, "this '[' is never closed"))
 
 
+def _max_int_digits() -> int:
+    """The longest decimal string ``int()`` converts here (0: no limit, as before 3.11)."""
+    get = getattr(sys, "get_int_max_str_digits", None)
+    return int(get()) if get is not None else 0
+
+
+#: How much of a malformed key path an error message quotes.
+_QUOTED = 80
+
+
 def _bad_keystr(text: str, pos: int, what: str) -> str:
+    shown = (
+        repr(text) if len(text) <= _QUOTED else f"{text[:_QUOTED]!r}... ({len(text)} characters)"
+    )
     return (
-        f"cannot parse key path {text!r} at position {pos}: {what}. Write paths as "
+        f"cannot parse key path {shown} at position {pos}: {what}. Write paths as "
         f'keystr renders them, e.g. ".layers[2].w" or "[\'a\'][0]".'
     )
