@@ -23,11 +23,13 @@ __all__ = [
     "MAX_FAST_DEPTH",
     "MISS",
     "UNSET",
+    "Align",
     "CachedWalk",
     "CollectWalk",
     "DefaultWalk",
     "ExcludeWalk",
     "Memo",
+    "Relocate",
     "StructuralWalk",
     "Walk",
     "collect",
@@ -87,6 +89,24 @@ class Memo:
 MISS = object()
 
 
+class Relocate(Exception):
+    """An error the engine itself found where it does not know the path: a fast path
+    met a tree that does not fit, an undeclared subclass, or (through ``map_tree(...,
+    relocate=True)`` on a subtree) a cycle. The public function that started the walk
+    catches it and runs ``map_tree`` again from the root, which raises ``error`` with
+    its full path.
+
+    Only the engine raises it, so an error raised by ``f`` (or by a node type's own
+    functions) is never mistaken for one and propagates unchanged; and it never leaves
+    a public function, so an ``fmap`` called inside ``f`` cannot pass one to the outer
+    call.
+    """
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+
 def mismatch_error(op: str, path: KeyPath, *, tree_index: int, what: str) -> StructureError:
     """The error for tree ``tree_index`` (0-based) not fitting the first one at ``path``."""
     other = f"the {_ordinal(tree_index)}"
@@ -107,15 +127,27 @@ def cycle_error(op: str, path: KeyPath, first: KeyPath) -> StructureError:
     )
 
 
+def _own(error: Exception, relocate: bool) -> Exception:
+    """What the engine raises for an error it found itself (see ``Relocate``)."""
+    return Relocate(error) if relocate else error
+
+
 def _read_all(
-    op: str, kind: Any, ys: Sequence[Any], aux: Any, n: int, path: Callable[[], KeyPath]
+    op: str,
+    kind: Any,
+    ys: Sequence[Any],
+    aux: Any,
+    n: int,
+    path: Callable[[], KeyPath],
+    relocate: bool = False,
 ) -> list[Any]:
     out = []
     for i, y in enumerate(ys):
         try:
             out.append(kind.read(y, aux, n))
         except Mismatch as e:
-            raise mismatch_error(op, path(), tree_index=i + 1, what=str(e)) from None
+            error = mismatch_error(op, path(), tree_index=i + 1, what=str(e))
+            raise _own(error, relocate) from None
     return out
 
 
@@ -148,12 +180,37 @@ class _Frame:
         self.out: list[Any] = []
 
 
-def _kind_at(node: Any, op: str, path_at: Callable[[int], KeyPath], depth: int) -> Any:
+def _kind_at(
+    node: Any, op: str, path_at: Callable[[int], KeyPath], depth: int, relocate: bool = False
+) -> Any:
     """``kind_of(node)``, with the path added to an undeclared-subclass error."""
     try:
         return kind_of(node)
     except ContainerDefinitionError as err:
-        raise ContainerDefinitionError(f"{op}: at {where(path_at(depth))}: {err}") from None
+        error = ContainerDefinitionError(f"{op}: at {where(path_at(depth))}: {err}")
+        raise _own(error, relocate) from None
+
+
+class Align:
+    """An alignment mode for ``map_tree``: how the values of several tree arguments
+    meet at one position (treelize's strict/inner/outer/left).
+
+    ``node(first, rest, path)`` gets the arguments' values at a position and returns
+    ``None`` when all are leaves (the engine then calls ``f(first, *rest)``), or
+    ``(lead, kids, aux, rest_kids, keys)``: the node checked for cycles, the first
+    argument's value under each aligned key, what ``unflatten`` needs, the other
+    arguments' values (``rest_kids[j][i]``) and the keys (for paths). The engine
+    rebuilds the position with ``align.unflatten(aux, results)``. ``path()`` gives the
+    position's path for error messages.
+    """
+
+    def node(
+        self, first: Any, rest: Sequence[Any], path: Callable[[], KeyPath]
+    ) -> tuple[Any, Sequence[Any], Any, list[Sequence[Any]], Sequence[Key]] | None:
+        raise NotImplementedError(f"{type(self).__name__} must define node")
+
+    def unflatten(self, aux: Any, children: Sequence[Any]) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must define unflatten")
 
 
 def map_tree(
@@ -167,6 +224,8 @@ def map_tree(
     structural: bool = False,
     with_path: bool = False,
     op: str = "fmap",
+    relocate: bool = False,
+    align: Align | None = None,
 ) -> Any:
     """Map ``f`` over ``x`` (and the aligned ``ys``) with an explicit stack.
 
@@ -178,6 +237,12 @@ def map_tree(
     a plain dict/tuple/list). With ``cache`` (a ``Memo``), mutable values are mapped once:
     a repeat gets the first result, or ``prune``. The first tree decides the structure;
     the others are read by key. A node that contains itself raises ``StructureError``.
+    With ``relocate`` (``x`` is a subtree handed over by a fast path, so paths would be
+    relative to it), the engine's own errors are raised as ``Relocate`` instead; errors
+    raised by ``f`` or ``exclude`` propagate unchanged either way.
+    With ``align`` (treelize), no tree is first: the ``Align`` strategy reads every
+    argument's value at each position, and ``exclude``, ``cache`` and ``structural``
+    are unused.
     """
     on_path: dict[int, int] = {}  # id of a node being mapped -> its depth in the stack
     stack: list[_Frame] = []
@@ -189,7 +254,17 @@ def map_tree(
     def visit(node: Any, yvals: Sequence[Any]) -> tuple[bool, Any]:
         """Map ``node`` at once (True, value), or push its frame (False, None)."""
         depth = len(stack)
-        kind = _kind_at(node, op, path_at, depth)
+        if align is not None:
+            step = align.node(node, yvals, lambda: path_at(depth))
+            if step is None:
+                return True, f(node, *yvals)
+            lead, kids, aux, ykids, keys = step
+            if id(lead) in on_path:
+                raise _own(cycle_error(op, path_at(depth), path_at(on_path[id(lead)])), relocate)
+            stack.append(_Frame(lead, align, kids, aux, ykids, keys, None))
+            on_path[id(lead)] = depth
+            return False, None
+        kind = _kind_at(node, op, path_at, depth, relocate)
         ckey = None
         if cache is not None and (kind.mutable if kind is not None else cacheable(node)):
             ckey = id(node)
@@ -208,11 +283,14 @@ def map_tree(
         if kind is None:
             return True, node
         if id(node) in on_path:
-            raise cycle_error(op, path_at(depth), path_at(on_path[id(node)]))
+            error = cycle_error(op, path_at(depth), path_at(on_path[id(node)]))
+            raise _own(error, relocate)
         kids, aux = kind.flatten(node)
         n = len(kids)
-        ykids = _read_all(op, kind, yvals, aux, n, lambda: path_at(depth)) if yvals else []
-        stack.append(_Frame(node, kind, kids, aux, ykids, kind.keys(aux, n), ckey))
+        others: list[Any] = []  # the other trees' children
+        if yvals:
+            others = _read_all(op, kind, yvals, aux, n, lambda: path_at(depth), relocate)
+        stack.append(_Frame(node, kind, kids, aux, others, kind.keys(aux, n), ckey))
         on_path[id(node)] = depth
         return False, None
 
@@ -493,3 +571,7 @@ def execute(walk: Callable[..., Any], x: Any, *ys: Any) -> Any:
             f"{sys.getrecursionlimit()}). fmap, fmapstructure and flatten without walk= "
             f"have no depth limit; a custom walk recurses through Python calls."
         ) from None
+    finally:
+        # recurse refers to itself through its closure: a reference cycle that would
+        # keep it (and the walk, which holds the cache) alive until the cyclic GC runs.
+        del recurse

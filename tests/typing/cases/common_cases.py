@@ -101,6 +101,19 @@ def case_partition_combine() -> None:
     assert_type(ct.combine(matching, others), Pair[float])
 
 
+def case_treelize() -> None:
+    @ct.treelize("outer", missing=0)
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    assert_type(add({"a": 1}, {"b": 2}), Any)
+    assert_type(add(1, b=[2, 3]), Any)
+    assert_type(ct.subside([{"a": 1}, {"a": 2}]), Any)
+    assert_type(ct.rise({"a": (1, 2)}), Any)
+    ct.treelize(inherit=1.5)  # type: ignore[arg-type]
+
+
 def case_serialization(data: bytes) -> None:
     assert_type(ct.deserialize(data, expect=Linear), Linear)
     assert_type(ct.load("m.safetensors", expect=Linear, mmap=True), Linear)
