@@ -474,3 +474,20 @@ def test_keys_that_render_alike_are_refused(tmp_path):
     ):
         ct.save(tmp_path / "x.safetensors", {"t": Twins([arr(1)], arr(2))})
     assert os.listdir(tmp_path) == []
+
+
+def test_huge_integer_literals_are_refused_without_pythons_digit_limit():
+    """With sys.set_int_max_str_digits(0), a 5000-digit literal is still a FormatError."""
+    import sys
+    from pathlib import Path
+
+    corpus = Path(__file__).parent / "corpus" / "files" / "21n-huge-int-literal.safetensors"
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        with pytest.raises(
+            ct.FormatError, match=r"integer literal of 5000 digits \(at most 4300\)"
+        ):
+            ct.load(corpus)
+    finally:
+        sys.set_int_max_str_digits(old)

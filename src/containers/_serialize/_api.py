@@ -21,7 +21,7 @@ from containers._serialize._decode import (
     row_path,
     rows,
 )
-from containers._serialize._encode import Plan, encode
+from containers._serialize._encode import encode
 from containers._serialize._format import (
     FORMAT_KEY,
     FORMAT_VERSION,
@@ -94,12 +94,8 @@ def serialize(tree: Any, /) -> bytes:
     plan = encode(tree)
     plan.fill_crcs()
     entries, order = plan.layout()
-    return b"".join([plan.header(entries), *(_raw(plan, i) for i in order)])
-
-
-def _raw(plan: Plan, i: int) -> memoryview:
-    a = plan.arrays[i]
-    return a.reshape(-1).view("u1").data
+    arrays: list[Any] = plan.arrays  # bytes.join reads any buffer (bfloat16 included)
+    return b"".join([plan.header(entries), *[arrays[i] for i in order]])
 
 
 @overload
@@ -197,7 +193,7 @@ def save(path: PathLike, tree: Any, /) -> None:
     plan = encode(tree)
     entries, order = plan.layout()
     placeholder = plan.header(entries)
-    chunks = [_raw(plan, i) for i in order]
+    chunks = [plan.arrays[i] for i in order]
 
     def write(fd: int) -> None:
         # The CRC32s run in a second thread while the data is written (zlib releases

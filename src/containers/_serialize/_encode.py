@@ -158,6 +158,37 @@ class _Encoder:
         self.first: dict[int, int] = {}  # id of an array or mutable node -> its record
         self.names: set[str] = set()  # tensor names taken
 
+    def array(self, v: np.ndarray[Any, Any], path: str) -> None:
+        """An ndarray leaf at ``path``: an alias if seen before, else a new tensor."""
+        out = self.plan.records
+        k = self.first.get(id(v))
+        if k is not None:
+            out.append(["@", k])
+            return
+        dt = v.dtype
+        if v.flags.c_contiguous and dt.byteorder != ">" and dt.type in CODES:
+            a = v
+        else:
+            a = _to_numpy(v, path)  # type: ignore[assignment]
+        self.add(v, a, path)
+
+    def add(self, v: Any, a: np.ndarray[Any, Any], path: str) -> None:
+        """Record ``a`` (normalized from the leaf ``v``) as the tensor ``path``."""
+        if path in self.names:
+            raise _fail(
+                _where(path),
+                "a path that names two different arrays (two keys render alike)",
+                "Make the keys distinct once rendered by keystr.",
+            )
+        self.names.add(path)
+        out = self.plan.records
+        self.first[id(v)] = len(out)
+        rec = ["A", path, "00000000"]
+        out.append(rec)
+        self.plan.names.append(path)
+        self.plan.arrays.append(a)
+        self.plan.crc_slots.append(rec)
+
     def leaf(self, v: Any, where: Callable[[], str], plain: bool) -> None:
         out = self.plan.records
         t = type(v)
@@ -192,19 +223,7 @@ class _Encoder:
                 "str, bytes, bool, None, numpy scalars); declare the class with @container "
                 "or treat it as a kept field of a plain type.",
             )
-        if path in self.names:
-            raise _fail(
-                _where(path),
-                "a path that names two different arrays (two keys render alike)",
-                "Make the keys distinct once rendered by keystr.",
-            )
-        self.names.add(path)
-        self.first[id(v)] = len(out)
-        rec = ["A", path, "00000000"]
-        out.append(rec)
-        self.plan.names.append(path)
-        self.plan.arrays.append(a)
-        self.plan.crc_slots.append(rec)
+        self.add(v, a, path)
 
     def node_record(
         self, kind: NodeKind, aux: Any, n: int, where: Callable[[], str], plain: bool
@@ -302,7 +321,7 @@ class _Encoder:
         vi = 0
         ri = 0
         keystack: list[str] = []  # the rendered key of each open node below the root
-        # frames: [kind, aux, keys, mask, next child, where]
+        # frames: [kind, aux, keys, mask, next child, where, path (built on first use)]
         stack: list[list[Any]] = []
 
         def here(extra: str = "") -> Callable[[], str]:
@@ -333,7 +352,7 @@ class _Encoder:
                 if key is not None:
                     keystack.pop()
                 return
-            stack.append([kind, aux, kind.keys(aux, n), mask, 0, where])
+            stack.append([kind, aux, kind.keys(aux, n), mask, 0, where, None])
 
         def skip(n: int, mask: Any) -> None:
             nonlocal vi, ri
@@ -352,7 +371,7 @@ class _Encoder:
         open_node(None)
         while stack:
             fr = stack[-1]
-            kind, aux, keys, mask, i, where = fr
+            kind, aux, keys, mask, i, where, prefix = fr
             if i == len(keys):
                 stack.pop()
                 self.tail(kind, aux, where)
@@ -361,7 +380,18 @@ class _Encoder:
                 continue
             fr[4] = i + 1
             if mask is None or (mask is not True and not mask[i]):
-                self.leaf(values[vi], here(str(keys[i])), plain)
+                v = values[vi]
+                tv = type(v)
+                # Arrays and plain scalars inline, the path string built once per node
+                # (benchmarks/serialization.py, "many": 110,000 leaves).
+                if tv is np.ndarray and not plain:
+                    if prefix is None:
+                        prefix = fr[6] = where()
+                    self.array(v, prefix + str(keys[i]))
+                elif tv is float or tv is str or tv is int or tv is bool:
+                    out.append(["S", encode_scalar(v)])
+                else:
+                    self.leaf(v, here(str(keys[i])), plain)
                 vi += 1
             else:
                 open_node(str(keys[i]))

@@ -13,12 +13,13 @@ import io
 import json
 import mmap
 import os
+import sys
 import tempfile
 import threading
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
@@ -78,20 +79,19 @@ except ImportError:  # pragma: no cover - ml_dtypes is installed in the test env
 CODES: dict[type, str] = {dt.type: code for code, dt in DTYPES.items()}
 
 
-@dataclass(frozen=True, slots=True)
-class Tensor:
-    """One validated tensor entry: ``begin``/``end`` relative to the data section."""
+class Tensor(NamedTuple):
+    """One validated tensor entry: ``begin``/``end`` relative to the data section.
 
+    A tuple, so that sorting by position is a C comparison (benchmarks/serialization.py,
+    "many": 100,000 entries).
+    """
+
+    begin: int
+    end: int
     name: str
     code: str
     shape: tuple[int, ...]
-    begin: int
-    end: int
-
-    @property
-    def dtype(self) -> np.dtype[Any]:
-        """The little-endian numpy dtype."""
-        return DTYPES[self.code]
+    dtype: np.dtype[Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,11 +109,13 @@ class _Duplicate(FormatError):
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise _Duplicate(f"duplicate key {k!r}")
-        out[k] = v
+    out = dict(pairs)  # in C; the loop below runs only when there is a duplicate
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _Duplicate(f"duplicate key {k!r}")
+            seen.add(k)
     return out
 
 
@@ -122,19 +124,31 @@ def _constant(name: str) -> Any:
 
 
 def _int(text: str) -> int:
-    if len(text) > 20:
-        raise FormatError(f"integer literal of {len(text)} digits (at most 20 are allowed)")
+    if len(text) > _MAX_DIGITS:
+        raise FormatError(f"integer literal of {len(text)} digits (at most {_MAX_DIGITS})")
     return int(text)
 
 
+_MAX_DIGITS = 4300  # Python's default bound on int(str) (quadratic time above it)
+
+
 def strict_json(text: str | bytes, what: str) -> Any:
-    """Parse JSON refusing duplicate keys, NaN/Infinity and huge integer literals.
+    """Parse JSON refusing duplicate keys and NaN/Infinity.
+
+    Integer literals are bounded to 4300 digits: by Python's own limit when it is set
+    (its ValueError becomes a FormatError), else by a check of ours.
 
     Raises:
         FormatError: naming ``what`` (the header, the tree) and the problem.
     """
     try:
-        return json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant, parse_int=_int)
+        bounded = 0 < sys.get_int_max_str_digits() <= _MAX_DIGITS
+        return json.loads(
+            text,
+            object_pairs_hook=_pairs,
+            parse_constant=_constant,
+            parse_int=None if bounded else _int,
+        )
     except FormatError as err:
         raise FormatError(
             f"{what}: {err}. The file is corrupt or not a containers file."
@@ -145,8 +159,7 @@ def strict_json(text: str | bytes, what: str) -> Any:
         raise FormatError(f"{what}: not valid JSON ({err}). The file is corrupt.") from None
 
 
-def _is_int(x: Any) -> bool:
-    return type(x) is int and 0 <= x < _MAX_INT
+_ENTRY_KEYS = frozenset({"dtype", "shape", "data_offsets"})
 
 
 def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Layout:
@@ -184,7 +197,7 @@ def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Lay
     tensors = []
     for name, entry in header.items():
         tensors.append(_tensor(name, entry, limits))
-    tensors.sort(key=lambda t: (t.begin, t.end))
+    tensors.sort()  # by (begin, end, name): names are unique
     pos = 0
     for t in tensors:
         if t.begin != pos:
@@ -206,35 +219,52 @@ def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Lay
 
 
 def _tensor(name: str, entry: Any, limits: Limits) -> Tensor:
-    where = f"tensor {name!r}"
-    if type(entry) is not dict or set(entry) != {"dtype", "shape", "data_offsets"}:
+    # Runs once per tensor of a header (100,000 in benchmarks/serialization.py, "many"),
+    # so the checks are written out rather than built from helpers.
+    if type(entry) is not dict or len(entry) != 3 or not _ENTRY_KEYS.issuperset(entry):
         keys = sorted(entry) if type(entry) is dict else type(entry).__name__
         raise FormatError(
-            f"{where}: an entry must have exactly 'dtype', 'shape' and 'data_offsets', got {keys}."
+            f"tensor {name!r}: an entry must have exactly 'dtype', 'shape' and "
+            f"'data_offsets', got {keys}."
         )
     code, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
-    if type(code) is not str or code not in DTYPES:
-        raise FormatError(f"{where}: unsupported dtype {code!r}. Supported: {', '.join(DTYPES)}.")
-    if type(shape) is not list or not all(_is_int(d) for d in shape):
-        raise FormatError(f"{where}: the shape must be a list of non-negative integers.")
+    dtype = DTYPES.get(code) if type(code) is str else None
+    if dtype is None:
+        raise FormatError(
+            f"tensor {name!r}: unsupported dtype {code!r}. Supported: {', '.join(DTYPES)}."
+        )
+    if type(shape) is not list:
+        raise FormatError(f"tensor {name!r}: the shape must be a list of non-negative integers.")
     if len(shape) > limits.max_ndim:
         raise LimitError(
-            f"{where} has {len(shape)} dimensions, more than max_ndim={limits.max_ndim}. "
-            f"Pass limits=Limits(max_ndim=...) to accept it."
+            f"tensor {name!r} has {len(shape)} dimensions, more than max_ndim="
+            f"{limits.max_ndim}. Pass limits=Limits(max_ndim=...) to accept it."
         )
-    if type(offsets) is not list or len(offsets) != 2 or not all(_is_int(o) for o in offsets):
-        raise FormatError(f"{where}: data_offsets must be two non-negative integers.")
+    size = dtype.itemsize
+    for d in shape:
+        if type(d) is not int or not 0 <= d < _MAX_INT:
+            raise FormatError(
+                f"tensor {name!r}: the shape must be a list of non-negative integers."
+            )
+        size *= d  # exact integers: no overflow
+    if (
+        type(offsets) is not list
+        or len(offsets) != 2
+        or type(offsets[0]) is not int
+        or type(offsets[1]) is not int
+        or not 0 <= offsets[0] < _MAX_INT
+        or not 0 <= offsets[1] < _MAX_INT
+    ):
+        raise FormatError(f"tensor {name!r}: data_offsets must be two non-negative integers.")
     begin, end = offsets
     if begin > end:
-        raise FormatError(f"{where}: data_offsets begin {begin} is after end {end}.")
-    size = DTYPES[code].itemsize
-    for d in shape:
-        size *= d  # exact integers: no overflow
+        raise FormatError(f"tensor {name!r}: data_offsets begin {begin} is after end {end}.")
     if size != end - begin:
         raise FormatError(
-            f"{where}: {code}{shape} needs {size} bytes but its data_offsets span {end - begin}."
+            f"tensor {name!r}: {code}{shape} needs {size} bytes but its data_offsets span "
+            f"{end - begin}."
         )
-    return Tensor(name, code, tuple(shape), begin, end)
+    return Tensor(begin, end, name, code, tuple(shape), dtype)
 
 
 def read_layout(f: BinaryIO, limits: Limits) -> Layout:
@@ -287,11 +317,7 @@ def build_header(entries: dict[str, Any], metadata: dict[str, str]) -> bytes:
 
 def crc32(a: np.ndarray[Any, Any]) -> int:
     """The CRC32 of a C-contiguous array's bytes (zlib releases the GIL on large inputs)."""
-    return zlib.crc32(_bytes_view(a))
-
-
-def _bytes_view(a: np.ndarray[Any, Any]) -> memoryview:
-    return a.reshape(-1).view(np.uint8).data
+    return zlib.crc32(a)  # type: ignore[arg-type]
 
 
 # --- reading arrays ------------------------------------------------------------------
@@ -347,9 +373,9 @@ def read_arrays(
                         f"truncated: the file ended while reading tensor {first.name!r}."
                     )
                 got += n
+            base = first.begin
             for t in group:
-                a = buf[t.begin - first.begin : t.end - first.begin].view(t.dtype).reshape(t.shape)
-                out[t.name] = a
+                out[t.name] = np.ndarray(t.shape, t.dtype, buf, t.begin - base)
             checker.submit(group, [out[t.name] for t in group])
     finally:
         checker.close()
@@ -361,13 +387,12 @@ def view_arrays(
 ) -> dict[str, np.ndarray[Any, Any]]:
     """Arrays over ``buffer`` (bytes, memoryview or mmap): views, or copies with ``copy``."""
     out: dict[str, np.ndarray[Any, Any]] = {}
-    base = np.frombuffer(buffer, np.uint8)
     start = layout.data_start
     if copy:
-        base = base[start:].copy()
+        buffer = np.frombuffer(buffer, np.uint8, offset=start).copy()
         start = 0
     for t in layout.tensors.values():
-        out[t.name] = base[start + t.begin : start + t.end].view(t.dtype).reshape(t.shape)
+        out[t.name] = np.ndarray(t.shape, t.dtype, buffer, start + t.begin)
     if crcs is not None:
         for t in layout.tensors.values():
             _check(t, out[t.name], crcs)
@@ -449,35 +474,34 @@ def _umask() -> int:
 
 
 def write_all(fd: int, chunks: Sequence[Any]) -> None:
-    """Write every chunk (bytes or memoryviews) to ``fd``, batching small ones."""
+    """Write every chunk (C-contiguous arrays or bytes) to ``fd``.
+
+    Small chunks are joined into one write (``bytes.join`` reads any buffer, bfloat16
+    included); big ones are written from their own memory.
+    """
     batch: list[Any] = []
     size = 0
     for c in chunks:
-        n = len(c)
+        n = c.nbytes if isinstance(c, np.ndarray) else len(c)
         if n >= _OWN:
             if batch:
-                _writev(fd, batch)
+                _write(fd, b"".join(batch))
                 batch, size = [], 0
-            _writev(fd, [c])
+            _write(fd, c.reshape(-1).view(np.uint8) if isinstance(c, np.ndarray) else c)
             continue
         batch.append(c)
         size += n
-        if size >= _OWN or len(batch) >= 512:
-            _writev(fd, batch)
+        if size >= _OWN:
+            _write(fd, b"".join(batch))
             batch, size = [], 0
     if batch:
-        _writev(fd, batch)
+        _write(fd, b"".join(batch))
 
 
-def _writev(fd: int, bufs: list[Any]) -> None:
-    views = [memoryview(b).cast("B") for b in bufs]
-    while views:
-        n = os.writev(fd, views)
-        while views and n >= len(views[0]):
-            n -= len(views[0])
-            views.pop(0)
-        if views and n:
-            views[0] = views[0][n:]
+def _write(fd: int, data: Any) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def atomic_write(path: str, write: Callable[[int], None], *, fsync: bool = True) -> None:
