@@ -274,6 +274,113 @@ def test_mismatch_error_does_not_call_f_again():
 # --- the identity cache -----------------------------------------------------------------
 
 
+# --- errors raised by f, and the engine's own ---------------------------------------------
+
+
+def nested_mismatch(v: Any) -> Any:
+    """f that calls fmap on two trees that do not fit: the inner fmap raises."""
+    return ct.fmap(lambda a, b: a + b, {"a": v}, {"b": v})
+
+
+@pytest.mark.parametrize(
+    "operation",
+    [ct.fmap, ct.fmapstructure, lambda f, t: ct.fmap(lambda a, b: f(a), t, t)],
+    ids=["fmap", "fmapstructure", "fmap-two-trees"],
+)
+def test_structure_error_raised_by_f_propagates_unchanged(operation: Any) -> None:
+    """A StructureError raised inside f (here by an fmap that f calls) reaches the caller
+    as f raised it: not swallowed, not replaced by the outer call's re-run."""
+    with pytest.raises(
+        ct.StructureError, match=trees_differ("the root", "the second has no key 'a' there")
+    ):
+        operation(nested_mismatch, [1, [2, 3]])
+
+
+@pytest.mark.parametrize(
+    "error",
+    [ct.ContainerDefinitionError("raised by f"), ct.StructureError("raised by f")],
+    ids=["ContainerDefinitionError", "StructureError"],
+)
+@pytest.mark.parametrize("operation", [ct.fmap, ct.fmapstructure], ids=["fmap", "fmapstructure"])
+def test_errors_raised_by_f_are_the_same_object_and_f_is_not_rerun(
+    operation: Any, error: Exception
+) -> None:
+    """f's own exception object propagates, after f was called for the leaves before it
+    only, once each: fmap does not re-run anything to 'locate' an error it did not raise."""
+    calls: list[Any] = []
+
+    def f(v: Any) -> Any:
+        calls.append(v)
+        if v == 3:
+            raise error
+        return v
+
+    with pytest.raises(type(error), match=exact("raised by f")) as info:
+        operation(f, [1, [2, 3], 4])
+    assert info.value is error
+    assert calls == [1, 2, 3]
+
+
+def test_errors_raised_by_a_node_types_own_functions_propagate_unchanged() -> None:
+    """A register_node flatten that raises StructureError is not taken for the engine's
+    error either: it reaches the caller with its own message."""
+
+    class Box:
+        def __init__(self, v: Any) -> None:
+            self.v = v
+
+    def flatten(b: Box) -> Any:
+        if b.v == "bad":
+            raise ct.StructureError("Box.flatten refused")
+        return (b.v,), None
+
+    ct.register_node(Box, flatten, lambda aux, kids: Box(*kids))
+    for operation in (ct.fmap, ct.fmapstructure):
+        with pytest.raises(ct.StructureError, match=exact("Box.flatten refused")):
+            operation(lambda v: v, [1, [Box("bad")]])
+
+
+@pytest.mark.parametrize("operation", [ct.fmap, ct.fmapstructure], ids=["fmap", "fmapstructure"])
+def test_engine_errors_found_by_the_fast_path_get_their_path(operation: Any) -> None:
+    """The errors the engine itself finds (a cycle past the fast path's depth, an
+    undeclared subclass) are still raised with their full path, and f is not called
+    again to find them."""
+
+    class Sub(Frozen):
+        pass
+
+    calls: list[Any] = []
+    name = operation.__name__
+    with pytest.raises(
+        ct.ContainerDefinitionError, match=re.escape(f"{name}: at '[1][0]': 'Sub'")
+    ):
+        operation(calls.append, [1, [Sub(2)]])
+    assert calls == [1]
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    calls.clear()
+    with pytest.raises(
+        ct.StructureError,
+        match=re.escape(
+            f"{name}: the tree has a reference cycle: the object at \"['b'][0]\" is the "
+            "same object as its ancestor at \"['b']\""
+        ),
+    ):
+        operation(calls.append, {"a": 1, "b": cyclic})
+    assert calls == [1]
+
+
+def test_mismatch_found_by_the_fast_path_gets_its_path() -> None:
+    """Two-tree fmap's own mismatch is raised with its path."""
+    with pytest.raises(
+        ct.StructureError,
+        match=trees_differ(
+            "'[1]'", "the first tree has a sequence of length 1 there, the second has a dict"
+        ),
+    ):
+        ct.fmap(lambda a, b: a, [1, [2]], [1, {"a": 2}])
+
+
 def test_shared_list_is_mapped_once_and_stays_shared():
     """A list reachable twice is mapped once; both places hold the same result."""
     shared = [1, 2]

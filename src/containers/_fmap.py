@@ -16,7 +16,7 @@ import sys
 from collections import deque
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, TypeVar, overload
+from typing import Any, NoReturn, TypeVar, overload
 
 from containers._codegen import (
     MAPPER_ARGS,
@@ -45,6 +45,7 @@ from containers._walk import (
     CachedWalk,
     ExcludeWalk,
     Memo,
+    Relocate,
     Walk,
     collect,
     execute,
@@ -223,11 +224,13 @@ class _Mode:
             return value
 
         def deep(x: Any) -> Any:
-            return map_tree(f, x, exclude=None, cache=cache, prune=prune, structural=structural)
+            return map_tree(
+                f, x, exclude=None, cache=cache, prune=prune, structural=structural, relocate=True
+            )
 
         def node(x: Any, depth: int) -> Any:
             t = type(x)
-            kind = kinds_get(t) or kind_of(x)
+            kind = kinds_get(t) or _kind_of(x)
             if kind is None:  # a leaf of a type seen for the first time
                 return f(x) if t in immutable or refcount(x) <= unshared else leaf(x)
             ckey = None
@@ -438,7 +441,7 @@ class _ManyMode:
 
         def node(x: Any, ys: Any, depth: int) -> Any:
             t = type(x)
-            kind = kinds_get(t) or kind_of(x)
+            kind = kinds_get(t) or _kind_of(x)
             if kind is None:
                 return leaf(x, ys)
             ckey = None
@@ -447,7 +450,7 @@ class _ManyMode:
                 if ckey in cache.results:
                     return prune if use_prune else cache.results[ckey]
             if depth > MAX_FAST_DEPTH:
-                value = map_tree(f, x, ys, exclude=None, cache=cache, prune=prune)
+                value = map_tree(f, x, ys, exclude=None, cache=cache, prune=prune, relocate=True)
             else:
                 kids, aux = (x, None) if t is tuple or t is list else kind.flatten(x)
                 n = len(kids)
@@ -459,7 +462,8 @@ class _ManyMode:
                     try:
                         ykids.append(kind.read(y, aux, n))
                     except Mismatch:
-                        raise StructureError("fmap: trees differ") from None  # located by fmap
+                        # fmap runs the engine again from the root, to say where
+                        raise Relocate(StructureError("fmap: trees differ")) from None
                 depth += 1
                 if len(ykids) == 1:
                     out = pair_loop(kids, ykids[0], depth)
@@ -511,6 +515,41 @@ def _fast_map_many(
 
 def _noop(*args: Any) -> None:
     return None
+
+
+def _kind_of(x: Any) -> Any:
+    """``kind_of(x)`` for the fast paths: an undeclared subclass is the engine's own
+    error, raised as ``Relocate`` so that the public function adds its path."""
+    try:
+        return kind_of(x)
+    except ContainerDefinitionError as err:
+        raise Relocate(err) from None
+
+
+def _relocate(
+    err: Relocate,
+    tree: Any,
+    rest: tuple[Any, ...],
+    cache: bool,
+    prune: Any,
+    *,
+    structural: bool,
+    op: str,
+) -> NoReturn:
+    """Raise the error a fast path found (``err``) with its path: run the engine again
+    from the root without calling ``f`` (it may have side effects), which raises it
+    located. Should the tree have changed so that it does not, raise it as found."""
+    map_tree(
+        _noop,
+        tree,
+        rest,
+        exclude=None,
+        cache=Memo() if cache else None,
+        prune=prune,
+        structural=structural,
+        op=op,
+    )
+    raise err.error from None
 
 
 @overload
@@ -631,14 +670,10 @@ def fmap(
         if rest:
             return _fast_map_many(f, tree, rest, memo, prune)
         return _fast_map(f, tree, memo, prune)
-    except (StructureError, ContainerDefinitionError) as err:
-        # The fast path does not track paths: find the error again, with its path,
-        # without calling f (f may have side effects).
-        try:
-            map_tree(_noop, tree, rest, exclude=None, cache=Memo() if cache else None, prune=prune)
-        except (StructureError, ContainerDefinitionError) as located:
-            raise located from None
-        raise err
+    except Relocate as err:
+        # The fast path found an error without its path: find it again with the engine,
+        # without calling f (f may have side effects). Errors raised by f pass unchanged.
+        _relocate(err, tree, rest, cache, prune, structural=False, op="fmap")
     finally:
         if memo is not None:
             memo.clear()
@@ -749,16 +784,15 @@ def fmapstructure(
     """
     memo: Memo | None = Memo() if cache else None
     if exclude is isleaf and not rest:
-        fast_memo = memo
         try:
-            return _fast_map(f, tree, fast_memo, prune, structural=True)
-        except (StructureError, ContainerDefinitionError):
+            return _fast_map(f, tree, memo, prune, structural=True)
+        except Relocate as err:
             # A cycle or an undeclared subclass: find it again, with its path, without
-            # calling f a second time.
-            memo, f = (Memo() if cache else None), _noop
+            # calling f a second time. Errors raised by f pass unchanged.
+            _relocate(err, tree, rest, cache, prune, structural=True, op="fmapstructure")
         finally:
-            if fast_memo is not None:
-                fast_memo.clear()
+            if memo is not None:
+                memo.clear()
     return map_tree(
         f,
         tree,
@@ -808,7 +842,7 @@ def _fast_collect(x: Any) -> list[Any]:
             if t in immutable:
                 append(kid)
                 continue
-            k = None if t in leaf_types else kinds_get(t) or kind_of(kid)
+            k = None if t in leaf_types else kinds_get(t) or _kind_of(kid)
             if k is None:
                 if t in immutable:  # a value type seen for the first time (kind_of)
                     append(kid)
@@ -857,7 +891,7 @@ def fcollect(tree: Any, /, exclude: Callable[[Any], bool] = _exclude_nothing) ->
     if exclude is _exclude_nothing:
         try:
             return _fast_collect(tree)
-        except (_Redo, ContainerDefinitionError):
+        except (_Redo, Relocate):
             pass  # collect finds the cycle or the subclass again, with its path
     return collect(tree, exclude)
 
