@@ -565,6 +565,34 @@ def test_results_are_freed_when_fmap_returns() -> None:
         gc.enable()
 
 
+@pytest.mark.parametrize("walk", [ct.DefaultWalk(), ct.StructuralWalk()], ids=repr)
+def test_tree_and_results_are_freed_when_fmap_with_a_walk_returns(walk: Any) -> None:
+    """fmap(..., walk=...) frees the tree it was given and its results on return, with
+    the cyclic GC off: the call's cache is emptied and execute's recursion closure does
+    not outlive it (it used to refer to itself), on success and on error."""
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        array = np.arange(3)
+        tree_freed = weakref.ref(array)
+        out = ct.fmap(lambda v: v + 1, {"a": [array, array]}, walk=walk)
+        assert out["a"][0] is out["a"][1]
+        result_freed = weakref.ref(out["a"][0])
+        del array, out
+        assert tree_freed() is None
+        assert result_freed() is None
+        array = np.arange(3)
+        tree_freed = weakref.ref(array)
+        with pytest.raises(ct.StructureError, match="trees differ at \"\\['b'\\]\""):
+            ct.fmap(lambda a, b: a, {"a": [array], "b": [1]}, {"a": [array], "b": 2}, walk=walk)
+        del array
+        assert tree_freed() is None
+    finally:
+        gc.enable()
+
+
 def _held_by_the_tree_only(kind: str) -> Any:
     """A tree of the given mapping or deque kind whose arrays only the tree holds: one
     array twice in the node, one also in a list elsewhere, one once."""

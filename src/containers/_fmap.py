@@ -663,7 +663,11 @@ def fmap(
         step: Walk = ExcludeWalk(walk, f, exclude)
         if memo is not None:
             step = CachedWalk(step, prune=prune, cache=memo)
-        return execute(step, tree, *rest)
+        try:
+            return execute(step, tree, *rest)
+        finally:
+            if memo is not None:
+                memo.clear()  # the tree and the results must not outlive the call
     if exclude is not isleaf:
         return map_tree(f, tree, rest, exclude=exclude, cache=memo, prune=prune)
     try:

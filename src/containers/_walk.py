@@ -556,3 +556,7 @@ def execute(walk: Callable[..., Any], x: Any, *ys: Any) -> Any:
             f"{sys.getrecursionlimit()}). fmap, fmapstructure and flatten without walk= "
             f"have no depth limit; a custom walk recurses through Python calls."
         ) from None
+    finally:
+        # recurse refers to itself through its closure: a reference cycle that would
+        # keep it (and the walk, which holds the cache) alive until the cyclic GC runs.
+        del recurse
