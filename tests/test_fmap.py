@@ -793,6 +793,51 @@ def test_fmap_on_several_threads_at_once() -> None:
     assert failures == []
 
 
+def test_the_pool_of_idle_closures_is_bounded() -> None:
+    """64 calls running at once (each nested in the previous one's f) leave at most
+    MAX_IDLE idle closure sets per kind of call, not one per call."""
+    from containers import _fmap
+
+    def nest(v: Any, depth: int = 0) -> Any:
+        if depth == 64:
+            return v
+        if depth % 2:  # alternate the one-tree and two-tree modes
+            return ct.fmap(lambda a, b: nest(a, depth + 1), [v], [v])[0]
+        return ct.fmap(lambda a: nest(a, depth + 1), [v])[0]
+
+    assert ct.fmap(nest, [1]) == [1]
+    assert ct.fmapstructure(nest, [1]) == [1]
+    pooled = {key: len(modes) for key, modes in _fmap._idle.items()}
+    assert pooled
+    assert all(1 <= n <= _fmap.MAX_IDLE for n in pooled.values()), pooled
+
+
+def test_pooled_closures_do_not_keep_superseded_classes_alive() -> None:
+    """A class redefined under the same name (a notebook cell run twice) is freed once
+    its instances are: fmap's pooled closures drop the mappers they hold for it when a
+    class is registered."""
+    import gc
+    import weakref
+
+    def define() -> type:
+        @ct.container  # frozen: fmap maps it with its generated mapper
+        class Redefined:
+            a: Any
+
+        return Redefined
+
+    first = define()
+    assert ct.fmap(lambda v: v + 1, [first(1)]) == [first(2)]
+    assert ct.fmapstructure(lambda v: v, [first(1)]) == [{"a": 1}]
+    assert ct.fmap(lambda a, b: a + b, [first(1)], [first(2)]) == [first(3)]
+    freed = weakref.ref(first)
+    del first
+    second = define()
+    gc.collect()
+    assert freed() is None
+    assert ct.fmap(lambda v: v + 1, [second(1)]) == [second(2)]
+
+
 def test_idle_closures_hold_nothing_of_the_last_call() -> None:
     """After fmap returns, its reused closures keep neither the tree nor f (gc off)."""
     import gc

@@ -34,8 +34,10 @@ from containers._registry import (
     KINDS,
     LEAF_TYPES,
     LIST,
+    REGISTRY,
     TUPLE,
     Mismatch,
+    NodeKind,
     kind_of,
     sort_keys,
 )
@@ -159,7 +161,7 @@ class _Mode:
     (``bind``).
     """
 
-    __slots__ = ("begin", "dispatch", "end", "key", "mapper_args")
+    __slots__ = ("begin", "born", "dispatch", "end", "key", "mapper_args")
 
     def __init__(self, cached: bool, structural: bool, unshared: int) -> None:
         self.key = (_Mode, cached, structural, unshared)
@@ -337,6 +339,12 @@ _NO_RESULTS: dict[int, Any] = {}
 _NO_KEEP: list[Any] = []
 #: Idle modes by key (``_Mode.key``, ``_ManyMode.key``: the class and its arguments).
 _idle: dict[tuple[Any, ...], list[Any]] = {}
+#: At most this many idle modes are kept per key: as many as calls of one kind that
+#: usually run at once (nested in ``f``, or on other threads). More are built as needed
+#: and dropped when they return.
+MAX_IDLE = 4
+#: Counts registrations: a mode built before the latest one is not pooled again.
+_generation = 0
 
 
 def _take(key: tuple[Any, ...]) -> Any:
@@ -345,13 +353,32 @@ def _take(key: tuple[Any, ...]) -> Any:
     try:
         return _idle[key].pop()
     except (KeyError, IndexError):
-        return key[0](*key[1:])
+        mode = key[0](*key[1:])
+        mode.born = _generation
+        return mode
 
 
 def _give(mode: Any) -> None:
-    """Return a mode taken by ``_take``, emptied of the call's values."""
+    """Return a mode taken by ``_take``, emptied of the call's values; keep it for the
+    next call unless ``MAX_IDLE`` are kept already or a class was registered since it
+    was built (its mappers would keep a superseded class alive)."""
     mode.end()
-    _idle.setdefault(mode.key, []).append(mode)
+    pool = _idle.setdefault(mode.key, [])
+    if len(pool) < MAX_IDLE and mode.born == _generation:
+        pool.append(mode)
+
+
+def _forget_idle_modes(kind: NodeKind) -> None:
+    """``REGISTRY`` observer: drop every idle mode when a class is registered. Their
+    ``direct`` tables hold the generated mappers of the classes they met, and with them
+    the classes, which a registration may supersede; modes in use are not pooled again
+    (``_generation``)."""
+    global _generation  # noqa: PLW0603 - the registrations seen, read by _give
+    _generation += 1
+    _idle.clear()
+
+
+REGISTRY.on_register(_forget_idle_modes)
 
 
 def _fast_map(
@@ -395,7 +422,7 @@ class _ManyMode:
     children without building a list per child.
     """
 
-    __slots__ = ("begin", "end", "key", "run")
+    __slots__ = ("begin", "born", "end", "key", "run")
 
     def __init__(self, cached: bool) -> None:
         self.key = (_ManyMode, cached)
