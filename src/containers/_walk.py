@@ -23,6 +23,7 @@ __all__ = [
     "MAX_FAST_DEPTH",
     "MISS",
     "UNSET",
+    "Align",
     "CachedWalk",
     "CollectWalk",
     "DefaultWalk",
@@ -224,6 +225,7 @@ def map_tree(
     with_path: bool = False,
     op: str = "fmap",
     relocate: bool = False,
+    align: Align | None = None,
 ) -> Any:
     """Map ``f`` over ``x`` (and the aligned ``ys``) with an explicit stack.
 
@@ -238,6 +240,9 @@ def map_tree(
     With ``relocate`` (``x`` is a subtree handed over by a fast path, so paths would be
     relative to it), the engine's own errors are raised as ``Relocate`` instead; errors
     raised by ``f`` or ``exclude`` propagate unchanged either way.
+    With ``align`` (treelize), no tree is first: the ``Align`` strategy reads every
+    argument's value at each position, and ``exclude``, ``cache`` and ``structural``
+    are unused.
     """
     on_path: dict[int, int] = {}  # id of a node being mapped -> its depth in the stack
     stack: list[_Frame] = []
@@ -249,6 +254,16 @@ def map_tree(
     def visit(node: Any, yvals: Sequence[Any]) -> tuple[bool, Any]:
         """Map ``node`` at once (True, value), or push its frame (False, None)."""
         depth = len(stack)
+        if align is not None:
+            step = align.node(node, yvals, lambda: path_at(depth))
+            if step is None:
+                return True, f(node, *yvals)
+            lead, kids, aux, ykids, keys = step
+            if id(lead) in on_path:
+                raise _own(cycle_error(op, path_at(depth), path_at(on_path[id(lead)])), relocate)
+            stack.append(_Frame(lead, align, kids, aux, ykids, keys, None))
+            on_path[id(lead)] = depth
+            return False, None
         kind = _kind_at(node, op, path_at, depth, relocate)
         ckey = None
         if cache is not None and (kind.mutable if kind is not None else cacheable(node)):
