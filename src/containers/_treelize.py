@@ -123,8 +123,12 @@ class _Align(Align):
         self, first: Any, rest: Sequence[Any], path: Callable[[], KeyPath]
     ) -> tuple[Any, Sequence[Any], Any, list[Sequence[Any]], Sequence[Key]] | None:
         leaf_types = LEAF_TYPES
-        if type(first) in leaf_types and all(type(v) in leaf_types for v in rest):
-            return None  # the common case, without a kind_of per value
+        if type(first) in leaf_types:  # the common case, without a kind_of per value
+            for v in rest:
+                if type(v) not in leaf_types:
+                    break
+            else:
+                return None
         values = (first, *rest)
         kinds = []
         lead_i = -1
