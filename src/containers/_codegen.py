@@ -124,7 +124,6 @@ MAPPER_ARGS = (
     "direct",
     "immutable",
     "leaf_types",
-    "leaf_unshared",
     "results",
     "keep",
     "use_prune",
@@ -132,10 +131,6 @@ MAPPER_ARGS = (
     "loop",
     "max_depth",
     "deep",
-    "refcount",
-    "unshared",
-    "shared",
-    "root",
     "structural",
 )
 
@@ -146,10 +141,9 @@ UNROLLED_TUPLE_LENGTH = 4
 def _map_child(value: str, target: str, depth: str) -> list[str]:
     """Lines setting ``target`` to fmap's result for the child in variable ``value``.
 
-    An immutable leaf is passed to ``f``, as is another leaf whose reference count
-    shows its parent alone holds it; other leaves go through the identity cache, inline
-    (``results`` by id, ``keep`` holding the keys' objects, ``prune`` for repeats); a
-    node goes to its mapper in ``direct`` or to ``node``.
+    An immutable leaf (a value) is passed to ``f``; every other leaf goes through the
+    identity cache, inline (``results`` by id, ``keep`` holding the keys' objects,
+    ``prune`` for repeats); a node goes to its mapper in ``direct`` or to ``node``.
     """
     return [f"_t = type({value})", *_map_typed_child(value, target, depth)]
 
@@ -160,15 +154,12 @@ def _map_typed_child(value: str, target: str, depth: str) -> list[str]:
         "if _t in immutable:",
         f"    {target} = f({value})",
         "elif _t in leaf_types:",
-        f"    if refcount({value}) <= leaf_unshared:",
-        f"        {target} = f({value})",
+        f"    _k = id({value})",
+        "    if _k in results:",  # a bytecode, not a call like results.get
+        f"        {target} = prune if use_prune else results[_k]",
         "    else:",
-        f"        _k = id({value})",
-        "        if _k in results:",  # a bytecode, not a call like results.get
-        f"            {target} = prune if use_prune else results[_k]",
-        "        else:",
-        f"            {target} = results[_k] = f({value})",
-        f"            keep({value})",
+        f"        {target} = results[_k] = f({value})",
+        f"        keep({value})",
         "else:",
         "    _m = direct(_t)",
         f"    {target} = _m({value}, {depth}) if _m is not None else node({value}, {depth})",
@@ -201,8 +192,6 @@ def _unrolled_tuples(trees: str, done: Callable[[str], list[str]]) -> list[str]:
         lines += [
             f"    if {tests}:",
             *(f"        {line}" for line in done(f"({calls}{comma})")),
-            # The loop's reference counts (the identity cache's shortcut) must not see them.
-            f"    del {', '.join(name for row in rows for name in row)}",
         ]
     return lines
 
@@ -256,8 +245,6 @@ def tuple_mapper_source() -> str:
         *_unrolled_tuples("x", _returned),
         "if depth > max_depth:",
         "    return deep(x)",
-        "if unshared and refcount(x) > unshared and x is not root:",
-        "    return shared(x, depth)",
         "return tuple(loop(x, depth + 1))",
     ]
     lines = [
@@ -393,10 +380,9 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     - ``children(x) -> tuple``: the children in visit order.
     - ``make_mapper(mode) -> map_node``: fmap's fast path for this class (``mode`` is
       ``_fmap._Mode``). ``map_node(x, depth)`` rebuilds ``x`` with each child ``c``
-      replaced by ``f(c)`` if its type is in ``immutable``, ``leaf(c)`` if in
-      ``leaf_types``, else by the mapper ``direct(type(c))`` or ``node(c, depth + 1)``;
-      past ``max_depth`` it returns ``deep(x)``, and an ``x`` whose reference count
-      says it may occur twice goes to ``shared``; with ``structural`` (fmapstructure)
+      replaced by ``f(c)`` if its type is in ``immutable``, ``f(c)`` through the
+      identity cache if in ``leaf_types``, else by the mapper ``direct(type(c))`` or ``node(c, depth + 1)``;
+      past ``max_depth`` it returns ``deep(x)``; with ``structural`` (fmapstructure)
       it returns a dict keyed by child name instead. The leaf test is inlined and a
       node costs one call (benchmarks/run.py, W3, W3id and fmapstructure).
     - the four ``__container_*__`` protocol methods.
@@ -450,8 +436,6 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     body = [
         "if depth > max_depth:",
         "    return deep(x)",
-        "if unshared and refcount(x) > unshared and x is not root:",
-        "    return shared(x, depth)",
     ]
     for i, n in enumerate(kids):
         body += [f"_v = x.{n}", *_map_child("_v", f"_c{i}", "depth + 1")]

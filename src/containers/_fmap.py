@@ -12,8 +12,6 @@ registry does.
 from __future__ import annotations
 
 import os
-import sys
-from collections import deque
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, NoReturn, TypeVar, overload
@@ -60,39 +58,6 @@ __all__ = ["fcollect", "fmap", "fmap_with_path", "fmapstructure"]
 T = TypeVar("T")
 
 
-def _calibrate() -> tuple[int, int]:
-    """The reference counts an object shows when its parent alone holds it: inside a
-    function it was passed to (parent slot, the caller's variable, the parameter and
-    getrefcount's argument), and read inline into a variable (no parameter).
-
-    The identity cache matters only for objects that occur more than once; one whose
-    count is at most this cannot, so the fast path skips the cache for it (id() and two
-    dict operations per array: benchmarks/run.py, W3 and W3id). (0, 0) turns the
-    shortcut off where reference counts do not mean this (no getrefcount, free-threaded
-    builds).
-    """
-    if not hasattr(sys, "getrefcount") or not getattr(sys, "_is_gil_enabled", lambda: True)():
-        return 0, 0
-
-    def callee(c: Any) -> int:
-        return sys.getrefcount(c)
-
-    class Holder:  # a generated mapper reads a child into a variable: `_v = x.name`
-        __slots__ = ("child",)
-        child: object
-
-    holder = Holder()
-    holder.child = object()
-    v = holder.child
-    for c in [object()]:  # a tuple mapper loops: `for _v in x`
-        if sys.getrefcount(c) == sys.getrefcount(v):
-            return callee(c), sys.getrefcount(c)
-    return 0, 0
-
-
-_unshared_refcount, _unshared_inline = _calibrate()
-
-
 def _load_speedups() -> ModuleType | None:
     """fmap's compiled child loops (``_speedups.c``), unless they were not built (no
     compiler, another interpreter) or ``CONTAINERS_PURE_PYTHON`` is set: then the
@@ -110,48 +75,22 @@ def _load_speedups() -> ModuleType | None:
 _speedups = _load_speedups()
 
 
-def _calibrate_pad(speedups: ModuleType | None) -> int:
-    """How many references the compiled loop must hold on a child while it calls the
-    child's mapper, for the mapper to see the reference count a call from the Python
-    loop gives (``_unshared_refcount``, its threshold): 1 on Python 3.10, whose caller
-    keeps an argument on its stack as well as in its variable, 0 since. Measured, not
-    assumed; the self-check below covers the result."""
-    if speedups is None or not _unshared_refcount:
-        return 0
-    seen: list[int] = []
-
-    def node(c: Any, depth: int) -> None:
-        seen.append(sys.getrefcount(c))
-
-    loop = speedups.Loop(node, {}, frozenset(), frozenset(), False, 0)
-    loop.bind(lambda v: v, {}, [], None, False)
-    loop.run([object()], 0)
-    return max(_unshared_refcount - seen[0], 0)
-
-
-_pad = _calibrate_pad(_speedups)
-getrefcount = getattr(sys, "getrefcount", lambda obj: 1 << 30)
 _make_tuple_mapper = compile_tuple_mapper()
 _make_loop = compile_loop()
 _make_pair_mapper = compile_pair_mapper()
 _make_pair_loop = compile_pair_loop()
 #: The free variables of generated functions that ``_Mode`` rebinds to its own cells.
-_SHARED_CELLS = frozenset({"f", "results", "keep", "prune", "use_prune", "shared", "root", "loop"})
+_SHARED_CELLS = frozenset({"f", "results", "keep", "prune", "use_prune", "loop"})
 
 
 class _Mode:
     """The fast path's closures for one kind of call, built once and reused (``_take``).
 
-    ``cached`` (an identity cache is used), ``structural`` (fmapstructure) and
-    ``unshared`` are fixed per mode. ``unshared`` is the reference count at or below
-    which a value passed to a function is held by its parent alone (0: no shortcut;
-    ``leaf_unshared`` is the same for a value read inline). In the trusting mode (every
-    ancestor held once, the root visited once by definition) such a value occurs once
-    in the tree, so the identity cache is skipped for it; a tuple or frozen container
-    with a higher count may be reached again, so its subtree is mapped by ``shared``,
-    in a mode with no shortcut, which caches every mutable value.
+    ``cached`` (an identity cache is used) and ``structural`` (fmapstructure) are fixed
+    per mode. With ``cached``, every value that is not a value type (``immutable``) goes
+    through the identity cache, wherever it is met: sharing holds by construction.
 
-    What changes per call (``f``, the cache, ``prune``, ``shared``, the root) lives in
+    What changes per call (``f``, the cache, ``prune``) lives in
     cells that every closure of the mode shares, generated mappers included
     (``_codegen.rebind``): ``begin`` fills them, ``end`` empties them so that an idle
     mode holds no tree. Building the closures and mappers anew cost about 60,000
@@ -163,15 +102,13 @@ class _Mode:
 
     __slots__ = ("begin", "born", "dispatch", "end", "key", "mapper_args")
 
-    def __init__(self, cached: bool, structural: bool, unshared: int) -> None:
-        self.key = (_Mode, cached, structural, unshared)
+    def __init__(self, cached: bool, structural: bool) -> None:
+        self.key = (_Mode, cached, structural)
         leaf_types = LEAF_TYPES
         # Without a cache every leaf goes straight to f, so every leaf type counts as
         # immutable here.
         immutable = IMMUTABLE_LEAVES if cached else LEAF_TYPES
         kinds_get = KINDS.get
-        refcount = getrefcount
-        leaf_unshared = _unshared_inline if unshared else 0
         # Per call (begin, end). The cache's dict and keep-alive list are used inline
         # (a Memo.store call per value costs: benchmarks/run.py, W3id).
         f: Callable[..., Any] = _noop
@@ -180,43 +117,20 @@ class _Mode:
         keep: Callable[[Any], None] = _noop
         prune: Any = UNSET
         use_prune = False
-        shared: Callable[[Any, int], Any] = _noop
-        root: Any = None
 
-        def begin(
-            f_: Callable[..., Any],
-            cache_: Memo | None,
-            prune_: Any,
-            shared_: Callable[[Any, int], Any],
-            root_: Any,
-        ) -> None:
-            nonlocal f, cache, results, keep, prune, use_prune, shared, root
-            f, cache, prune, use_prune, shared, root = (
-                f_,
-                cache_,
-                prune_,
-                prune_ is not UNSET,
-                shared_,
-                root_,
-            )
+        def begin(f_: Callable[..., Any], cache_: Memo | None, prune_: Any) -> None:
+            nonlocal f, cache, results, keep, prune, use_prune
+            f, cache, prune, use_prune = f_, cache_, prune_, prune_ is not UNSET
             if cache_ is not None:
                 results, keep = cache_.results, cache_.keep.append
             bind(f, results, _NO_KEEP if cache_ is None else cache_.keep, prune, use_prune)
 
         def end() -> None:
-            nonlocal f, cache, results, keep, prune, shared, root
-            f, cache, results, keep, prune, shared, root = (
-                _noop,
-                None,
-                _NO_RESULTS,
-                _noop,
-                UNSET,
-                _noop,
-                None,
-            )
+            nonlocal f, cache, results, keep, prune
+            f, cache, results, keep, prune = _noop, None, _NO_RESULTS, _noop, UNSET
             bind(f, results, _NO_KEEP, prune, False)
 
-        def leaf(c: Any) -> Any:  # a leaf that may occur twice
+        def leaf(c: Any) -> Any:  # a leaf that is not a value: mapped once by identity
             key = id(c)
             if key in results:
                 return prune if use_prune else results[key]
@@ -234,18 +148,16 @@ class _Mode:
             t = type(x)
             kind = kinds_get(t) or _kind_of(x)
             if kind is None:  # a leaf of a type seen for the first time
-                return f(x) if t in immutable or refcount(x) <= unshared else leaf(x)
+                return f(x) if t in immutable else leaf(x)
             ckey = None
             if kind.mutable:
-                if cached and (not unshared or refcount(x) > unshared):
+                if cached:
                     ckey = id(x)
                     if ckey in results:
                         return prune if use_prune else results[ckey]
             elif kind.make_mapper is not None:
                 mapper = direct[t] = rebind(kind.make_mapper(self), cells)
                 return mapper(x, depth)
-            elif unshared and refcount(x) > unshared and x is not root:
-                return shared(x, depth)
             if depth > MAX_FAST_DEPTH:
                 value = deep(x)
             elif t is list:
@@ -263,7 +175,7 @@ class _Mode:
             # node's work for a dict, without its calls (kind lookup, iterate, rebuild):
             # values read from the dict in sorted key order, insertion order kept
             ckey = None
-            if cached and (not unshared or refcount(x) > unshared):
+            if cached:
                 ckey = id(x)
                 if ckey in results:
                     return prune if use_prune else results[ckey]
@@ -306,14 +218,9 @@ class _Mode:
             "keep": keep,
             "use_prune": use_prune,
             "prune": prune,
-            "leaf_unshared": leaf_unshared,
             "loop": loop,
             "max_depth": MAX_FAST_DEPTH,
             "deep": deep,
-            "refcount": refcount,
-            "unshared": unshared,
-            "shared": shared,
-            "root": root,
             "structural": structural,
         }
         self.mapper_args = tuple(args[name] for name in MAPPER_ARGS)
@@ -321,8 +228,7 @@ class _Mode:
         if _speedups is None:
             loop, bind = rebind(_make_loop(self), cells), _noop
         else:  # the same loop in C, which reads the call's values from bind's
-            shortcut = bool(leaf_unshared)
-            compiled = _speedups.Loop(node, direct, immutable, leaf_types, shortcut, _pad)
+            compiled = _speedups.Loop(node, direct, immutable, leaf_types)
             loop, bind = compiled.run, compiled.bind
         direct[tuple] = rebind(_make_tuple_mapper(self), cells)
 
@@ -393,23 +299,12 @@ def _fast_map(
     the parent; ``node`` handles the rest: first sight of a type, the identity cache
     for mutable nodes, and the hand-over to the iterative engine past MAX_FAST_DEPTH.
     """
-    unshared = _unshared_refcount if cache is not None else 0
-    mode: _Mode = _take((_Mode, cache is not None, structural, unshared))
-    helper: list[_Mode] = []  # the shared mode, taken on first need: most trees never do
-
-    def shared(node: Any, depth: int) -> Any:
-        if not helper:
-            helper.append(_take((_Mode, True, structural, 0)))
-            helper[0].begin(f, cache, prune, _noop, None)
-        return helper[0].dispatch(node, depth)
-
-    mode.begin(f, cache, prune, shared, x)
+    mode: _Mode = _take((_Mode, cache is not None, structural))
+    mode.begin(f, cache, prune)
     try:
         return mode.dispatch(x, 0)
     finally:
         _give(mode)
-        if helper:
-            _give(helper[0])
 
 
 class _ManyMode:
@@ -925,49 +820,3 @@ def fcollect(tree: Any, /, exclude: Callable[[Any], bool] = _exclude_nothing) ->
         except (_Redo, Relocate):
             pass  # collect finds the cycle or the subclass again, with its path
     return collect(tree, exclude)
-
-
-def _check_refcount_shortcut() -> None:
-    """Check, on this interpreter, that the cache shortcut never misses a shared object;
-    turn it off if it does. Each object below is held only by the tree."""
-    global _unshared_refcount, _unshared_inline  # noqa: PLW0603 - fixed at import
-    for _ in range(2):
-        calls: list[Any] = []
-
-        def count(v: Any, calls: list[Any] = calls) -> Any:
-            calls.append(v)
-            return [v]
-
-        shared = object()
-        inner = ([object()],)  # a tuple reached twice: its list must stay shared
-        twice, also, pair, node, queued = object(), object(), ([object()],), [object()], object()
-        tree = (
-            [shared, [shared], (shared,), {"k": shared}, [[]] * 2, object()],
-            inner,
-            inner,
-            # a dict's values: a leaf, a tuple and a list twice, a leaf also elsewhere
-            {"a": twice, "b": twice, "c": also, "d": object(), "e": pair, "f": pair},
-            [also],
-            {"b": node, "a": node},  # not in sorted order
-            deque([queued, queued, object()]),
-        )
-        del shared, inner, twice, also, pair, node, queued
-        out = _fast_map(count, tree, Memo(), UNSET)
-        first, mapping = out[0], out[3]
-        if (
-            len(calls) == 10
-            and first[0] is first[1][0] is first[2][0] is first[3]["k"]
-            and first[4][0] is first[4][1]
-            and out[1][0] is out[2][0]
-            and mapping["a"] is mapping["b"]
-            and out[6][0] is out[6][1]
-            and mapping["c"] is out[4][0]
-            and mapping["e"][0] is mapping["f"][0]
-            and out[5]["a"] is out[5]["b"]
-        ):
-            return
-        _unshared_refcount = _unshared_inline = 0
-    raise AssertionError("containers: fmap's identity cache failed its self-check")
-
-
-_check_refcount_shortcut()

@@ -4,9 +4,9 @@
    (`_codegen.loop_source()`, its plain twin, used whenever this module is missing or
    CONTAINERS_PURE_PYTHON is set): map each child of one node and return the results
    as a list. A tuple of one to four immutable leaves is mapped in place; an immutable
-   leaf goes to `f`; another leaf goes to `f` through the identity cache unless its
-   reference count shows that its parent alone holds it; a node goes to its type's
-   mapper in `direct`, or to `node`. `PairLoop.run(kids, ykids, depth)` is the same
+   leaf goes to `f`; every other leaf goes to `f` through the identity cache (`results`
+   by id, `keep` holding the objects), so sharing holds by construction; a node goes to
+   its type's mapper in `direct`, or to `node`. `PairLoop.run(kids, ykids, depth)` is the same
    for fmap with one extra tree (`_codegen.pair_loop_source()`). Everything else
    (nodes, depth, errors and their paths) stays in Python, in `_fmap._Mode` and
    `_fmap._ManyMode`, which own the loops and set their per-call values with `bind`.
@@ -17,7 +17,7 @@
    Python, far less than the bytecode it replaces.
 
    Both types share one layout: an array of references (the REF_* slots; each type
-   uses some) and the identity cache's two scalars. A run takes its own references to
+   uses some) and the identity cache's `use_prune`. A run takes its own references to
    all of them first, so that nothing `f` does (even re-initialising the loop) frees
    what the run is using. */
 
@@ -27,10 +27,6 @@
 /* A tuple of at most this many immutable leaves is mapped without a call of its
    mapper (as `_codegen.UNROLLED_TUPLE_LENGTH` in the Python loop). */
 #define UNROLLED 4
-
-/* The reference count of a child that its parent alone holds, as this loop sees it:
-   the parent's reference and the one the iterator hands out. */
-#define HELD_BY_PARENT 2
 
 enum {
     REF_F,          /* the mapped function (bind) */
@@ -49,16 +45,12 @@ enum {
 typedef struct {
     PyObject_HEAD
     PyObject *refs[N_REFS];
-    Py_ssize_t unshared; /* Loop: HELD_BY_PARENT, or 0 to cache every mutable leaf */
-    Py_ssize_t pad;      /* Loop: references held on a child while its mapper runs */
-    int use_prune;       /* Loop (bind) */
+    int use_prune; /* Loop (bind) */
 } LoopObject;
 
 /* One run's view of a loop: its own references and scalars. */
 typedef struct {
     PyObject *refs[N_REFS];
-    Py_ssize_t unshared;
-    Py_ssize_t pad;
     int use_prune;
 } Run;
 
@@ -117,18 +109,11 @@ check_callables_and_sets(const char *type, const char *names, PyObject **callabl
 static int
 Loop_init(LoopObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *names[] = {"node",     "direct", "immutable", "leaf_types",
-                            "shortcut", "pad",    NULL};
+    static char *names[] = {"node", "direct", "immutable", "leaf_types", NULL};
     PyObject *node, *direct, *immutable, *leaf_types;
-    int shortcut;
-    Py_ssize_t pad;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!OOpn:Loop", names, &node, &PyDict_Type,
-                                     &direct, &immutable, &leaf_types, &shortcut, &pad) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!OO:Loop", names, &node, &PyDict_Type,
+                                     &direct, &immutable, &leaf_types) ||
         check_callables_and_sets("Loop", "node", &node, 1, immutable, leaf_types) < 0) {
-        return -1;
-    }
-    if (pad < 0) {
-        PyErr_SetString(PyExc_ValueError, "Loop: pad must be at least 0");
         return -1;
     }
     PyObject *results = PyDict_New();
@@ -146,8 +131,6 @@ Loop_init(LoopObject *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(self->refs[REF_RESULTS], results);
     Py_XSETREF(self->refs[REF_KEEP], keep);
     set_ref(self, REF_PRUNE, Py_None);
-    self->unshared = shortcut ? HELD_BY_PARENT : 0;
-    self->pad = pad;
     self->use_prune = 0;
     return 0;
 }
@@ -203,7 +186,7 @@ PairLoop_bind(LoopObject *self, PyObject *f)
     Py_RETURN_NONE;
 }
 
-/* f(x) for a leaf that may occur twice: the cached result, or f's, stored. */
+/* f(x) for a leaf that is not a value: the cached result, or f's, stored. */
 static PyObject *
 map_cached(const Run *run, PyObject *x)
 {
@@ -291,9 +274,6 @@ map_child(const Run *run, PyObject *x, PyObject *y, PyObject *depth)
         return NULL;
     }
     if (is) {
-        if (Py_REFCNT(x) <= run->unshared) {
-            return PyObject_CallOneArg(run->refs[REF_F], x);
-        }
         return map_cached(run, x);
     }
     PyObject *mapper = PyDict_GetItemWithError(run->refs[REF_DIRECT], type); /* borrowed */
@@ -305,16 +285,7 @@ map_child(const Run *run, PyObject *x, PyObject *y, PyObject *depth)
     }
     PyObject *argv[2] = {x, depth};
     Py_INCREF(mapper); /* the call may replace it in direct */
-    /* The mapper tests x's reference count against a threshold calibrated on calls
-       from Python, where the caller may hold one more (3.10 keeps the argument on its
-       stack too): hold as many, so that both callers look alike (_fmap). */
-    for (Py_ssize_t i = 0; i < run->pad; i++) {
-        Py_INCREF(x);
-    }
     PyObject *r = PyObject_Vectorcall(mapper, argv, 2, NULL);
-    for (Py_ssize_t i = 0; i < run->pad; i++) {
-        Py_DECREF(x);
-    }
     Py_DECREF(mapper);
     return r;
 }
@@ -381,7 +352,7 @@ run_loop(LoopObject *self, const char *type, PyObject *kids, PyObject *ykids,
         Py_DECREF(xs);
         return NULL;
     }
-    Run run = {.unshared = self->unshared, .pad = self->pad, .use_prune = self->use_prune};
+    Run run = {.use_prune = self->use_prune};
     for (int i = 0; i < N_REFS; i++) {
         run.refs[i] = self->refs[i];
         Py_XINCREF(run.refs[i]);
@@ -452,8 +423,8 @@ static PyMethodDef PairLoop_methods[] = {
 static PyTypeObject LoopType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "containers._speedups.Loop",
-    .tp_doc = PyDoc_STR("Loop(node, direct, immutable, leaf_types, shortcut, pad): fmap's "
-                        "child loop for one mode of _fmap._Mode."),
+    .tp_doc = PyDoc_STR("Loop(node, direct, immutable, leaf_types): fmap's child loop for "
+                        "one mode of _fmap._Mode."),
     .tp_basicsize = sizeof(LoopObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,
