@@ -24,3 +24,14 @@ def engine(request: pytest.FixtureRequest) -> Iterator[str]:
     _fmap._idle = {}
     yield request.param
     _fmap._speedups, _fmap._idle = saved
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the interop tests and examples last (stable order otherwise).
+
+    ``register_jax``/``register_optree``/``register_torch`` register every class
+    declared afterwards with those libraries, whose registries keep the classes alive
+    (JAX cannot unregister a type); tests elsewhere check that superseded classes are
+    freed, which holds in a process where no ``register_*`` ran.
+    """
+    items.sort(key=lambda item: "interop" in item.path.name or item.path.parent.name == "interop")

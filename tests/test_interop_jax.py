@@ -22,7 +22,13 @@ jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 tu = jax.tree_util
 
-register_jax()
+
+@pytest.fixture(autouse=True, scope="module")
+def _registered() -> None:
+    """Register when this module's tests start, not at import: the registrations keep
+    every class declared later alive, which other modules' tests must not see (they
+    run first: tests/conftest.py)."""
+    register_jax()
 
 
 @ct.container

@@ -33,8 +33,14 @@ def test_import_containers_imports_no_peer_library() -> None:
 
 optree = pytest.importorskip("optree")
 
-register_optree()
-register_optree(namespace="ct-tests")
+
+@pytest.fixture(autouse=True, scope="module")
+def _registered() -> None:
+    """Register when this module's tests start, not at import: the registrations keep
+    every class declared later alive, which other modules' tests must not see (they
+    run first: tests/conftest.py)."""
+    register_optree()
+    register_optree(namespace="ct-tests")
 
 
 @ct.container

@@ -18,7 +18,13 @@ torch = pytest.importorskip("torch")
 pytree = pytest.importorskip("torch.utils._pytree")
 func = pytest.importorskip("torch.func")
 
-register_torch()
+
+@pytest.fixture(autouse=True, scope="module")
+def _registered() -> None:
+    """Register when this module's tests start, not at import: the registrations keep
+    every class declared later alive, which other modules' tests must not see (they
+    run first: tests/conftest.py)."""
+    register_torch()
 
 
 @ct.container
