@@ -9,8 +9,7 @@ reads bytes itself: ``_format`` hands it the parsed metadata and the arrays.
 from __future__ import annotations
 
 from collections import OrderedDict, defaultdict, deque
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -55,12 +54,13 @@ _TYPES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Rec:
-    """One validated record: its tag, how many values follow it, and its payload."""
+class Rec(NamedTuple):
+    """One validated record: its tag, how many values follow it, and its payload.
+
+    A tuple: one is made per record (benchmarks/serialization.py, "many")."""
 
     tag: str
-    count: int
+    n: int
     data: Any
 
 
@@ -419,7 +419,7 @@ def build(
                 kind = _kind_for(rec.data[0], tag, _path(recs, stack))
                 if tag == "C":
                     _check_version(kind.spec, rec.data[1], _path(recs, stack))  # type: ignore[arg-type]
-            if rec.count:
+            if rec.n:
                 if len(stack) >= max_depth:
                     raise LimitError(
                         f"the tree is nested deeper than max_depth={max_depth} at record "
@@ -434,7 +434,7 @@ def build(
                 break
             top = stack[-1]
             top[1].append(value)
-            if len(top[1]) < recs[top[0]].count:
+            if len(top[1]) < recs[top[0]].n:
                 break
             stack.pop()
             value = _make(recs, top[0], top[1], top[2], stack, problems, shared)
@@ -548,8 +548,7 @@ def _make(
 _PLACEHOLDER = None
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
+class Row(NamedTuple):
     """One line of a file's tree view: depth, parent row, key and what is there."""
 
     depth: int
@@ -604,7 +603,7 @@ def rows(recs: list[Rec], tensors: dict[str, Any], limits: Limits) -> list[Row]:
             text = _node_text(rec)
         row_of[j] = len(out)
         out.append(Row(len(stack), parent, key, text, tensor))
-        if tag not in _LEAF_TAGS and rec.count:
+        if tag not in _LEAF_TAGS and rec.n:
             if len(stack) >= limits.max_depth:
                 raise LimitError(
                     f"the tree is nested deeper than max_depth={limits.max_depth} at record "
@@ -619,7 +618,7 @@ def rows(recs: list[Rec], tensors: dict[str, Any], limits: Limits) -> list[Row]:
                 break
             top = stack[-1]
             top[1] += 1
-            if top[1] < recs[top[0]].count:
+            if top[1] < recs[top[0]].n:
                 break
             finished.add(stack.pop()[0])
     if not done:
@@ -673,18 +672,18 @@ def _node_text(rec: Rec) -> str:
     if tag == "N":
         return "None"
     if tag == "T":
-        return f"tuple ({rec.count})"
+        return f"tuple ({rec.n})"
     if tag == "L":
-        return f"list ({rec.count})"
+        return f"list ({rec.n})"
     if tag == "Q":
-        return f"deque ({rec.count}, maxlen={rec.data})"
+        return f"deque ({rec.n}, maxlen={rec.data})"
     if tag == "D":
-        return f"dict ({rec.count})"
+        return f"dict ({rec.n})"
     if tag == "O":
-        return f"OrderedDict ({rec.count})"
+        return f"OrderedDict ({rec.n})"
     if tag == "DD":
         factory = rec.data[2]
-        return f"defaultdict ({rec.count}, {getattr(factory, '__name__', None)})"
+        return f"defaultdict ({rec.n}, {getattr(factory, '__name__', None)})"
     if tag == "C":
         name, version, _, kept = rec.data
         return f"{name} v{version}" + (f"  kept: {', '.join(kept)}" if kept else "")

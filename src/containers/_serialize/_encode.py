@@ -72,24 +72,31 @@ class Plan:
     arrays: list[np.ndarray[Any, Any]] = field(default_factory=list)
     crc_slots: list[list[Any]] = field(default_factory=list)  # the "A" records
 
-    def layout(self) -> tuple[dict[str, Any], list[int]]:
-        """Tensor entries (sorted by itemsize, then name: every tensor aligned) and order."""
-        order = sorted(
-            range(len(self.arrays)), key=lambda i: (-self.arrays[i].itemsize, self.names[i])
-        )
-        entries: dict[str, Any] = {}
-        pos = 0
-        for i in order:
-            a = self.arrays[i]
-            entries[self.names[i]] = {
-                "dtype": CODES[a.dtype.type],
-                "shape": list(a.shape),
-                "data_offsets": [pos, pos + a.nbytes],
-            }
-            pos += a.nbytes
-        return entries, order
+    def layout(self) -> tuple[str, list[int]]:
+        """The tensor entries as JSON members, and the order of the tensors in the file.
 
-    def header(self, entries: dict[str, Any]) -> bytes:
+        Tensors are sorted by item size (largest first), then name, so each is aligned
+        to its item size. The members are rendered directly rather than through
+        ``json.dumps`` of dicts (benchmarks/serialization.py, "many": 100,000 entries).
+        """
+        arrays, names = self.arrays, self.names
+        keyed = sorted(zip([-a.itemsize for a in arrays], names, range(len(arrays))))
+        order = [k[2] for k in keyed]
+        dumps = json.dumps
+        parts = []
+        pos = 0
+        for _, name, i in keyed:
+            a = arrays[i]
+            end = pos + a.nbytes
+            shape = ",".join(map(str, a.shape))
+            parts.append(
+                f'{dumps(name)}:{{"dtype":"{CODES[a.dtype.type]}","shape":[{shape}],'
+                f'"data_offsets":[{pos},{end}]}}'
+            )
+            pos = end
+        return ",".join(parts), order
+
+    def header(self, entries: str) -> bytes:
         """The header bytes, with the CRC32 slots as they are now."""
         tree = json.dumps(self.records, separators=(",", ":"), ensure_ascii=False)
         return build_header(entries, {FORMAT_KEY: FORMAT_VERSION, TREE_KEY: tree})
