@@ -491,3 +491,21 @@ def test_huge_integer_literals_are_refused_without_pythons_digit_limit():
             ct.load(corpus)
     finally:
         sys.set_int_max_str_digits(old)
+
+
+def test_the_garbage_collector_is_paused_only_during_a_call(tmp_path):
+    """save/load pause the cyclic GC while they run and restore its state, errors too."""
+    import gc
+
+    path = tmp_path / "g.safetensors"
+    ct.save(path, {"a": arr(2)})
+    assert gc.isenabled()
+    with pytest.raises(ct.FormatError, match=r"file too small"):
+        ct.deserialize(b"")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        ct.load(path)
+        assert not gc.isenabled()  # a caller's disabled GC stays disabled
+    finally:
+        gc.enable()
