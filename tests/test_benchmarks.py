@@ -118,3 +118,18 @@ def test_interop_benchmark_quick_runs_and_agrees_with_hand(tmp_path: Path) -> No
     }
     assert all(c["status"] == "ok" for c in cells)
     assert "| jax | tree_flatten | 1k |" in result.stdout
+
+
+def test_serialization_benchmark_quick_runs_and_every_contender_agrees(tmp_path: Path) -> None:
+    """benchmarks/serialization.py --quick finishes; every contender's loaded tree (and the
+    raw baseline's bytes) equals the original, checked by the script before timing."""
+    for peer in ("safetensors", "flax", "torch"):
+        pytest.importorskip(peer)
+    out = tmp_path / "serialization.json"
+    result = run_script("serialization.py", "--quick", "--rounds", "1", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "all contenders agree with the original trees" in result.stdout
+    cells = json.loads(out.read_text())
+    assert set(cells) == {"big", "many"}
+    for name in ("containers", "safetensors + tree", "raw write+fsync / readinto"):
+        assert len(cells["many"][f"{name} load"]) == 1

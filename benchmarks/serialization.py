@@ -1,0 +1,297 @@
+"""Serialization benchmark: containers' save/load against the peers and the physical limit.
+
+Two trees (ISSUE 13):
+
+- big: 64 float32 arrays of 1M elements (256 MiB) in a dict;
+- many: a dict of 1,000 dicts of 100 float32[4] arrays (100,000 arrays) plus a dict of
+  10,000 Python floats.
+
+Contenders, each saving to and loading from a file in a temp directory:
+
+- containers: `ct.save` (fsync included) / `ct.load` (CRC32s verified), `ct.load(verify=False)`
+  and `ct.load(mmap=True, verify=False)`;
+- safetensors: `safetensors.numpy.save_file`/`load_file` of the flat dict of arrays; its
+  "+tree" row also flattens the tree to that dict (`ct.leaves_with_path`) and rebuilds it
+  on load (`Structure.unflatten`, the structure kept in memory, scalars carried in the
+  metadata as JSON), which is what a user of safetensors has to do;
+- pickle (protocol 5) to a file;
+- flax: `flax.serialization.to_bytes` / `msgpack_restore`, written to / read from a file;
+- torch: `torch.save` / `torch.load(weights_only=True)` of the same tree with torch tensors;
+- numpy: `np.savez` / `np.load` of the flat dict (scalars as 0-d arrays);
+- raw: the bytes of containers' file written with one `os.write` (and + `fsync`), and
+  read back with one `readinto` into a preallocated buffer: the physical limit.
+
+Every contender's loaded tree is checked against the original (arrays equal, scalars
+equal) before timing; the script exits with status 1 if one disagrees. Times are
+medians of several interleaved rounds (each round runs every contender once, in a fresh
+order). Columns: ms per call, ns per leaf, and containers' time over each row's.
+
+    python benchmarks/serialization.py --quick          # small trees, seconds
+    python benchmarks/serialization.py --out run1.json  # the full trees (minutes)
+    python benchmarks/serialization.py --report run1.json run2.json run3.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import pickle
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import containers as ct
+
+Case = tuple[Callable[[str], None], Callable[[str], Any]]  # (save, load)
+
+
+def make_trees(quick: bool) -> dict[str, Any]:
+    """The big and many trees (smaller with --quick)."""
+    rng = np.random.default_rng(0)
+    n_big, size = (8, 1 << 16) if quick else (64, 1 << 20)
+    big = {f"p{i:02d}": rng.standard_normal(size, dtype=np.float32) for i in range(n_big)}
+    groups, per, scalars = (100, 10, 100) if quick else (1000, 100, 10_000)
+    many: dict[str, Any] = {
+        f"g{i:04d}": {f"a{j:03d}": rng.standard_normal(4, dtype=np.float32) for j in range(per)}
+        for i in range(groups)
+    }
+    many["scalars"] = {f"s{i:05d}": float(i) / 7 for i in range(scalars)}
+    return {"big": big, "many": many}
+
+
+def _fsync_write(path: str, data: bytes | memoryview) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _write(path: str, data: bytes | memoryview) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def cases(tree: Any) -> dict[str, Case]:
+    """Every contender's (save, load) for ``tree``."""
+    pairs, structure = ct.flatten_with_path(tree)
+    names = [ct.keystr(p) for p, _ in pairs]
+    flat = {n: v for n, (_, v) in zip(names, pairs) if isinstance(v, np.ndarray)}
+    scalar_names = [n for n, (_, v) in zip(names, pairs) if not isinstance(v, np.ndarray)]
+    out: dict[str, Case] = {
+        "containers": (lambda p: ct.save(p, tree), ct.load),
+        "containers verify=False": (
+            lambda p: ct.save(p, tree),
+            lambda p: ct.load(p, verify=False),
+        ),
+        "containers mmap, verify=False": (
+            lambda p: ct.save(p, tree),
+            lambda p: ct.load(p, mmap=True, verify=False),
+        ),
+    }
+    import safetensors.numpy as stn
+
+    out["safetensors (flat)"] = (lambda p: stn.save_file(flat, p), stn.load_file)
+
+    def st_tree_save(p: str) -> None:
+        leaves = ct.leaves_with_path(tree)
+        arrays = {}
+        scalars = []
+        for path, leaf in leaves:
+            if isinstance(leaf, np.ndarray):
+                arrays[ct.keystr(path)] = leaf
+            else:
+                scalars.append(leaf)
+        stn.save_file(arrays, p, metadata={"scalars": json.dumps(scalars)})
+
+    def st_tree_load(p: str) -> Any:
+        import safetensors
+
+        arrays = stn.load_file(p)
+        with safetensors.safe_open(p, "numpy") as f:
+            scalars = iter(json.loads(f.metadata()["scalars"]))
+        it = iter(names)
+        scalar_set = set(scalar_names)
+        leaves = [next(scalars) if n in scalar_set else arrays[n] for n in it]
+        return structure.unflatten(leaves)
+
+    out["safetensors + tree"] = (st_tree_save, st_tree_load)
+    out["pickle 5"] = (
+        lambda p: _write(p, pickle.dumps(tree, protocol=5)),
+        lambda p: pickle.loads(_read(p)),
+    )
+    import flax.serialization as fs
+
+    out["flax msgpack"] = (
+        lambda p: _write(p, fs.to_bytes(tree)),
+        lambda p: fs.msgpack_restore(_read(p)),
+    )
+    import torch
+
+    torch_tree = ct.fmap(lambda a: torch.from_numpy(a) if isinstance(a, np.ndarray) else a, tree)
+    out["torch save/load(weights_only)"] = (
+        lambda p: torch.save(torch_tree, p),
+        lambda p: torch.load(p, weights_only=True),
+    )
+    npz = {f"a{i}": np.asarray(v) for i, (_, v) in enumerate(pairs)}
+    out["numpy savez (flat)"] = (
+        lambda p: np.savez(p, **npz),
+        lambda p: dict(np.load(p if p.endswith(".npz") else p + ".npz")),
+    )
+    raw = ct.serialize(tree)
+    buffer = bytearray(len(raw))
+
+    def raw_read(p: str) -> bytearray:
+        with open(p, "rb", buffering=0) as f:
+            f.readinto(buffer)  # type: ignore[attr-defined]
+        return buffer
+
+    out["raw write+fsync / readinto"] = (lambda p: _fsync_write(p, raw), raw_read)
+    out["raw write (no fsync)"] = (lambda p: _write(p, raw), raw_read)
+    return out
+
+
+def _as_numpy(x: Any) -> Any:
+    if type(x).__module__.startswith("torch"):
+        return x.numpy()
+    return x
+
+
+def check(name: str, tree: Any, loaded: Any) -> str | None:
+    """Why ``loaded`` differs from ``tree``, or None when it agrees."""
+    if name.startswith("raw"):
+        return None if bytes(loaded) == ct.serialize(tree) else "bytes differ"
+    pairs = ct.leaves_with_path(tree)
+    if name.startswith("numpy"):
+        got = [loaded[f"a{i}"] for i in range(len(pairs))]
+    elif name.startswith("safetensors (flat)"):
+        got = [loaded[ct.keystr(p)] for p, v in pairs if isinstance(v, np.ndarray)]
+        pairs = [(p, v) for p, v in pairs if isinstance(v, np.ndarray)]
+    else:
+        got = [_as_numpy(v) for v in ct.leaves(loaded)]
+    if len(got) != len(pairs):
+        return f"{len(got)} leaves, expected {len(pairs)}"
+    for (path, want), have in zip(pairs, got):
+        if not np.array_equal(np.asarray(want), np.asarray(have)):
+            return f"differs at {ct.keystr(path)}"
+    return None
+
+
+def run(trees: dict[str, Any], rounds: int, tmp: str) -> dict[str, dict[str, list[float]]]:
+    """Seconds per call: ``{tree: {"contender save"/"contender load": [per round]}}``."""
+    results: dict[str, dict[str, list[float]]] = {}
+    rng = random.Random(0)
+    for tree_name, tree in trees.items():
+        table = cases(tree)
+        cells: dict[str, list[float]] = {}
+        for name in table:  # the table's rows in this order
+            cells[f"{name} save"], cells[f"{name} load"] = [], []
+        for name, (save, load) in table.items():  # the agreement check, untimed
+            path = os.path.join(tmp, "check")
+            save(path)
+            problem = check(name, tree, load(path))
+            _remove(path)
+            if problem:
+                print(f"{tree_name}: {name} disagrees: {problem}", file=sys.stderr)
+                sys.exit(1)
+        for _ in range(rounds):
+            order = list(table)
+            rng.shuffle(order)
+            for name in order:
+                save, load = table[name]
+                path = os.path.join(tmp, "f")
+                gc.collect()
+                gc.disable()
+                try:
+                    t0 = time.perf_counter()
+                    save(path)
+                    t1 = time.perf_counter()
+                    loaded = load(path)
+                    t2 = time.perf_counter()
+                finally:
+                    gc.enable()
+                del loaded
+                _remove(path)
+                cells.setdefault(f"{name} save", []).append(t1 - t0)
+                cells.setdefault(f"{name} load", []).append(t2 - t1)
+        results[tree_name] = cells
+        results[tree_name]["leaves"] = [float(len(ct.leaves(tree)))]
+    return results
+
+
+def _remove(path: str) -> None:
+    for p in (path, path + ".npz"):
+        if os.path.exists(p):
+            os.remove(p)
+
+
+def table(medians: dict[str, dict[str, float]]) -> str:
+    """The Markdown table of median times, ns per leaf and containers' ratio."""
+    lines = []
+    for tree_name, cells in medians.items():
+        leaves = cells["leaves"]
+        lines.append(f"\n**{tree_name}** ({int(leaves):,} leaves)\n")
+        lines.append(
+            "| contender | save ms | load ms | save ns/leaf | load ns/leaf | containers/this save | containers/this load |"
+        )
+        lines.append("|---|---:|---:|---:|---:|---:|---:|")
+        names = [k[: -len(" save")] for k in cells if k.endswith(" save")]
+        ours_save = cells["containers save"]
+        ours_load = cells["containers load"]
+        for name in names:
+            s, ld = cells[f"{name} save"], cells[f"{name} load"]
+            lines.append(
+                f"| {name} | {s * 1e3:.1f} | {ld * 1e3:.1f} | {s / leaves * 1e9:,.0f} | "
+                f"{ld / leaves * 1e9:,.0f} | {ours_save / s:.2f} | {ours_load / ld:.2f} |"
+            )
+    return "\n".join(lines)
+
+
+def medians_of(runs: list[dict[str, dict[str, list[float]]]]) -> dict[str, dict[str, float]]:
+    """Median of each cell over rounds (and over runs)."""
+    out: dict[str, dict[str, float]] = {}
+    for tree_name in runs[0]:
+        out[tree_name] = {}
+        for cell in runs[0][tree_name]:
+            values = [v for r in runs for v in r[tree_name][cell]]
+            out[tree_name][cell] = statistics.median(values)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="small trees, 3 rounds")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--out", help="write the per-round times as JSON")
+    parser.add_argument("--report", nargs="+", help="print the median table of saved runs")
+    args = parser.parse_args(argv)
+    if args.report:
+        runs = [json.loads(Path(p).read_text()) for p in args.report]
+        print(table(medians_of(runs)))
+        return 0
+    trees = make_trees(args.quick)
+    rounds = args.rounds or (3 if args.quick else 5)
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
+        results = run(trees, rounds, tmp)
+    if args.out:
+        Path(args.out).write_text(json.dumps(results))
+    print("all contenders agree with the original trees")
+    print(table(medians_of([results])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
