@@ -17,6 +17,7 @@ from typing import Any
 import hypothesis.strategies as st
 import numpy as np
 import pytest
+import safetensors.numpy
 from hypothesis import HealthCheck, given, settings
 
 import containers as ct
@@ -215,9 +216,16 @@ _trees = st.recursive(st.one_of(_scalars, _arrays()), _node, max_leaves=12)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_trees)
 def test_random_trees_round_trip(tree):
-    """Any tree of random container classes, builtins, scalars and arrays round-trips."""
-    out = ct.deserialize(ct.serialize(tree))
+    """Random container classes, builtins, scalars and arrays round-trip; safetensors agrees."""
+    data = ct.serialize(tree)
+    out = ct.deserialize(data)
     assert ct.structure(out) == ct.structure(tree)
+    oracle = safetensors.numpy.load(data)  # the reference reader agrees on every array
+    arrays = {ct.keystr(p): a for p, a in ct.leaves_with_path(tree) if isinstance(a, np.ndarray)}
+    assert set(oracle) <= set(arrays)
+    assert len(oracle) == len({id(a) for a in arrays.values()})  # one tensor per array
+    for name, a in oracle.items():
+        assert np.array_equal(a, arrays[name]) and a.dtype == arrays[name].dtype
     for a, b in zip(ct.leaves(tree), ct.leaves(out)):
         assert type(a) is type(b)
         if isinstance(a, np.ndarray):
