@@ -281,3 +281,30 @@ def test_migration_returning_garbage_is_a_schema_error():
         match=r"returned None \(at the root\); it must return a \(children, metadata\) pair",
     ):
         ct.deserialize(swapped)
+
+
+def test_a_failing_reset_factory_is_a_schema_error():
+    """User code that runs while rebuilding (an attrs factory taking self) is wrapped."""
+    import attr
+
+    def boom(self: Any) -> Any:
+        raise RuntimeError("no")
+
+    @ct.container(children=["w"], keep=[], name="schema.Factory")
+    @attr.define
+    class Factory:
+        w: int
+        cache: Any = attr.Factory(boom, takes_self=True)
+
+    data = ct.serialize(_factory_instance(Factory))  # built without running the factory
+    with pytest.raises(
+        ct.SchemaError, match=r"rebuilding Factory at the root failed: RuntimeError: no\."
+    ):
+        ct.deserialize(data)
+
+
+def _factory_instance(cls: Any) -> Any:
+    obj = object.__new__(cls)
+    object.__setattr__(obj, "w", 1)
+    object.__setattr__(obj, "cache", None)
+    return obj

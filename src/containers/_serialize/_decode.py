@@ -518,7 +518,13 @@ def _make(
             ch, mt = fitted
             args = [v.value if isinstance(v, _Default) else v for v in ch.values()]
             kv = [v.value if isinstance(v, _Default) else v for v in mt.values()]
-            value = kind.unflatten(tuple(kv), tuple(args))
+            try:
+                value = kind.unflatten(tuple(kv), tuple(args))
+            except Exception as err:  # a reset field's factory is user code
+                raise SchemaError(
+                    f"rebuilding {type_name(spec.cls)} at {where} failed: "
+                    f"{type(err).__name__}: {err}."
+                ) from None
             if spec.frozen:
                 return value
         else:
