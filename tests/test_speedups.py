@@ -190,6 +190,60 @@ def test_deep_trees_fit_a_small_thread_stack() -> None:
     assert (done.returncode, done.stdout, done.stderr) == (0, "ok\n", "")
 
 
+@pytest.mark.parametrize("engine", ["compiled", "python"])
+@pytest.mark.parametrize("kib", [32, 64])
+def test_a_thread_with_a_tiny_stack_maps_deep_trees(engine: str, kib: int) -> None:
+    """In a thread with 32 or 64 KiB of stack, a list 100 deep (the depth the fast path
+    recurses to) and mixed trees 1,000 deep map with one tree and two, and through
+    fmapstructure: the compiled loops hand their nodes to the iterative engine when
+    the stack runs low. (A list 100 deep crashed the interpreter at 64 KiB.)"""
+    if engine == "compiled" and _fmap._speedups is None:
+        pytest.skip("containers._speedups is not built")
+    code = textwrap.dedent(
+        f"""
+        import threading
+        import numpy as np
+        import containers as ct
+
+        @ct.container
+        class Node:
+            a: object
+            b: object
+
+        def nested(depth, leaf):
+            root = inner = []
+            for _ in range(depth):
+                child = [leaf]
+                inner.append(child)
+                inner = child
+            return root
+
+        def work():
+            mixed = {{"a": (1.0, np.ones(1))}}
+            for i in range(1_000):
+                mixed = {{"k": [(mixed, 1.0)]}} if i % 2 else Node(np.zeros(1), ({{"m": mixed}},))
+            for tree in (nested(100, 1.0), nested(1_000, 1.0), mixed):
+                first = ct.leaves(tree)[0]
+                assert ct.leaves(ct.fmap(lambda v: v + 1, tree))[0] == first + 1
+                assert ct.leaves(ct.fmap(lambda a, b: a + b, tree, tree))[0] == 2 * first
+                assert ct.leaves(ct.fmapstructure(lambda v: v, tree)) == ct.leaves(tree)
+            print("ok")
+
+        threading.stack_size({kib} * 1024)
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CONTAINERS_PURE_PYTHON"}
+    if engine == "python":
+        env["CONTAINERS_PURE_PYTHON"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, check=False, capture_output=True, text=True
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "ok\n", "")
+
+
 @compiled
 def test_bad_arguments_are_named() -> None:
     """The Loop's own checks (it is private; _fmap._Mode is its one user)."""

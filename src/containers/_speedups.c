@@ -24,6 +24,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#if defined(__linux__)
+#include <pthread.h>
+#endif
+
 /* A tuple of at most this many immutable leaves is mapped without a call of its
    mapper (as `_codegen.UNROLLED_TUPLE_LENGTH` in the Python loop). */
 #define UNROLLED 4
@@ -330,6 +334,51 @@ map_pair_child(const Run *run, PyObject *x, PyObject *y, PyObject *depth)
 
 typedef PyObject *(*map_one)(const Run *, PyObject *, PyObject *, PyObject *);
 
+/* The loops recurse in C through the nodes' Python mappers, about 1 KB of C stack per
+   level, down to the fast path's depth limit (_walk.MAX_FAST_DEPTH). A thread may have
+   far less stack than that needs (threading.stack_size(64 * 1024)): when less than
+   STACK_RESERVE bytes remain below a loop, it hands its children to their mappers with
+   HANDOVER_DEPTH, past any depth limit, so that every node among them goes to the
+   iterative engine (each mapper's `depth > max_depth` test) instead of one C level
+   deeper. The reserve is what the engine, `f` and numpy need from there on. */
+#define STACK_RESERVE (24 * 1024)
+
+/* A depth past every mapper's limit (set at import). */
+static PyObject *handover_depth = NULL;
+
+#if defined(__linux__)
+/* The lowest usable address of this thread's stack, found once per thread (NULL if
+   unknown: then the loops never hand over early). */
+static _Thread_local char *stack_low = NULL;
+static _Thread_local int stack_checked = 0;
+
+static int
+stack_is_low(void)
+{
+    char here;
+    if (!stack_checked) {
+        stack_checked = 1;
+        pthread_attr_t attr;
+        void *addr;
+        size_t size;
+        if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+            if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+                stack_low = (char *)addr;
+            }
+            pthread_attr_destroy(&attr);
+        }
+    }
+    return stack_low != NULL && &here - stack_low < STACK_RESERVE;
+}
+#else
+/* Elsewhere the depth limit alone bounds the recursion (it fits 128 KB stacks). */
+static int
+stack_is_low(void)
+{
+    return 0;
+}
+#endif
+
 /* The list of map(run, x, y, depth) for the children x of kids, each facing the next
    child y of ykids when ykids is not NULL (as zip pairs them: the first tree's next
    child is read first, and the shorter tree ends the loop). */
@@ -351,6 +400,9 @@ run_loop(LoopObject *self, const char *type, PyObject *kids, PyObject *ykids,
         Py_XDECREF(ys);
         Py_DECREF(xs);
         return NULL;
+    }
+    if (stack_is_low()) {
+        depth = handover_depth; /* the nodes below go to the iterative engine */
     }
     Run run = {.use_prune = self->use_prune};
     for (int i = 0; i < N_REFS; i++) {
@@ -474,6 +526,12 @@ PyInit__speedups(void)
 {
     if (PyType_Ready(&LoopType) < 0 || PyType_Ready(&PairLoopType) < 0) {
         return NULL;
+    }
+    if (handover_depth == NULL) {
+        handover_depth = PyLong_FromLong(1L << 30);
+        if (handover_depth == NULL) {
+            return NULL;
+        }
     }
     PyObject *module = PyModule_Create(&speedups_module);
     if (module == NULL) {
