@@ -544,7 +544,7 @@ def execute(walk: Callable[..., Any], x: Any, *ys: Any) -> Any:
 
     def recurse(value: Any, *yvals: Any) -> Any:
         if kind_of(value) is None:
-            return walk(recurse, value, *yvals)
+            return walk(recurse, value, *yvals)  # noqa: F821 - deleted only after the walk
         key = id(value)
         if key in active:
             raise _WalkError(
@@ -557,7 +557,7 @@ def execute(walk: Callable[..., Any], x: Any, *ys: Any) -> Any:
             )
         active.add(key)
         try:
-            return walk(recurse, value, *yvals)
+            return walk(recurse, value, *yvals)  # noqa: F821
         finally:
             active.discard(key)
 
