@@ -509,3 +509,13 @@ def test_the_garbage_collector_is_paused_only_during_a_call(tmp_path):
         assert not gc.isenabled()  # a caller's disabled GC stays disabled
     finally:
         gc.enable()
+
+
+def test_limits_apply_to_ordinary_entries_too():
+    """max_ndim=1 refuses a 2-d tensor; the header's fast path checks the limit as well."""
+    data = ct.serialize({"w": arr(2, 3)})
+    with pytest.raises(
+        ct.LimitError, match=r"tensor \"\['w'\]\" has 2 dimensions, more than max_ndim=1"
+    ):
+        ct.deserialize(data, limits=ct.Limits(max_ndim=1))
+    assert ct.deserialize(data, limits=ct.Limits(max_ndim=2))["w"].shape == (2, 3)

@@ -82,7 +82,7 @@ def _records(layout: Layout, limits: Limits) -> list[Rec]:
 
 
 def _crcs(recs: list[Rec]) -> dict[str, int]:
-    return {r.data[0]: r.data[1] for r in recs if r.tag == "A"}
+    return {data[0]: data[1] for tag, _, data in recs if tag == "A"}
 
 
 def serialize(tree: Any, /) -> bytes:
