@@ -219,13 +219,17 @@ def save(path: PathLike, tree: Any, /) -> None:
     chunks = [plan.arrays[i] for i in order]
 
     def write(fd: int) -> None:
-        # The CRC32s run in a second thread while the data is written (zlib releases
-        # the GIL); their slots are fixed-width, so the header is written last, in place.
+        # The CRC32s run in a second thread while the data is written and flushed to
+        # disk (zlib and fsync release the GIL); their slots are fixed-width, so the
+        # header is written last, in place, and atomic_write's fsync then has one page
+        # to flush (benchmarks/serialization.py, "big": save vs raw write+fsync).
         crc = threading.Thread(target=plan.fill_crcs)
         crc.start()
         try:
             os.write(fd, placeholder)
             write_all(fd, chunks)
+            if plan.arrays and sum(a.nbytes for a in plan.arrays) >= 1 << 24:
+                os.fsync(fd)
         finally:
             crc.join()
         header = plan.header(entries)
