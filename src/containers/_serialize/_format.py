@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import mmap
+import operator
 import os
 import sys
 import tempfile
@@ -475,13 +476,16 @@ def _check(t: Tensor, a: np.ndarray[Any, Any], crcs: dict[str, int]) -> None:
 def _check_all(
     tensors: list[Tensor], arrays: list[np.ndarray[Any, Any]], crcs: dict[str, int]
 ) -> None:
-    """``_check`` each tensor; the loop is inlined (benchmarks/serialization.py, "many")."""
-    crc = zlib.crc32
-    get = crcs.get
+    """``_check`` each tensor. The common case (all match) runs as three ``map`` calls in
+    C and one list comparison (benchmarks/serialization.py, "many": 100,000 tensors)."""
+    wants = list(map(crcs.get, map(_NAME, tensors)))
+    if list(map(zlib.crc32, arrays)) == wants:  # type: ignore[arg-type]
+        return
     for t, a in zip(tensors, arrays):
-        want = get(t.name)
-        if want is not None and crc(a) != want:  # type: ignore[arg-type]
-            _check(t, a, crcs)
+        _check(t, a, crcs)
+
+
+_NAME = operator.itemgetter(2)  # Tensor.name
 
 
 class _Checker:
