@@ -163,10 +163,6 @@ def strict_json(text: str | bytes, what: str) -> Any:
 _ENTRY_KEYS = frozenset({"dtype", "shape", "data_offsets"})
 
 
-def _prod(shape: list[int]) -> int:
-    return shape[0] if len(shape) == 1 else shape[0] * shape[1]
-
-
 def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Layout:
     """Validate a header (the bytes after the 8-byte length) against the file size.
 
@@ -204,11 +200,12 @@ def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Lay
     new = tuple.__new__
     dtypes = DTYPES
     max_ndim = limits.max_ndim
-    # The common entry (exact keys, known dtype, 1-2 small dims) is checked inline and
-    # made with tuple.__new__; anything else goes through _tensor, which says what is
-    # wrong (benchmarks/serialization.py, "many": 100,000 entries).
+    # The common entry (exact keys, known dtype, one small dimension) is checked inline
+    # and made with tuple.__new__; anything else goes through _tensor, which checks it
+    # fully and says what is wrong (benchmarks/serialization.py, "many": 100,000 entries).
+    fast_1d = max_ndim >= 1
     for name, entry in header.items():
-        if type(entry) is dict and len(entry) == 3:
+        if fast_1d and type(entry) is dict and len(entry) == 3:
             code = entry.get("dtype")
             shape = entry.get("shape")
             offsets = entry.get("data_offsets")
@@ -216,19 +213,20 @@ def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Lay
             if (
                 dtype is not None
                 and type(shape) is list
+                and len(shape) == 1
+                and type(shape[0]) is int
+                and 0 <= shape[0] < 2**40
                 and type(offsets) is list
                 and len(offsets) == 2
-                and 0 < len(shape) <= min(2, max_ndim)
-                and all(type(d) is int and 0 <= d < 2**31 for d in shape)
             ):
                 begin, end = offsets
                 if (
                     type(begin) is int
                     and type(end) is int
                     and 0 <= begin <= end < _MAX_INT
-                    and end - begin == dtype.itemsize * _prod(shape)
+                    and end - begin == dtype.itemsize * shape[0]
                 ):
-                    append(new(Tensor, (begin, end, name, code, tuple(shape), dtype)))
+                    append(new(Tensor, (begin, end, name, code, (shape[0],), dtype)))
                     continue
         append(_tensor(name, entry, limits))
     tensors.sort()  # by (begin, end, name): names are unique
