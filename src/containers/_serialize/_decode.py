@@ -406,12 +406,22 @@ def build(
     result: Any = None
     done = False
     max_depth = limits.max_depth
+    # When every tensor is referenced exactly once (checked here, in C), array records
+    # need no per-record bookkeeping, and only alias targets are remembered
+    # (benchmarks/serialization.py, "many": 100,000 array records).
+    names = [data[0] for tag, _, data in recs if tag == "A"]
+    clean = len(names) == len(arrays) and arrays.keys() == set(names)
+    targets = {data for tag, _, data in recs if tag == "@"}
     for j, rec in enumerate(recs):
         if done:
             raise _bad(j, "follows the end of the tree")
         tag = rec.tag
         if tag == "S":
             value = rec.data
+        elif tag == "A" and clean:
+            value = arrays[rec.data[0]]
+            if j in targets:
+                shared[j] = value
         elif tag == "A":
             name, _ = rec.data
             if name not in arrays:
@@ -465,7 +475,7 @@ def build(
             f"the tree ends inside a node at {_path(recs, stack)}: records are missing. "
             f"The file is corrupt."
         )
-    unused = set(arrays) - used
+    unused = set() if clean else set(arrays) - used
     if unused:
         raise FormatError(
             f"the file has {len(unused)} tensor(s) the tree never refers to, e.g. "
