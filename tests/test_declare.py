@@ -1230,7 +1230,7 @@ def test_a_mutable_default_is_explained():
         ct.container(type("M", (), {"__annotations__": {"y": list}, "y": []}))
 
 
-def test_an_unset_init_false_field_is_named_with_its_path():
+def test_an_unset_init_false_field_is_named_with_its_path(engine: str) -> None:
     """A child declared init=False and never assigned is a StructureError naming
     Class.field and the path, not a bare AttributeError."""
 
@@ -1248,6 +1248,13 @@ def test_an_unset_init_false_field_is_named_with_its_path():
         ct.leaves([0, {"k": Lazy(1)}])
     with pytest.raises(ct.StructureError, match=exact(message)):
         ct.reduce(Lazy(1), 0, lambda c, acc: acc)
+    for op in (ct.fmap, ct.fmapstructure):
+        with pytest.raises(ct.StructureError, match=exact(message)):
+            op(lambda v: v, Lazy(1))
+        with pytest.raises(ct.StructureError, match=exact(message)):
+            op(lambda v: v, [Lazy(1), Lazy(1)])
+    with pytest.raises(ct.StructureError, match=exact(message)):
+        ct.fmap(lambda v, w: v, Lazy(1), Lazy(1))
     done = Lazy(1)
     object.__setattr__(done, "b", 2)
     assert ct.leaves(done) == [1, 2]

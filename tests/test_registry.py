@@ -103,7 +103,7 @@ def test_redefined_classes_are_freed_with_their_generated_source():
     alive = [r for r in refs if r() is not None]
     assert alive == [refs[-1]]
     assert class_by_name(name_of(newest) or "") is newest
-    generated = [k for k in linecache.cache if "test_registry._define.<locals>.Redefined" in k]
+    generated = [k for k in linecache.cache if "test_registry.Redefined #" in k]
     assert len(generated) == 1
 
 
@@ -131,22 +131,32 @@ def test_observers_see_every_registration_once_present_and_future():
         a: int
 
     seen: list[NodeKind] = []
-    REGISTRY.on_register(seen.append)
-    assert [k.type for k in seen].count(Before) == 1
-    assert all(isinstance(k, NodeKind) and k.name for k in seen)
+    observer = REGISTRY.on_register(seen.append)
+    try:
+        assert [k.type for k in seen].count(Before) == 1
+        assert all(isinstance(k, NodeKind) and k.name for k in seen)
+        count = len(seen)
+
+        @ct.container
+        class After:
+            a: int
+
+        class Custom:
+            pass
+
+        ct.register_node(Custom, lambda x: ((), None), lambda aux, ch: Custom(), name="custom-x")
+        assert [k.type for k in seen[count:]] == [After, Custom]
+        assert seen[-1].name == "custom-x"
+        assert seen[-2].spec is not None and seen[-2].spec.children == ("a",)
+    finally:
+        REGISTRY.remove_observer(observer)
     count = len(seen)
 
     @ct.container
-    class After:
+    class Later:
         a: int
 
-    class Custom:
-        pass
-
-    ct.register_node(Custom, lambda x: ((), None), lambda aux, ch: Custom(), name="custom-x")
-    assert [k.type for k in seen[count:]] == [After, Custom]
-    assert seen[-1].name == "custom-x"
-    assert seen[-2].spec is not None and seen[-2].spec.children == ("a",)
+    assert len(seen) == count  # removed observers hear of nothing more
 
 
 # --- dict keys ---------------------------------------------------------------------------

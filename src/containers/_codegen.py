@@ -431,12 +431,10 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     values = {**child_vars, **{n: f"x.{n}" for n in kept}}
     emit(
         "def rebuild(x, children):",
-        _unpack(kids, "children") + guarded("x", _construct(spec, values, g)),
+        _unpack(kids, "children")
+        + (guarded("x", _construct(spec, values, g)) if kept else _construct(spec, values, g)),
     )
-    body = [
-        "if depth > max_depth:",
-        "    return deep(x)",
-    ]
+    body = []
     for i, n in enumerate(kids):
         body += [f"_v = x.{n}", *_map_child("_v", f"_c{i}", "depth + 1")]
     body += [
@@ -444,7 +442,11 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
         f"    return {{{', '.join(f'{n!r}: {child_vars[n]}' for n in kids)}}}",
     ]
     values = {**child_vars, **{n: f"x.{n}" for n in kept}}
-    emit("def make_mapper(mode):", _mapper_factory("map_node", body + _construct(spec, values, g)))
+    body = guarded("x", body + _construct(spec, values, g))
+    emit(
+        "def make_mapper(mode):",
+        _mapper_factory("map_node", ["if depth > max_depth:", "    return deep(x)", *body]),
+    )
     emit(
         "def __container_traverse__(self, acc, fun, /):",
         guarded(

@@ -183,10 +183,7 @@ class _Mode:
                 value: Any = deep(x)
             else:
                 keys = list(x)
-                try:
-                    order = sorted(keys)
-                except TypeError:
-                    order = sort_keys(keys)
+                order = sort_keys(keys)
                 if order == keys:
                     value = dict(zip(keys, loop(x.values(), depth + 1)))
                 else:

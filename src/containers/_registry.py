@@ -489,6 +489,11 @@ class Registry:
             self._observers.append(observer)
         return observer
 
+    def remove_observer(self, observer: Callable[[NodeKind], object]) -> None:
+        """Stop calling ``observer`` (added by ``on_register``); it holds nothing after."""
+        with self.lock:
+            self._observers.remove(observer)
+
     def classify(self, t: type) -> NodeKind | None:
         """The kind of a type in no table yet (first sight), cached; ``None``: a leaf.
 
