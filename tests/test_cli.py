@@ -23,7 +23,7 @@ def test_demo_tours_the_pipeline():
     result = run("demo")
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    for step in range(1, 8):
+    for step in range(1, 12):
         assert f"== {step}. " in out
     assert "Linear(w=float32[4,3], b=float32[3], name='hidden')" in out
     assert "scaled.layers[1].w[0]" in out and "cache = None" in out
@@ -31,6 +31,15 @@ def test_demo_tours_the_pipeline():
     assert "  .layers[1].b   float32[2]" in out
     assert "StructureError: fmap: trees differ at '.layers'" in out
     assert "kept field MLP.activation is 'relu' in one and 'gelu' in the other" in out
+    assert (
+        "weights: ['.layers[0].w', '.layers[1].w']  rest: ['.layers[0].b', '.layers[1].b']" in out
+    )
+    assert "name = hidden" in out
+    assert "{'loss': 2.0, 'acc': {'top1': 0.5, 'top5': 0.75}}" in out
+    assert "loaded MLP, 4 arrays equal: True" in out
+    assert "(root): demo.MLP v1  kept: activation" in out
+    assert "      .w: float32[4,3]  48 B  crc32 " in out
+    assert "Linear(w=(4, 3), b=(3,), name='hidden', cache=None)" in out  # optree.tree_map
 
 
 def test_demo_into_a_closed_pipe_exits_quietly():

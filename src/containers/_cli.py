@@ -8,11 +8,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 import containers as ct
+from containers.filters import PathContains
 
 __all__ = ["main"]
 
@@ -20,14 +23,14 @@ __all__ = ["main"]
 def demo() -> None:
     """Print a short tour of the pipeline on a two-layer model."""
 
-    @ct.container(children=["w", "b"], keep=["name"])
+    @ct.container(children=["w", "b"], keep=["name"], name="demo.Linear")  # name: in files
     class Linear:
         w: np.ndarray
         b: np.ndarray
         name: str = "linear"
         cache: dict[str, object] | None = None  # neither child nor kept: reset on rebuild
 
-    @ct.container(children=["layers"])
+    @ct.container(children=["layers"], name="demo.MLP")
     class MLP:
         layers: tuple[Linear, ...]
         activation: str = "relu"  # not a child: kept
@@ -86,6 +89,42 @@ def demo() -> None:
         ct.structure(model).flatten_up_to(MLP(model.layers, activation="gelu"))
     except ct.StructureError as err:
         print(f"StructureError: {err}")
+
+    step("8. Filters: split the weights from the rest, step them alone, merge back")
+    structure, weights, rest = ct.split(model, PathContains("w"), ...)
+    print("weights:", [ct.keystr(p) for p in weights], " rest:", [ct.keystr(p) for p in rest])
+    stepped = ct.merge(structure, {p: w - 0.1 for p, w in weights.items()}, rest)
+    print("stepped.layers[0].w[0] =", stepped.layers[0].w[0], "  name =", stepped.layers[0].name)
+
+    step("9. treelize: a function of leaves, lifted to trees that need not match")
+
+    @ct.treelize("outer", missing=0.0)
+    def add(a: float, b: float) -> float:
+        return a + b
+
+    print(add({"loss": 1.5, "acc": {"top1": 0.5}}, {"loss": 0.5, "acc": {"top5": 0.75}}))
+
+    step("10. save / load / inspect: a safetensors file, the tree in its header")
+    with tempfile.TemporaryDirectory() as tmp:
+        file = os.path.join(tmp, "model.safetensors")
+        ct.save(file, model)
+        back = ct.load(file, expect=MLP)
+        same = [np.array_equal(a, b) for a, b in zip(ct.leaves(model), ct.leaves(back))]
+        print(f"loaded {type(back).__name__}, {len(same)} arrays equal: {all(same)}")
+        print(str(ct.inspect(file)).split("\n", 1)[1])
+        print("The same from the shell: containers inspect model.safetensors")
+
+    step("11. Interop: the same classes as optree pytrees (also JAX and PyTorch)")
+    try:
+        import optree
+    except ImportError:
+        print("optree is not installed: pip install optree, then run the demo again.")
+        return
+    from containers.interop import register_optree
+
+    register_optree()
+    tree: Any = model  # optree's own annotations know nothing of MLP
+    print(optree.tree_map(lambda a: a.shape, tree))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
