@@ -31,6 +31,8 @@ EXPECTED_ALL = [
     "StructuralWalk",
     "Structure",
     "StructureError",
+    "StructureKeyError",
+    "StructureTypeError",
     "Tree",
     "UnknownTypeError",
     "VersionError",
@@ -161,6 +163,19 @@ def test_structure_error_is_a_value_error_with_a_path():
     assert err.path == (ct.DictKey("a"),)
     assert str(err) == "trees differ"
     assert ct.StructureError("no place").path is None
+
+
+def test_treelize_errors_are_structure_errors_and_the_builtin_treevalue_raises():
+    """StructureKeyError is a KeyError and StructureTypeError a TypeError (what treevalue
+    users catch), both StructureErrors, public as containers.*."""
+    assert issubclass(ct.StructureKeyError, ct.StructureError)
+    assert issubclass(ct.StructureKeyError, KeyError)
+    assert issubclass(ct.StructureTypeError, ct.StructureError)
+    assert issubclass(ct.StructureTypeError, TypeError)
+    with pytest.raises(ct.StructureKeyError, match="different keys at the root") as info:
+        ct.treelize()(lambda a, b: a)({"a": 1}, {"b": 2})
+    assert str(info.value).startswith("treelize: the tree arguments have different keys")
+    assert ct.StructureKeyError.__module__ == "containers"
 
 
 def test_containers_error_is_an_exception():

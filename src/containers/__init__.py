@@ -25,6 +25,8 @@ from containers._errors import LimitError as LimitError
 from containers._errors import SchemaError as SchemaError
 from containers._errors import SerializationError as SerializationError
 from containers._errors import StructureError as StructureError
+from containers._errors import StructureKeyError as StructureKeyError
+from containers._errors import StructureTypeError as StructureTypeError
 from containers._errors import UnknownTypeError as UnknownTypeError
 from containers._errors import VersionError as VersionError
 from containers._flatten import Structure as Structure
@@ -101,6 +103,8 @@ __all__ = [  # noqa: RUF022
     "StructuralWalk",
     "Structure",
     "StructureError",
+    "StructureKeyError",
+    "StructureTypeError",
     "Tree",
     "UnknownTypeError",
     "VersionError",
