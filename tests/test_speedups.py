@@ -3,15 +3,17 @@ loops. ``Loop`` is the one-tree loop, ``PairLoop`` the loop with one extra tree.
 
 The fmap tests run with both (``conftest.engine``), and test_properties.py checks that
 they agree call for call; these check what is particular to the compiled ones: that
-they are built where they can be and left out when asked, that they keep nothing alive
-after a call (returned or raised), that deep trees fit a small thread stack, and that
-their bad-argument errors say what is wrong.
+they are built where they can be and left out when asked, that the module declares
+what it is (multi-phase initialisation, subinterpreters, the GIL), that they keep
+nothing alive after a call (returned or raised), that deep trees fit a small thread
+stack, and that their bad-argument errors say what is wrong.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import importlib.util
 import os
 import re
 import shutil
@@ -21,6 +23,7 @@ import sysconfig
 import textwrap
 import weakref
 from collections import OrderedDict, deque
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -59,6 +62,100 @@ def test_unrolls_the_tuples_its_twin_unrolls() -> None:
     """Both loops map tuples of up to the same length without a call of their mapper."""
     assert _fmap._speedups is not None
     assert _fmap._speedups.UNROLLED == _codegen.UNROLLED_TUPLE_LENGTH
+
+
+#: Load the built extension from its file and map with it: run in a child process or a
+#: subinterpreter, where the package itself (and numpy) need not import.
+_LOAD_AND_MAP = """
+import importlib.util
+spec = importlib.util.spec_from_file_location("containers._speedups", {path!r})
+speedups = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(speedups)
+loop = speedups.Loop(print, {{}}, frozenset({{float}}), frozenset({{float}}))
+loop.bind(abs, {{}}, [], None, False)
+assert loop.run([-1.0, (-2.0, -3.0)], 0) == [1.0, (2.0, 3.0)]
+"""
+
+
+def _load_again() -> ModuleType:
+    """A new module object from the built extension's file (``import`` would hand back
+    the one in ``sys.modules``)."""
+    assert _fmap._speedups is not None
+    spec = importlib.util.spec_from_file_location("containers._speedups", _fmap._speedups.__file__)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@compiled
+def test_each_load_makes_its_own_module() -> None:
+    """Multi-phase initialisation (PEP 489): loading the file again makes a new module
+    with its own types (heap types; no Python object in C statics), and both work. The
+    types stay closed to subclasses and changes, as the static types they replace."""
+    first, second = _fmap._speedups, _load_again()
+    assert first is not None
+    assert second is not first
+    assert second.Loop is not first.Loop
+    assert second.PairLoop is not first.PairLoop
+    for module in (first, second):
+        loop = module.Loop(print, {}, frozenset({float}), frozenset({float}))
+        loop.bind(abs, {}, [], None, False)
+        assert loop.run([-1.0, (-2.0, -3.0)], 0) == [1.0, (2.0, 3.0)]
+    with pytest.raises(TypeError, match="is not an acceptable base type"):
+        type("Sub", (second.Loop,), {})
+    with pytest.raises(TypeError, match="immutable type"):
+        second.PairLoop.run = None
+
+
+@compiled
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="a GIL per interpreter came in 3.12")
+def test_loads_in_a_subinterpreter_with_its_own_gil() -> None:
+    """The module declares that it runs in subinterpreters with their own GIL
+    (``Py_MOD_PER_INTERPRETER_GIL_SUPPORTED``), which refuse every module that does not:
+    one loads it and maps with it (in a child process, through CPython's private
+    module for interpreters)."""
+    assert _fmap._speedups is not None
+    script = _LOAD_AND_MAP.format(path=_fmap._speedups.__file__)
+    code = textwrap.dedent(
+        f"""
+        try:
+            import _interpreters as interpreters  # 3.13+
+        except ImportError:
+            import _xxsubinterpreters as interpreters  # 3.12
+        interp = interpreters.create()  # isolated: its own GIL, checks extensions
+        failure = interpreters.run_string(interp, {script!r})  # 3.12 raises instead
+        interpreters.destroy(interp)
+        print(failure)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "None\n", "")
+
+
+@compiled
+@pytest.mark.skipif(
+    not sysconfig.get_config_var("Py_GIL_DISABLED"), reason="not a free-threaded build"
+)
+def test_turns_the_gil_on_in_a_free_threaded_build() -> None:
+    """The module declares that it needs the GIL (``Py_MOD_GIL_USED``): a loop's
+    references are read and replaced without locks. A free-threaded build turns the
+    GIL on when it loads the module."""
+    assert _fmap._speedups is not None
+    code = _LOAD_AND_MAP.format(path=_fmap._speedups.__file__)
+    code += "import sys; print(sys._is_gil_enabled())\n"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON_GIL"}
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore::RuntimeWarning", "-c", code],
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "True\n", "")
 
 
 def _shapes() -> list[Any]:

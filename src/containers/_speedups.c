@@ -19,7 +19,14 @@
    Both types share one layout: an array of references (the REF_* slots; each type
    uses some) and the identity cache's `use_prune`. A run takes its own references to
    all of them first, so that nothing `f` does (even re-initialising the loop) frees
-   what the run is using. */
+   what the run is using.
+
+   The module uses multi-phase initialisation (PEP 489) and keeps no Python object in
+   a C static: its two types are heap types made by each module object, and its one
+   constant lives in the module's state, so it can be imported in subinterpreters,
+   each with its own GIL (3.12+). It needs the GIL: a loop's references are read and
+   replaced without locks, so on a free-threaded build (3.13+) importing it turns the
+   GIL back on. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -61,6 +68,7 @@ typedef struct {
 static int
 Loop_traverse(LoopObject *self, visitproc visit, void *arg)
 {
+    Py_VISIT(Py_TYPE(self)); /* a heap type: each instance holds a reference to it */
     for (int i = 0; i < N_REFS; i++) {
         Py_VISIT(self->refs[i]);
     }
@@ -79,9 +87,11 @@ Loop_clear(LoopObject *self)
 static void
 Loop_dealloc(LoopObject *self)
 {
+    PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     Loop_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
 }
 
 /* Replace a slot's reference with a new one to value. */
@@ -343,8 +353,10 @@ typedef PyObject *(*map_one)(const Run *, PyObject *, PyObject *, PyObject *);
    deeper. The reserve is what the engine, `f` and numpy need from there on. */
 #define STACK_RESERVE (24 * 1024)
 
-/* A depth past every mapper's limit (set at import). */
-static PyObject *handover_depth = NULL;
+/* The module's state: a depth past every mapper's limit, as a Python int. */
+typedef struct {
+    PyObject *handover_depth;
+} ModuleState;
 
 #if defined(__linux__)
 /* The lowest usable address of this thread's stack, found once per thread (NULL if
@@ -402,7 +414,9 @@ run_loop(LoopObject *self, const char *type, PyObject *kids, PyObject *ykids,
         return NULL;
     }
     if (stack_is_low()) {
-        depth = handover_depth; /* the nodes below go to the iterative engine */
+        /* the nodes below go to the iterative engine (the types cannot be subclassed,
+           so self's type is the one its module made) */
+        depth = ((ModuleState *)PyType_GetModuleState(Py_TYPE(self)))->handover_depth;
     }
     Run run = {.use_prune = self->use_prune};
     for (int i = 0; i < N_REFS; i++) {
@@ -472,76 +486,120 @@ static PyMethodDef PairLoop_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject LoopType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "containers._speedups.Loop",
-    .tp_doc = PyDoc_STR("Loop(node, direct, immutable, leaf_types): fmap's child loop for "
-                        "one mode of _fmap._Mode."),
-    .tp_basicsize = sizeof(LoopObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Loop_init,
-    .tp_dealloc = (destructor)Loop_dealloc,
-    .tp_traverse = (traverseproc)Loop_traverse,
-    .tp_clear = (inquiry)Loop_clear,
-    .tp_methods = Loop_methods,
+static PyType_Slot Loop_slots[] = {
+    {Py_tp_doc, (void *)PyDoc_STR("Loop(node, direct, immutable, leaf_types): fmap's child "
+                                  "loop for one mode of _fmap._Mode.")},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, Loop_init},
+    {Py_tp_dealloc, Loop_dealloc},
+    {Py_tp_traverse, Loop_traverse},
+    {Py_tp_clear, Loop_clear},
+    {Py_tp_methods, Loop_methods},
+    {0, NULL},
 };
 
-static PyTypeObject PairLoopType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "containers._speedups.PairLoop",
-    .tp_doc = PyDoc_STR("PairLoop(leaf, pair, node, immutable, leaf_types): fmap's child "
-                        "loop with one extra tree, for _fmap._ManyMode."),
-    .tp_basicsize = sizeof(LoopObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)PairLoop_init,
-    .tp_dealloc = (destructor)Loop_dealloc,
-    .tp_traverse = (traverseproc)Loop_traverse,
-    .tp_clear = (inquiry)Loop_clear,
-    .tp_methods = PairLoop_methods,
+static PyType_Slot PairLoop_slots[] = {
+    {Py_tp_doc, (void *)PyDoc_STR("PairLoop(leaf, pair, node, immutable, leaf_types): fmap's "
+                                  "child loop with one extra tree, for _fmap._ManyMode.")},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, PairLoop_init},
+    {Py_tp_dealloc, Loop_dealloc},
+    {Py_tp_traverse, Loop_traverse},
+    {Py_tp_clear, Loop_clear},
+    {Py_tp_methods, PairLoop_methods},
+    {0, NULL},
+};
+
+/* Heap types, one pair per module object; like the static types they replace, they
+   cannot be subclassed or changed. */
+#define LOOP_FLAGS (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE)
+
+static PyType_Spec Loop_spec = {
+    .name = "containers._speedups.Loop",
+    .basicsize = sizeof(LoopObject),
+    .flags = LOOP_FLAGS,
+    .slots = Loop_slots,
+};
+
+static PyType_Spec PairLoop_spec = {
+    .name = "containers._speedups.PairLoop",
+    .basicsize = sizeof(LoopObject),
+    .flags = LOOP_FLAGS,
+    .slots = PairLoop_slots,
+};
+
+/* Make a type for this module object and add it; -1 on error. */
+static int
+add_type(PyObject *module, PyType_Spec *spec)
+{
+    PyObject *type = PyType_FromModuleAndSpec(module, spec, NULL);
+    if (type == NULL) {
+        return -1;
+    }
+    int r = PyModule_AddType(module, (PyTypeObject *)type);
+    Py_DECREF(type);
+    return r;
+}
+
+static int
+speedups_exec(PyObject *module)
+{
+    ModuleState *state = PyModule_GetState(module);
+    state->handover_depth = PyLong_FromLong(1L << 30);
+    if (state->handover_depth == NULL || add_type(module, &Loop_spec) < 0 ||
+        add_type(module, &PairLoop_spec) < 0 ||
+        PyModule_AddIntConstant(module, "UNROLLED", UNROLLED) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static int
+speedups_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    Py_VISIT(((ModuleState *)PyModule_GetState(module))->handover_depth);
+    return 0;
+}
+
+static int
+speedups_clear(PyObject *module)
+{
+    Py_CLEAR(((ModuleState *)PyModule_GetState(module))->handover_depth);
+    return 0;
+}
+
+static void
+speedups_free(void *module)
+{
+    speedups_clear((PyObject *)module);
+}
+
+/* What the module declares: it runs in any interpreter, each with its own GIL (no
+   Python object in C statics; the stack bound is per thread), and it needs the GIL. */
+static PyModuleDef_Slot speedups_slots[] = {
+    {Py_mod_exec, speedups_exec},
+#if PY_VERSION_HEX >= 0x030C0000
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+    {Py_mod_gil, Py_MOD_GIL_USED},
+#endif
+    {0, NULL},
 };
 
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "containers._speedups",
     .m_doc = PyDoc_STR("fmap's child loops in C (optional; see _fmap._Mode and _fmap._ManyMode)."),
-    .m_size = -1,
+    .m_size = sizeof(ModuleState),
+    .m_slots = speedups_slots,
+    .m_traverse = speedups_traverse,
+    .m_clear = speedups_clear,
+    .m_free = speedups_free,
 };
-
-/* Add a type to the module; -1 on error. */
-static int
-add_type(PyObject *module, const char *name, PyTypeObject *type)
-{
-    Py_INCREF(type);
-    if (PyModule_AddObject(module, name, (PyObject *)type) < 0) {
-        Py_DECREF(type);
-        return -1;
-    }
-    return 0;
-}
 
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    if (PyType_Ready(&LoopType) < 0 || PyType_Ready(&PairLoopType) < 0) {
-        return NULL;
-    }
-    if (handover_depth == NULL) {
-        handover_depth = PyLong_FromLong(1L << 30);
-        if (handover_depth == NULL) {
-            return NULL;
-        }
-    }
-    PyObject *module = PyModule_Create(&speedups_module);
-    if (module == NULL) {
-        return NULL;
-    }
-    if (add_type(module, "Loop", &LoopType) < 0 ||
-        add_type(module, "PairLoop", &PairLoopType) < 0 ||
-        PyModule_AddIntConstant(module, "UNROLLED", UNROLLED) < 0) {
-        Py_DECREF(module);
-        return NULL;
-    }
-    return module;
+    return PyModuleDef_Init(&speedups_module);
 }

@@ -11,8 +11,6 @@ class Loop:
         direct: dict[type, Callable[[Any, int], Any]],
         immutable: frozenset[type],
         leaf_types: frozenset[type],
-        shortcut: bool,
-        pad: int,
     ) -> None: ...
     def run(self, kids: Iterable[Any], depth: int, /) -> list[Any]: ...
     def bind(
