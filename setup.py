@@ -1,9 +1,11 @@
-"""Build fmap's optional C accelerator, ``containers._speedups`` (everything else about
-the package is in pyproject.toml).
+"""Build the optional C accelerators, ``containers._speedups`` (fmap's loops) and
+``containers._crc32`` (the CRC32s of save and load); everything else about the package
+is in pyproject.toml.
 
-The extension is optional: where it cannot be built (no C compiler, an interpreter
-other than CPython), the install goes on without it and fmap runs the generated Python
-loop it accelerates, which passes the same tests (docs/performance.md).
+The extensions are optional: where one cannot be built (no C compiler, an interpreter
+other than CPython), the install goes on without it and the package runs the Python
+code it accelerates (the generated loops; zlib.crc32), which passes the same tests
+(docs/performance.md).
 """
 
 import platform
@@ -11,4 +13,5 @@ import platform
 from setuptools import Extension, setup
 
 speedups = Extension("containers._speedups", ["src/containers/_speedups.c"], optional=True)
-setup(ext_modules=[speedups] if platform.python_implementation() == "CPython" else [])
+crc32 = Extension("containers._crc32", ["src/containers/_crc32.c"], optional=True)
+setup(ext_modules=[speedups, crc32] if platform.python_implementation() == "CPython" else [])

@@ -16,7 +16,6 @@ import operator
 import os
 import sys
 import tempfile
-import threading
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -353,9 +352,28 @@ def build_header(entries: str, metadata: dict[str, str]) -> bytes:
     return len(body).to_bytes(8, "little") + body
 
 
+def _load_crc32() -> Callable[..., int]:
+    """The CRC-32 function: ``containers._crc32.crc32`` (carry-less multiplication,
+    about ten times zlib's speed) when it was built and this CPU has the instructions,
+    else ``zlib.crc32``, its plain twin; also zlib when ``CONTAINERS_PURE_PYTHON`` is
+    set. Both compute CRC-32/ISO-HDLC and agree on every input (tests/test_crc32.py)."""
+    if os.environ.get("CONTAINERS_PURE_PYTHON"):
+        return zlib.crc32
+    try:
+        from containers import _crc32
+    except ImportError:
+        return zlib.crc32
+    return _crc32.crc32 if _crc32.ACCELERATED else zlib.crc32
+
+
+#: ``crc32(buffer, value=0) -> int``, as ``zlib.crc32``. Read at each call (tests switch it).
+_crc = _load_crc32()
+
+
 def crc32(a: np.ndarray[Any, Any]) -> int:
-    """The CRC32 of a C-contiguous array's bytes (zlib releases the GIL on large inputs)."""
-    return zlib.crc32(a)  # type: ignore[arg-type]
+    """The CRC32 of a C-contiguous array's bytes (both implementations release the GIL
+    on large inputs)."""
+    return _crc(a)
 
 
 # --- reading arrays ------------------------------------------------------------------
@@ -392,30 +410,44 @@ def read_arrays(
     """Read every tensor of an open file: owned, writeable arrays.
 
     Big tensors get their own buffer, small ones share a chunk; each buffer is filled
-    with one ``readinto``. With ``crcs``, each tensor's CRC32 is checked in a second
-    thread while the next buffer is read.
+    with ``readinto``. With ``crcs``, each tensor's CRC32 is checked as it is read: a big
+    tensor's ``_CHUNK`` bytes at a time, just after they are read, while they are still
+    in the CPU cache, so the check costs no second pass over memory
+    (benchmarks/serialization.py, "big": load with verify=True).
     """
     out: dict[str, np.ndarray[Any, Any]] = {}
     f.seek(layout.data_start)
-    checker = _Checker(crcs)
-    try:
-        for group in _groups(layout):
-            first, last = group[0], group[-1]
-            buf = np.empty(last.end - first.begin, np.uint8)
-            view = buf.data
-            got = 0
-            while got < len(view):
-                n = f.readinto(view[got:])
-                if not n:
-                    raise FormatError(
-                        f"truncated: the file ended while reading tensor {first.name!r}."
-                    )
-                got += n
-            _views(buf, group, first.begin, out)
-            checker.submit(group, [out[t.name] for t in group])
-    finally:
-        checker.close()
+    crc = _crc
+    for group in _groups(layout):
+        first, last = group[0], group[-1]
+        buf = np.empty(last.end - first.begin, np.uint8)
+        view = buf.data
+        alone = crcs is not None and len(group) == 1
+        value = 0
+        got = 0
+        while got < len(view):
+            n = f.readinto(view[got : got + _CHUNK])
+            if not n:
+                raise FormatError(
+                    f"truncated: the file ended while reading tensor {first.name!r}."
+                )
+            if alone:
+                value = crc(view[got : got + n], value)
+            got += n
+        _views(buf, group, first.begin, out)
+        if crcs is None:
+            continue
+        if alone:
+            want = crcs.get(first.name)
+            if want is not None and value != want:
+                raise _mismatch(first, want, value)
+        else:
+            _check_all(group, [out[t.name] for t in group], crcs)
     return out
+
+
+#: Bytes read, then checked, at a time: well inside a core's L2 cache.
+_CHUNK = 1 << 19
 
 
 def view_arrays(
@@ -460,15 +492,21 @@ def _views(
 
 
 def _check(t: Tensor, a: np.ndarray[Any, Any], crcs: dict[str, int]) -> None:
+    want = crcs.get(t.name)
+    if want is not None:
+        value = _crc(a)
+        if value != want:
+            raise _mismatch(t, want, value)
+
+
+def _mismatch(t: Tensor, want: int, value: int) -> Exception:
     from containers._errors import IntegrityError
 
-    want = crcs.get(t.name)
-    if want is not None and crc32(a) != want:
-        raise IntegrityError(
-            f"tensor {t.name!r}: CRC32 mismatch (the file says {want:08x}, the data gives "
-            f"{crc32(a):08x}): the file is corrupted. Restore it from a good copy, or pass "
-            f"verify=False to load the damaged values anyway."
-        )
+    return IntegrityError(
+        f"tensor {t.name!r}: CRC32 mismatch (the file says {want:08x}, the data gives "
+        f"{value:08x}): the file is corrupted. Restore it from a good copy, or pass "
+        f"verify=False to load the damaged values anyway."
+    )
 
 
 def _check_all(
@@ -477,53 +515,13 @@ def _check_all(
     """``_check`` each tensor. The common case (all match) runs as three ``map`` calls in
     C and one list comparison (benchmarks/serialization.py, "many": 100,000 tensors)."""
     wants = list(map(crcs.get, map(_NAME, tensors)))
-    if list(map(zlib.crc32, arrays)) == wants:  # type: ignore[arg-type]
+    if list(map(_crc, arrays)) == wants:
         return
     for t, a in zip(tensors, arrays):
         _check(t, a, crcs)
 
 
 _NAME = operator.itemgetter(2)  # Tensor.name
-
-
-class _Checker:
-    """Check CRC32s of finished groups in a background thread (zlib releases the GIL)."""
-
-    def __init__(self, crcs: dict[str, int] | None) -> None:
-        self.crcs = crcs
-        self.error: BaseException | None = None
-        self.thread: threading.Thread | None = None
-
-    def _run(self, groups: list[tuple[list[Tensor], list[np.ndarray[Any, Any]]]]) -> None:
-        try:
-            for group, arrays in groups:
-                _check_all(group, arrays, self.crcs)  # type: ignore[arg-type]
-        except BaseException as err:  # reported by close()
-            self.error = err
-
-    def submit(self, group: list[Tensor], arrays: list[np.ndarray[Any, Any]]) -> None:
-        if self.crcs is None:
-            return
-        if self.thread is not None:
-            self.thread.join()
-            self._raise()
-        if sum(t.end - t.begin for t in group) < _OWN:
-            self._run([(group, arrays)])
-            self._raise()
-            return
-        self.thread = threading.Thread(target=self._run, args=([(group, arrays)],))
-        self.thread.start()
-
-    def _raise(self) -> None:
-        if self.error is not None:
-            err, self.error = self.error, None
-            raise err
-
-    def close(self) -> None:
-        if self.thread is not None:
-            self.thread.join()
-            self.thread = None
-        self._raise()
 
 
 def map_file(f: BinaryIO) -> mmap.mmap:
