@@ -4,7 +4,9 @@ Every jitted call flattens its arguments, so a container's flatten/unflatten ins
 another library's registry is on the user's hot path. The model is the W3 model of
 benchmarks/run.py: a list of `MLP(layers=(Linear(w, b),) * 4, name)`, N arrays in
 all (N/2 Linear nodes, N/8 MLPs whose `name` is kept, i.e. static aux data). Each
-library's variant declares the same two classes its own way:
+library's variant declares the same two classes its own way (`containers` twice: as
+declared by default, frozen, and with `frozen=False`, whose rebuild needs no class
+switch; see src/containers/interop/_generated.py):
 
 - jax: `containers` (`register_jax()`), `equinox` (`eqx.Module`, `name` static),
   `register_dataclass` (`jax.tree_util.register_dataclass`, JAX's C++ dataclass
@@ -66,6 +68,23 @@ class MLP:
     name: str = "mlp"
 
 
+@ct.container(frozen=False)
+class MutableLinear:
+    """The same classes declared ``frozen=False``: rebuilt without a class switch."""
+
+    w: Any
+    b: Any
+
+
+@ct.container(children=["layers"], frozen=False)
+class MutableMLP:
+    layers: tuple[Any, ...]
+    name: str = "mlp"
+
+
+MutableLinear.__name__, MutableMLP.__name__ = "Linear", "MLP"
+
+
 class HandLinear:
     """A plain class, as hand-registered pytrees usually are."""
 
@@ -101,7 +120,7 @@ def jax_models() -> dict[str, Model]:
     import jax.tree_util as tu
 
     register_jax()
-    models: dict[str, Model] = {"containers": (Linear, MLP)}
+    models: dict[str, Model] = {"containers": (Linear, MLP), MUTABLE: (MutableLinear, MutableMLP)}
     try:
         import equinox as eqx
     except ImportError:
@@ -145,7 +164,7 @@ def optree_models() -> dict[str, Model]:
     import optree
 
     register_optree("bench")
-    models: dict[str, Model] = {"containers": (Linear, MLP)}
+    models: dict[str, Model] = {"containers": (Linear, MLP), MUTABLE: (MutableLinear, MutableMLP)}
 
     @optree.dataclasses.dataclass(namespace="bench")
     class OdLinear:
@@ -177,7 +196,11 @@ def torch_models() -> dict[str, Model]:
     lin, mlp = _hand_classes()
     pytree.register_pytree_node(lin, lambda x: ([x.w, x.b], None), lambda c, _: lin(*c))
     pytree.register_pytree_node(mlp, lambda x: ([x.layers], x.name), lambda c, n: mlp(c[0], n))
-    return {"containers": (Linear, MLP), "hand": (lin, mlp)}
+    return {
+        "containers": (Linear, MLP),
+        MUTABLE: (MutableLinear, MutableMLP),
+        "hand": (lin, mlp),
+    }
 
 
 def _hand_classes() -> Model:
@@ -316,6 +339,9 @@ def _bind(f: Callable[..., Any], *args: Any) -> Callable[[], object]:
 
 # --- running and reporting -----------------------------------------------------------------
 
+#: containers' own variants, each compared with every peer
+OURS = ("containers", "containers frozen=False")
+MUTABLE = OURS[1]
 PEERS = {
     "jax": ("equinox", "hand", "register_dataclass"),
     "optree": ("optree.dataclasses", "hand"),
@@ -382,16 +408,19 @@ def table(runs: Sequence[Sequence[dict[str, Any]]]) -> str:
         "|---|---|---:|---:|---|---|",
     ]
     for library, op, n in rows:
-        ours = med.get((library, op, n, "containers"))
         peers = [(p, med.get((library, op, n, p))) for p in PEERS[library]]
         peers = [(p, v) for p, v in peers if v is not None]
-        lines.append(
-            f"| {library} | {op} | {_size(n)} | {_fmt(ours)} | "
-            + ", ".join(f"{p} {_fmt(v)}" for p, v in peers)
-            + " | "
-            + ", ".join(f"{p} {ours / v:.2f}" for p, v in peers if ours is not None)
-            + " |"
-        )
+        for variant in OURS:
+            ours = med.get((library, op, n, variant))
+            if ours is None:
+                continue
+            lines.append(
+                f"| {library} | {op} | {_size(n)} | {variant} {_fmt(ours)} | "
+                + ", ".join(f"{p} {_fmt(v)}" for p, v in peers)
+                + " | "
+                + ", ".join(f"{p} {ours / v:.2f}" for p, v in peers)
+                + " |"
+            )
     return "\n".join(lines)
 
 

@@ -351,3 +351,104 @@ def test_generated_adapters_agree_with_their_plain_twins() -> None:
         tu.tree_flatten(broken)
     with pytest.raises(ct.StructureError, match=r"Open\.y is not set"):
         tu.tree_flatten_with_path(broken)
+
+
+def hand_written_pair() -> type:
+    """A fresh class implementing the Container protocol by hand: children a, b; tag is
+    metadata."""
+
+    class HandPair:
+        def __init__(self, a: Any, b: Any, tag: str = "t") -> None:
+            self.a, self.b, self.tag = a, b, tag
+
+        def __container_traverse__(self, acc: Any, fun: Any, /) -> Any:
+            a, acc = fun(self.a, acc)
+            b, acc = fun(self.b, acc)
+            return type(self)(a, b, self.tag), acc
+
+        def __container_reduce__(self, acc: Any, fun: Any, /) -> Any:
+            return fun(self.b, fun(self.a, acc))
+
+        def __container_serialize__(self) -> Any:
+            return "HandPair", [("a", self.a), ("b", self.b)], {"tag": self.tag}
+
+        @classmethod
+        def __container_deserialize__(cls, children: Any, metadata: Any, /) -> Any:
+            kids = dict(children)
+            return cls(kids["a"], kids["b"], metadata["tag"])
+
+    return HandPair
+
+
+def test_hand_written_containers_are_pytrees_with_their_paths() -> None:
+    """A class implementing the Container protocol by hand, defined after register_jax,
+    is a JAX pytree once register_jax runs again: its children, paths and metadata."""
+    Pair = hand_written_pair()
+    assert len(tu.tree_leaves(Pair(1, 2))) == 1  # a leaf: jax has not heard of it yet
+    register_jax()
+    tree = {"p": Pair(1, [2, 3], "x")}
+    pairs, treedef = tu.tree_flatten_with_path(tree)
+    assert [(tu.keystr(p), v) for p, v in pairs] == [
+        ("['p'].a", 1),
+        ("['p'].b[0]", 2),
+        ("['p'].b[1]", 3),
+    ]
+    assert [tu.keystr(p) for p, _ in pairs] == [ct.keystr(p) for p, _ in ct.leaves_with_path(tree)]
+    assert tu.tree_unflatten(treedef, [4, 5, 6])["p"].b == [5, 6]
+    out = tu.tree_map(lambda v: v * 10, tree)["p"]
+    assert (type(out), out.a, out.b, out.tag) == (Pair, 10, [20, 30], "x")
+    assert tu.tree_structure(Pair(1, 2, "x")) == tu.tree_structure(Pair(5, 6, "x"))
+    assert tu.tree_structure(Pair(1, 2, "x")) != tu.tree_structure(Pair(1, 2, "y"))
+
+
+def test_jit_traces_a_hand_written_container_once_per_metadata() -> None:
+    """jax.jit reuses its trace while the metadata are equal and traces again when they
+    change, as for kept values."""
+    Pair = hand_written_pair()
+    register_jax()
+    traces = []
+
+    @jax.jit
+    def f(p: Any) -> Any:
+        traces.append(p.tag)
+        return type(p)(p.a + p.b, p.b, p.tag)
+
+    out = f(Pair(jnp.ones(2), jnp.ones(2), "x"))
+    f(Pair(jnp.zeros(2), jnp.ones(2), "x"))
+    f(Pair(jnp.zeros(2), jnp.ones(2), "y"))
+    assert traces == ["x", "y"]
+    assert type(out) is Pair and out.tag == "x" and np.array_equal(out.a, [2.0, 2.0])
+
+
+def test_a_hand_written_container_met_by_containers_first_needs_no_new_call() -> None:
+    """A hand-written class defined after register_jax becomes a JAX pytree as soon as
+    containers classifies one of its instances (here ct.leaves)."""
+    Pair = hand_written_pair()
+    assert len(tu.tree_leaves(Pair(1, 2))) == 1  # a leaf: jax has not heard of it yet
+    assert ct.leaves(Pair(1, 2)) == [1, 2]
+    assert tu.tree_leaves(Pair(1, 2)) == [1, 2]
+    assert jax.grad(lambda p: p.a * p.b)(Pair(3.0, 4.0)).a == 4.0
+
+
+def test_superseded_classes_stay_registered_with_jax() -> None:
+    """JAX cannot unregister a type: a class superseded by a redefinition stays
+    registered and alive, and still flattens as declared."""
+    import gc
+    import weakref
+
+    def declare() -> type:
+        @ct.container(children=["w"])
+        class Redefined:
+            w: Any
+            name: str = "r"
+
+        return Redefined
+
+    first = declare()
+    ref = weakref.ref(first)
+    second = declare()
+    del first
+    gc.collect()
+    old = ref()
+    assert old is not None
+    assert tu.tree_leaves([old(1), second(2)]) == [1, 2]

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import containers as ct
 from containers.interop import register_optree
@@ -246,3 +248,285 @@ def test_declaring_while_registering_from_other_threads_misses_no_class() -> Non
     assert len(declared) == 80
     for cls in declared:
         assert optree.tree_leaves(cls(7), namespace="ct-tests-threads") == [7]
+
+
+def hand_written_pair() -> type:
+    """A fresh class implementing the Container protocol by hand: children a, b; tag is
+    metadata."""
+
+    class HandPair:
+        def __init__(self, a: Any, b: Any, tag: str = "t") -> None:
+            self.a, self.b, self.tag = a, b, tag
+
+        def __container_traverse__(self, acc: Any, fun: Any, /) -> Any:
+            a, acc = fun(self.a, acc)
+            b, acc = fun(self.b, acc)
+            return type(self)(a, b, self.tag), acc
+
+        def __container_reduce__(self, acc: Any, fun: Any, /) -> Any:
+            return fun(self.b, fun(self.a, acc))
+
+        def __container_serialize__(self) -> Any:
+            return "HandPair", [("a", self.a), ("b", self.b)], {"tag": self.tag}
+
+    return HandPair
+
+
+@pytest.mark.parametrize("namespace", ["", "ct-tests"])
+def test_hand_written_containers_are_optree_pytrees(namespace: str) -> None:
+    """A class implementing the Container protocol by hand is an optree node in every
+    registered namespace once register_optree runs again: paths, metadata, rebuild."""
+    Pair = hand_written_pair()
+    assert len(optree.tree_leaves(Pair(1, 2), namespace=namespace)) == 1  # a leaf so far
+    register_optree(namespace)
+    tree = {"p": Pair(1, [2, 3], "x")}
+    paths, leaves, spec = optree.tree_flatten_with_path(tree, namespace=namespace)
+    assert (paths, leaves) == ([("p", "a"), ("p", "b", 0), ("p", "b", 1)], [1, 2, 3])
+    assert [a.codify("") for a in optree.tree_accessors(tree, namespace=namespace)] == [
+        ct.keystr(p) for p, _ in ct.leaves_with_path(tree)
+    ]
+    out = optree.tree_unflatten(spec, [10, 20, 30])["p"]
+    assert (type(out), out.a, out.b, out.tag) == (Pair, 10, [20, 30], "x")
+    assert optree.tree_structure(Pair(1, 2, "x"), namespace=namespace) == optree.tree_structure(
+        Pair(5, 6, "x"), namespace=namespace
+    )
+    assert optree.tree_structure(Pair(1, 2, "x"), namespace=namespace) != optree.tree_structure(
+        Pair(1, 2, "y"), namespace=namespace
+    )
+
+
+def test_a_hand_written_container_met_by_containers_first_is_registered() -> None:
+    """A hand-written class defined after register_optree becomes an optree node as
+    soon as containers classifies one of its instances."""
+    Pair = hand_written_pair()
+    assert len(optree.tree_leaves(Pair(1, 2))) == 1  # a leaf: optree has not heard of it
+    assert ct.leaves(Pair(1, 2)) == [1, 2]
+    assert optree.tree_leaves(Pair(1, 2)) == [1, 2]
+    assert optree.tree_leaves(Pair(1, 2), namespace="ct-tests") == [1, 2]
+
+
+_SUPERSEDE = """
+import gc, json, sys, weakref
+import containers as ct
+from containers import interop
+
+library = sys.argv[1]
+if library == "optree":
+    import optree
+    interop.register_optree()
+    interop.register_optree("ns")
+    flatten = lambda t: optree.tree_leaves(t) + optree.tree_leaves(t, namespace="ns")
+elif library == "jax":
+    import jax
+    interop.register_jax()
+    flatten = lambda t: jax.tree_util.tree_leaves(t) * 2
+else:
+    import torch.utils._pytree as pytree
+    interop.register_torch()
+    flatten = lambda t: pytree.tree_leaves(t) * 2
+
+def declare():
+    @ct.container(children=["w"])
+    class Redefined:
+        w: object
+        name: str = "r"
+    return Redefined
+
+first = declare()
+ref = weakref.ref(first)
+leaves = flatten([first(1)])
+second = declare()
+del first
+gc.collect()
+print(json.dumps({"freed": ref() is None, "before": leaves, "after": flatten([second(2)])}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("library", "freed"), [("optree", True), ("jax", False), ("torch", False)]
+)
+def test_a_superseded_class_is_freed_where_the_library_can_unregister_it(
+    library: str, freed: bool
+) -> None:
+    """A redefinition supersedes a class: optree unregisters it (every namespace) and it
+    is freed; JAX cannot unregister a type and torch has no public way to, so there it
+    stays alive. The new class is registered in each case."""
+    import json
+
+    pytest.importorskip({"optree": "optree", "jax": "jax", "torch": "torch"}[library])
+    out = subprocess.run(
+        [sys.executable, "-c", _SUPERSEDE, library],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    assert json.loads(out.stdout) == {"freed": freed, "before": [1, 1], "after": [2, 2]}
+
+
+# --- the generated unflatten and its plain twin ------------------------------------------
+
+_serial = iter(range(10**9))
+
+
+@st.composite
+def rebuild_cases(draw: st.DrawFn) -> tuple[type, tuple[Any, ...], tuple[Any, ...]]:
+    """A freshly declared class of a random flavor (dataclass or attrs, frozen or not,
+    slotted or not, or a namedtuple), with children, kept and reset fields (defaults,
+    factories, attrs factories taking self), and children and kept values drawn from a
+    small pool, so that the same object often appears in several fields."""
+    import attrs
+
+    n = draw(st.integers(0, 4))
+    names = [f"f{i}" for i in range(n)]
+    flavor = draw(
+        st.sampled_from(
+            [
+                "dataclass",
+                "dataclass-frozen",
+                "dataclass-slots",
+                "dataclass-slots-mutable",
+                "attrs",
+                "attrs-frozen",
+                "attrs-slots",
+                "namedtuple",
+            ]
+        )
+    )
+    roles = [draw(st.sampled_from(["child", "keep", "reset"])) for _ in names]
+    children = [nm for nm, r in zip(names, roles) if r == "child"]
+    children = list(draw(st.permutations(children))) if children else []
+    keep = [nm for nm, r in zip(names, roles) if r == "keep"]
+    reset = [nm for nm, r in zip(names, roles) if r == "reset"]
+    how = {nm: draw(st.sampled_from(["value", "factory", "self"])) for nm in reset}
+    cls_name = f"Rebuilt{next(_serial)}"
+    if flavor == "namedtuple":
+        cls = collections.namedtuple(cls_name, names, defaults=["d"] * len(names))  # type: ignore[misc]
+        ct.register(cls, children=children, keep=keep if reset else None)
+    elif flavor.startswith("dataclass"):
+
+        def dc_field(nm: str) -> Any:
+            if how.get(nm) == "value":
+                return dataclasses.field(default=f"default-{nm}")
+            if nm in how:
+                return dataclasses.field(default_factory=lambda: [nm])
+            return dataclasses.field()
+
+        fields = sorted([(nm, Any, dc_field(nm)) for nm in names], key=lambda f: f[0] in how)
+        cls = dataclasses.make_dataclass(
+            cls_name,
+            fields,
+            frozen=not flavor.endswith(("dataclass", "mutable")),
+            slots="slots" in flavor,
+        )
+        ct.container(children=children, keep=keep if reset else None)(cls)
+    else:
+
+        def at_field(nm: str) -> Any:
+            if how.get(nm) == "value":
+                return attrs.field(default=f"default-{nm}")
+            if how.get(nm) == "factory":
+                return attrs.field(factory=lambda: [nm])
+            if nm in how:
+                return attrs.field(default=attrs.Factory(lambda self: [id(self)], takes_self=True))
+            return attrs.field()
+
+        attributes = {nm: at_field(nm) for nm in sorted(names, key=lambda nm: nm in how)}
+        cls = attrs.make_class(
+            cls_name,
+            attributes,
+            slots=flavor == "attrs-slots",
+            frozen=flavor != "attrs",
+        )
+        ct.container(children=children, keep=keep if reset else None)(cls)
+    pool = [object(), [1], "s", 2.5]
+    kids = tuple(draw(st.sampled_from(pool)) for _ in ct.spec(cls).children)
+    kept = tuple(draw(st.sampled_from(pool)) for _ in ct.spec(cls).keep)
+    return cls, kids, kept
+
+
+@settings(max_examples=60, deadline=None)
+@given(rebuild_cases(), st.sampled_from(["jax", "optree", "torch"]))
+def test_generated_unflatten_agrees_with_its_plain_twin(
+    case: tuple[type, tuple[Any, ...], tuple[Any, ...]], library: str
+) -> None:
+    """Each library's generated unflatten builds what its plain twin builds: the same
+    class, the very same objects in children and kept fields (shared ones shared
+    alike), defaults in reset fields, no __init__ run; whichever way it builds."""
+    from containers.interop._generated import compile_adapters, plain_unflatten
+
+    cls, kids, kept = case
+    spec = ct.spec(cls)
+    kept_type = type("Kept", (tuple,), {}) if spec.keep else None
+    aux = kept_type(kept) if kept_type is not None else ()
+    unflatten = compile_adapters(spec, library, kept_type=kept_type, slow=print)["unflatten"]
+    built = unflatten(list(kids), aux) if library == "torch" else unflatten(aux, kids)
+    plain = plain_unflatten(spec)(aux, kids)
+    assert type(built) is type(plain) is cls
+    for name in spec.fields:
+        got, want = getattr(built, name), getattr(plain, name)
+        if name in spec.reset and spec.defaults[name].how != "value":
+            assert got == want or spec.defaults[name].how == "factory_self"
+            assert got is not want  # a fresh object from the factory
+        else:
+            assert got is want
+    if not isinstance(built, tuple) and hasattr(built, "__dict__"):
+        assert list(vars(built)) == list(vars(plain))
+    values = [getattr(built, n) for n in spec.fields]
+    others = [getattr(plain, n) for n in spec.fields]
+    assert [[a is b for b in values] for a in values] == [[a is b for b in others] for a in others]
+
+
+def test_a_rebuild_never_makes_a_subclass_and_falls_back_where_layouts_differ() -> None:
+    """The stand-in class of a frozen rebuild is no subclass (no __init_subclass__ or
+    metaclass hook runs); classes whose layout it cannot share (a slotted base), or
+    with a __del__, are rebuilt the core's way, with the same result."""
+    from containers.interop._generated import compile_adapters, rebuild_shadow
+
+    seen: list[type] = []
+
+    class Base:
+        def __init_subclass__(cls, **kwargs: Any) -> None:
+            seen.append(cls)
+
+    @ct.container
+    @dataclasses.dataclass(frozen=True)
+    class Frozen(Base):
+        a: Any
+
+    class SlottedBase:
+        __slots__ = ("extra",)
+
+    @ct.container
+    @dataclasses.dataclass(frozen=True)
+    class OnSlots(SlottedBase):
+        a: Any
+
+    @ct.container
+    @dataclasses.dataclass(frozen=True)
+    class Finalized:
+        a: Any
+
+        def __del__(self) -> None:
+            pass
+
+    assert seen == [Frozen]
+    assert rebuild_shadow(ct.spec(Frozen)) is not None and seen == [Frozen]
+    assert Frozen.__subclasses__() == []
+    assert rebuild_shadow(ct.spec(OnSlots)) is None
+    assert rebuild_shadow(ct.spec(Finalized)) is None
+    for cls in (Frozen, OnSlots, Finalized):
+        unflatten = compile_adapters(ct.spec(cls), "optree", kept_type=None, slow=print)
+        built = unflatten["unflatten"]((), ("v",))
+        assert type(built) is cls and built.a == "v"
+        assert optree.tree_map(lambda v: v + "!", cls("w")) == cls("w!")
+
+
+def test_a_namedtuple_without_fields_rebuilds() -> None:
+    """An empty namedtuple given to ct.register rebuilds, in containers and through
+    optree (the generated rebuild once built the invalid `(,)`)."""
+    Empty = collections.namedtuple("Empty", [])
+    ct.register(Empty)
+    assert ct.fmap(lambda v: v, [Empty()]) == [Empty()]
+    assert optree.tree_map(lambda v: v, [Empty()]) == [Empty()]
+    assert type(optree.tree_unflatten(optree.tree_structure(Empty()), [])) is Empty

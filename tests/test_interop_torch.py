@@ -253,3 +253,59 @@ def test_generated_adapters_agree_with_their_plain_twins() -> None:
         )
         assert fast[1](children, context) == plain[1](children, context)
     assert torch_functions(kind_of(Slotted(1)), pytree)[1]([5], ("kk",)) == Slotted(5, "kk", [])
+
+
+def test_namedtuples_are_read_by_torch_as_all_their_fields_in_order() -> None:
+    """torch reads every namedtuple as one before its registry: a ct.register'ed
+    namedtuple whose children are all its fields in order agrees with containers; with
+    children= or keep= it does not, and torch maps every field, in field order, and
+    rebuilds through the class."""
+    import collections
+
+    Full = collections.namedtuple("Full", "a b")
+    ct.register(Full)
+    pairs, spec = pytree.tree_flatten_with_path(Full(1, 2))
+    assert [(pytree.keystr(p), v) for p, v in pairs] == [
+        (ct.keystr(p), v) for p, v in ct.leaves_with_path(Full(1, 2))
+    ]
+    assert pytree.tree_unflatten([10, 20], spec) == Full(10, 20)
+
+    Partial = collections.namedtuple("Partial", "a b")
+    ct.register(Partial, children=["b"])  # a is kept, for containers
+    assert ct.leaves(Partial(1, 2)) == [2]
+    pairs, spec = pytree.tree_flatten_with_path(Partial(1, 2))
+    assert [(pytree.keystr(p), v) for p, v in pairs] == [(".a", 1), (".b", 2)]
+    out = pytree.tree_map(lambda v: v * 10, Partial(1, 2))
+    assert type(out) is Partial and out == (10, 20)
+    assert ct.fmap(lambda v: v * 10, Partial(1, 2)) == (1, 20)
+
+
+def test_hand_written_containers_are_torch_nodes() -> None:
+    """A class implementing the Container protocol by hand is a torch pytree node once
+    register_torch runs again, with its keys; torch.func.grad returns one."""
+
+    class HandPair:
+        def __init__(self, a: Any, b: Any, tag: str = "t") -> None:
+            self.a, self.b, self.tag = a, b, tag
+
+        def __container_traverse__(self, acc: Any, fun: Any, /) -> Any:
+            a, acc = fun(self.a, acc)
+            b, acc = fun(self.b, acc)
+            return HandPair(a, b, self.tag), acc
+
+        def __container_reduce__(self, acc: Any, fun: Any, /) -> Any:
+            return fun(self.b, fun(self.a, acc))
+
+        def __container_serialize__(self) -> Any:
+            return "HandPair", [("a", self.a), ("b", self.b)], {"tag": self.tag}
+
+    assert len(pytree.tree_leaves(HandPair(1, 2))) == 1  # a leaf: torch has not heard of it
+    register_torch()
+    tree = [HandPair(1, {"k": 2}, "x")]
+    pairs, spec = pytree.tree_flatten_with_path(tree)
+    assert [(pytree.keystr(p), v) for p, v in pairs] == [("[0].a", 1), ("[0].b['k']", 2)]
+    out = pytree.tree_unflatten([10, 20], spec)[0]
+    assert (type(out), out.a, out.b, out.tag) == (HandPair, 10, {"k": 20}, "x")
+    grads = func.grad(lambda p: (p.a * p.b).sum())(HandPair(torch.ones(2), torch.full((2,), 3.0)))
+    assert type(grads) is HandPair and grads.tag == "t"
+    assert torch.equal(grads.a, torch.full((2,), 3.0)) and torch.equal(grads.b, torch.ones(2))

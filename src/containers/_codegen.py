@@ -79,7 +79,7 @@ def _construct(spec: ContainerSpec, values: dict[str, str], g: dict[str, Any]) -
     if spec.flavor == "namedtuple":
         g["_ct_tuple_new"] = tuple.__new__
         args = ", ".join(values[n] for n in spec.fields)
-        return [f"return _ct_tuple_new(_ct_cls, ({args},))"]
+        return [f"return _ct_tuple_new(_ct_cls, ({args}{',' if args else ''}))"]
 
     lines = ["_i = _ct_new(_ct_cls)"]
     if any(n not in spec.slots for n in spec.fields):

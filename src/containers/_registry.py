@@ -430,10 +430,12 @@ class Registry:
       declared and the class is freed with its last instance.
     - **Observers see every registration once, in order**: ``on_register`` replays the
       registered kinds to a new observer, then calls it after each later registration,
-      all under the lock.
+      all under the lock. ``on_first_sight`` observers see each node kind found by
+      classification (namedtuples, hand-written ``Container`` classes), under the lock.
     """
 
     __slots__ = (
+        "_first_sight_observers",
         "_names",
         "_observers",
         "_pinned",
@@ -458,6 +460,7 @@ class Registry:
         self._registered: dict[type, NodeKind] = {}
         self._names: dict[str, type] = {}
         self._observers: list[Callable[[NodeKind], object]] = []
+        self._first_sight_observers: list[Callable[[NodeKind], object]] = []
         self._pinned: list[NodeKind] = []  # superseded types that take no attributes
 
     def registered(self, cls: type) -> NodeKind | None:
@@ -494,6 +497,12 @@ class Registry:
         with self.lock:
             self._observers.remove(observer)
 
+    def on_first_sight(self, observer: Callable[[NodeKind], object]) -> None:
+        """Call ``observer(kind)`` for each node kind that ``classify`` finds from now on
+        (a type seen again after a registration forgot it is found again)."""
+        with self.lock:
+            self._first_sight_observers.append(observer)
+
     def classify(self, t: type) -> NodeKind | None:
         """The kind of a type in no table yet (first sight), cached; ``None``: a leaf.
 
@@ -508,6 +517,8 @@ class Registry:
             kind = self._first_sight(t)
             if kind is not None:
                 self.kinds[t] = kind
+                for observer in list(self._first_sight_observers):
+                    observer(kind)
                 return kind
             if issubclass(t, VALUE_BASES):
                 self.immutable_leaves.add(t)

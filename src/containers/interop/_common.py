@@ -1,4 +1,4 @@
-"""What the three adapters share: kept values as aux data, and the registry subscription.
+"""What the three adapters share: aux data, and the registry subscription.
 
 This stage reads node kinds from ``containers._registry`` and hands them to another
 library's pytree registry; it never traverses a tree and never imports jax, optree or
@@ -7,14 +7,23 @@ torch (each adapter imports its library when its ``register_*`` is called).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 from containers._errors import ContainerDefinitionError, type_name
 from containers._registry import REGISTRY, NodeKind, values_equal
 from containers._spec import ContainerSpec
 
-__all__ = ["KeptValues", "Subscription", "kept_values_type", "value_description"]
+__all__ = [
+    "KeptValues",
+    "ProtocolAux",
+    "Subscription",
+    "hand_written_functions",
+    "is_hand_written",
+    "kept_values_type",
+    "value_description",
+]
 
 
 def value_description(value: Any) -> str:
@@ -40,13 +49,21 @@ class KeptValues(tuple):  # type: ignore[type-arg]
     hash on a list or dict, deep inside those libraries. This tuple compares like
     ``ct.Structure`` does (type-strict, arrays by content), and its hash names the
     field whose value cannot be hashed. One subclass per class and library carries
-    the names the messages need.
+    the names the messages need, and refers to the class weakly (a superseded class
+    that a library lets go of is freed).
     """
 
     __slots__ = ()
-    owner: ClassVar[type]
+    owner_ref: ClassVar[weakref.ref[type]]
     fields: ClassVar[tuple[str, ...]]
     library: ClassVar[str]
+
+    @property
+    def owner(self) -> type:
+        """The container class these are the kept values of."""
+        owner = self.owner_ref()
+        assert owner is not None  # a structure holding these keeps its class alive
+        return owner
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and all(values_equal(a, b) for a, b in zip(self, other))
@@ -80,20 +97,27 @@ class KeptValues(tuple):  # type: ignore[type-arg]
         return (_rebuild_kept, (self.owner, self.library, tuple(self)))
 
 
-_KEPT_TYPES: dict[tuple[type, str], type[KeptValues]] = {}
+_KEPT_TYPES: weakref.WeakKeyDictionary[type, dict[str, type[KeptValues]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def kept_values_type(spec: ContainerSpec, library: str) -> type[KeptValues]:
     """The ``KeptValues`` subclass of one container class in one library."""
-    key = (spec.cls, library)
-    made = _KEPT_TYPES.get(key)
-    if made is None:
-        made = type(
-            "KeptValues",
-            (KeptValues,),
-            {"__slots__": (), "owner": spec.cls, "fields": spec.keep, "library": library},
-        )
-        _KEPT_TYPES[key] = made
+    with REGISTRY.lock:
+        by_library = _KEPT_TYPES.setdefault(spec.cls, {})
+        made = by_library.get(library)
+        if made is None:
+            made = by_library[library] = type(
+                "KeptValues",
+                (KeptValues,),
+                {
+                    "__slots__": (),
+                    "owner_ref": weakref.ref(spec.cls),
+                    "fields": spec.keep,
+                    "library": library,
+                },
+            )
     return made
 
 
@@ -103,19 +127,116 @@ def _rebuild_kept(owner: type, library: str, values: tuple[Any, ...]) -> KeptVal
     return kept_values_type(spec(owner), library)(values)
 
 
+class ProtocolAux:
+    """The aux data of a hand-written ``Container`` class: the node itself, compared
+    as ``containers`` compares it.
+
+    ``containers`` rebuilds such a node through its ``__container_traverse__``, so the
+    node is its own template; two of them are the same structure when their
+    ``__container_serialize__`` metadata are equal (by content, arrays too), and hash
+    by class, as in ``ct.Structure``.
+    """
+
+    __slots__ = ("kind", "template")
+
+    def __init__(self, kind: NodeKind, template: Any) -> None:
+        self.kind = kind
+        self.template = template
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is ProtocolAux
+            and other.kind.type is self.kind.type
+            and self.kind.aux_eq(self.template, other.template)
+        )
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return self.kind.aux_hash(self.template)
+
+    def __repr__(self) -> str:
+        return repr(self.template.__container_serialize__()[2])
+
+
+def hand_written_functions(kind: NodeKind) -> tuple[Any, Any, Any]:
+    """``(flatten, unflatten, keys)`` of a hand-written ``Container`` class, in JAX's
+    argument order, with ``ProtocolAux`` as aux data."""
+    node_flatten, node_unflatten, node_keys = kind.flatten, kind.unflatten, kind.keys
+
+    def flatten(x: Any) -> tuple[Any, ProtocolAux]:
+        children, template = node_flatten(x)
+        return children, ProtocolAux(kind, template)
+
+    def unflatten(aux: ProtocolAux, children: Any) -> Any:
+        return node_unflatten(aux.template, children)
+
+    def keys(aux: ProtocolAux, n: int) -> Any:
+        return node_keys(aux.template, n)
+
+    return flatten, unflatten, keys
+
+
+def is_hand_written(kind: NodeKind) -> bool:
+    """Whether ``kind`` is a class implementing the ``Container`` protocol by hand:
+    found on first sight, neither declared nor registered."""
+    return (
+        kind.spec is None
+        and kind.name is None
+        and hasattr(kind.type, "__container_traverse__")
+        and not getattr(kind.type, "_is_protocol", False)
+    )
+
+
+def _hand_written_classes() -> Iterator[type]:
+    """Every class now defined that implements the ``Container`` protocol by hand, or
+    inherits it (a walk of ``object``'s subclasses: ~15 ms with jax and torch
+    imported)."""
+    seen: set[type] = set()
+    stack: list[type] = [object]
+    while stack:
+        subclasses: list[type] = type.__subclasses__(stack.pop())
+        for sub in subclasses:
+            if sub in seen:
+                continue
+            seen.add(sub)
+            stack.append(sub)
+            try:
+                traverse = getattr(sub, "__container_traverse__", None)
+            except Exception:  # a metaclass __getattr__ may raise anything
+                continue
+            if (
+                traverse is not None
+                and getattr(traverse, "__container_owner__", None) is None  # declared
+                and not getattr(sub, "_is_protocol", False)  # Container itself
+            ):
+                yield sub
+
+
 class Subscription:
     """One library registration: subscribes once, registers each kind once.
 
-    ``add(kind)`` registers one node kind with the library; ``subscribe()`` hands it
-    every kind, present and future, through the registry's observer hook, once:
-    calling it again does nothing. Everything runs under the registry's own lock,
-    which the registry holds while it calls observers, so that one lock orders
-    declarations and subscriptions (two locks taken in two orders could deadlock).
+    ``add(kind)`` registers one node kind with the library and says whether it did
+    (not if other code registered the type first); ``subscribe()`` hands it
+    every registered kind, present and future, through the registry's observer hook,
+    once, and every class implementing the ``Container`` protocol by hand: those
+    defined so far on each call, later ones when the registry first classifies them.
+    ``remove(cls)``, where the library can unregister a type, takes a class out that a
+    newer one of the same name superseded (``Registry.add``). Everything runs under
+    the registry's own lock, which the registry holds while it calls observers, so
+    that one lock orders declarations and subscriptions (two locks taken in two orders
+    could deadlock). Classes are held weakly here: the library's registry decides
+    what stays alive.
     """
 
-    def __init__(self, add: Callable[[NodeKind], None]) -> None:
+    def __init__(
+        self, add: Callable[[NodeKind], bool], remove: Callable[[type], object] | None = None
+    ) -> None:
         self._add = add
-        self._done: set[type] = set()
+        self._remove = remove
+        self._done: weakref.WeakSet[type] = weakref.WeakSet()
+        self._by_name: weakref.WeakValueDictionary[str, type] = weakref.WeakValueDictionary()
         self.active = False
 
     def observe(self, kind: NodeKind) -> None:
@@ -123,12 +244,33 @@ class Subscription:
         with REGISTRY.lock:
             if kind.type in self._done:
                 return
-            self._add(kind)
+            if kind.name is not None and self._remove is not None:
+                old = self._by_name.pop(kind.name, None)
+                if old is not None and REGISTRY.class_by_name(kind.name) is not old:
+                    self._remove(old)  # superseded by kind.type
+                    self._done.discard(old)
+            if self._add(kind) and kind.name is not None:
+                self._by_name[kind.name] = kind.type  # ours to remove
             self._done.add(kind.type)
 
+    def observe_first_sight(self, kind: NodeKind) -> None:
+        """The first-sight observer: register hand-written ``Container`` classes."""
+        if is_hand_written(kind):
+            self.observe(kind)
+
     def subscribe(self) -> None:
-        """Start observing the registry (once)."""
+        """Start observing the registry (once); register the hand-written classes."""
         with REGISTRY.lock:
             if not self.active:
                 REGISTRY.on_register(self.observe)
+                REGISTRY.on_first_sight(self.observe_first_sight)
                 self.active = True
+            for cls in list(_hand_written_classes()):
+                if cls in self._done:
+                    continue
+                try:
+                    kind = REGISTRY.classify(cls)
+                except ContainerDefinitionError:
+                    continue  # a subclass of a declared class, or a partial protocol
+                if kind is not None and is_hand_written(kind):
+                    self.observe(kind)

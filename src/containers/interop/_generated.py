@@ -2,11 +2,12 @@
 
 This stage builds, for a declared container and a library, straight-line functions
 that return what that registry expects in one call (JAX's and torch's pairs, optree's
-triple with path entries, torch's ``unflatten(children, context)``), compiled with one
-``exec`` per class and library and registered in ``linecache``. The closures in
-``_jax``, ``_optree`` and ``_torch`` are their plain twins (and their fallback when
-an attribute is unset, which raises the declaration's error); tests check that both
-agree. It never traverses a tree and never imports jax, optree or torch.
+triple with path entries, the rebuild in each library's argument order), compiled with
+one ``exec`` per class and library and registered in ``linecache``. The closures in
+``_jax``, ``_optree`` and ``_torch`` and ``plain_unflatten`` are their plain twins
+(the closures are also the fallback when an attribute is unset, which raises the
+declaration's error); tests check that both agree. It never traverses a tree and never
+imports jax, optree or torch.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from containers._codegen import _construct, _unpack
+from containers._codegen import plain_unflatten as _plain_unflatten
 from containers._errors import type_name
 from containers._spec import ContainerSpec
 
-__all__ = ["adapter_source", "compile_adapters"]
+__all__ = ["adapter_source", "compile_adapters", "plain_unflatten", "rebuild_shadow"]
 
 _counter = itertools.count()
 
@@ -29,6 +31,87 @@ def _tup(items: Sequence[str]) -> str:
     if len(items) == 1:
         return f"({items[0]},)"
     return f"({', '.join(items)})"
+
+
+def rebuild_shadow(spec: ContainerSpec) -> type | None:
+    """A stand-in class whose instances become ``spec.cls`` ones by ``__class__`` assignment.
+
+    A rebuild of a class with its own ``__setattr__`` (frozen dataclasses and attrs
+    classes) stores the fields into an instance of this plain class, where each store
+    is CPython's specialized attribute store, then assigns ``__class__``: that is
+    faster than the core rebuild's ``__dict__`` lookup and writes, and than an
+    ``object.__setattr__`` call per field (benchmarks/interop.py, ``tree_unflatten``).
+    Same layout as ``spec.cls``: ``object`` as base, and ``spec.cls``'s own
+    ``__slots__`` if it has them; CPython checks the layouts on assignment, and a probe
+    checks that every field reads back as stored. ``None`` where that fails (slotted
+    bases, C bases, and on CPython 3.11 a ``__weakref__`` slot, which attrs gives its
+    slotted classes), for namedtuples, for classes with a ``__del__`` (the probe would
+    reach it) and for attrs factories that take ``self``: their rebuild is the core's.
+    """
+    cls = spec.cls
+    if (
+        spec.flavor == "namedtuple"
+        or hasattr(cls, "__del__")
+        or any(spec.defaults[n].how == "factory_self" for n in spec.reset)
+    ):
+        return None
+    namespace: dict[str, Any] = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
+    if "__slots__" in cls.__dict__:
+        namespace["__slots__"] = cls.__dict__["__slots__"]
+    try:
+        # type(), not a subclass of cls: no __init_subclass__ or metaclass hook runs.
+        shadow = type(cls.__name__, (object,), namespace)
+        probe = shadow()
+        markers = {n: object() for n in spec.fields}
+        for name, marker in markers.items():
+            setattr(probe, name, marker)
+        probe.__class__ = cls
+        if any(object.__getattribute__(probe, n) is not m for n, m in markers.items()):
+            return None  # pragma: no cover - CPython lays equal slot lists out equally
+    except (TypeError, AttributeError):
+        return None
+    return shadow
+
+
+def _direct_construct(spec: ContainerSpec, values: dict[str, str], g: dict[str, Any]) -> list[str]:
+    """Lines rebuilding an instance by plain attribute stores, or ``[]`` if the class
+    does not allow them.
+
+    A class without a ``__setattr__`` of its own (``frozen=False``) is built by
+    ``object.__new__`` and stores into it, which is what ``object.__setattr__`` does;
+    another (frozen) class through ``rebuild_shadow``. Reset fields get their defaults.
+    """
+    if spec.flavor == "namedtuple" or any(
+        spec.defaults[n].how == "factory_self" for n in spec.reset
+    ):
+        return []
+    if getattr(spec.cls, "__setattr__", None) is object.__setattr__:
+        lines, switch = ["_i = _ct_new(_ct_cls)"], []
+    else:
+        shadow = rebuild_shadow(spec)
+        if shadow is None:
+            return []
+        g["_ct_shadow"] = shadow
+        lines, switch = ["_i = _ct_shadow()"], ["_i.__class__ = _ct_cls"]
+    for name in spec.reset:
+        default = spec.defaults[name]
+        if default.how == "value":
+            g[f"_ct_default_{name}"] = default.value
+            values[name] = f"_ct_default_{name}"
+        else:
+            g[f"_ct_factory_{name}"] = default.value
+            values[name] = f"_ct_factory_{name}()"
+    lines += [f"_i.{name} = {values[name]}" for name in spec.fields]
+    return [*lines, *switch, "return _i"]
+
+
+def plain_unflatten(spec: ContainerSpec) -> Callable[[Any, Sequence[Any]], Any]:
+    """The plain twin of the generated ``unflatten(kept, children)``: a getattr loop."""
+
+    def unflatten(kept: Any, children: Sequence[Any]) -> Any:
+        return _plain_unflatten(spec, () if kept is None else kept, children)
+
+    return unflatten
 
 
 def adapter_source(
@@ -46,8 +129,10 @@ def adapter_source(
       goes to ``_ct_slow(x)``, the plain twin, which raises the declaration's error.
     - jax and torch: ``flatten_with_keys(x)``: ``((key, child), ...), aux`` with the
       given library key objects (a list for torch).
-    - torch: ``unflatten(children, kept)``: ``ct.unflatten``'s rebuild (no
-      ``__init__``, reset fields get defaults) in torch's argument order.
+    - every library: ``ct.unflatten``'s rebuild (no ``__init__``, reset fields get
+      defaults), as ``unflatten(aux, children)`` for jax and optree and
+      ``unflatten(children, context)`` for torch; through ``rebuild_shadow`` where the
+      class allows it.
     """
     g: dict[str, Any] = {"_ct_cls": spec.cls, "_ct_new": object.__new__, "_ct_kept": kept_type}
     kids = [f"x.{n}" for n in spec.children]
@@ -77,13 +162,13 @@ def adapter_source(
         pairs = [f"(_ct_k{i}, {c})" for i, c in enumerate(kids)]
         keyed = f"[{', '.join(pairs)}]" if library == "torch" else _tup(pairs)
         emit("def flatten_with_keys(x):", guarded(f"{keyed}, {kept}", "_ct_slow_keys"))
-    if library == "torch":
-        values = {n: f"_c{i}" for i, n in enumerate(spec.children)}
-        values.update({n: f"kept[{i}]" for i, n in enumerate(spec.keep)})
-        emit(
-            "def unflatten(children, kept):",
-            _unpack(spec.children, "children") + _construct(spec, values, g),
-        )
+    values = {n: f"_c{i}" for i, n in enumerate(spec.children)}
+    # kept[i], not unpacking: a KeptValues is a tuple subclass, which unpacks through
+    # an iterator (benchmarks/interop.py, tree_unflatten)
+    values.update({n: f"kept[{i}]" for i, n in enumerate(spec.keep)})
+    construct = _direct_construct(spec, dict(values), g) or _construct(spec, values, g)
+    header = "unflatten(children, kept)" if library == "torch" else "unflatten(kept, children)"
+    emit(f"def {header}:", _unpack(spec.children, "children") + construct)
     return "\n".join(out), g
 
 

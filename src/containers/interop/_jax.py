@@ -14,8 +14,13 @@ from typing import Any
 from containers._errors import type_name
 from containers._paths import AttrKey, DictKey, IndexKey, Key
 from containers._registry import NodeKind
-from containers.interop._common import Subscription, kept_values_type
-from containers.interop._generated import compile_adapters
+from containers.interop._common import (
+    Subscription,
+    hand_written_functions,
+    is_hand_written,
+    kept_values_type,
+)
+from containers.interop._generated import compile_adapters, plain_unflatten
 
 __all__ = ["jax_functions", "register_jax"]
 
@@ -40,7 +45,8 @@ def jax_functions(kind: NodeKind, tu: Any, *, plain: bool = False) -> tuple[Any,
     A declared container's aux data is the tuple of its kept values (``()`` without
     kept fields), as ``KeptValues`` so that arrays and unhashable values compare and
     fail the way ``containers`` says; its keys are ``GetAttrKey``s. Its functions are
-    generated (``_generated``); ``plain=True`` gives their plain twins.
+    generated (``_generated``); ``plain=True`` gives their plain twins. A hand-written
+    ``Container`` class goes through its protocol methods, with ``ProtocolAux``.
     """
     spec = kind.spec
     if spec is not None:
@@ -57,25 +63,28 @@ def jax_functions(kind: NodeKind, tu: Any, *, plain: bool = False) -> tuple[Any,
             return tuple(zip(keys, children)), aux
 
         if plain:
-            return flatten, kind.unflatten, flatten_with_keys
+            return flatten, plain_unflatten(spec), flatten_with_keys
         # One call per node, as a hand-written registration makes (benchmarks/interop.py)
         fast = compile_adapters(
             spec, "jax", kept_type=kept_type, slow=flatten, slow_keys=flatten_with_keys, keys=keys
         )
-        return fast["flatten"], kind.unflatten, fast["flatten_with_keys"]
+        return fast["flatten"], fast["unflatten"], fast["flatten_with_keys"]
 
     convert = _key_converter(tu)
-    node_flatten, node_keys = kind.flatten, kind.keys
+    if is_hand_written(kind):
+        node_flatten, unflatten, node_keys = hand_written_functions(kind)
+    else:
+        node_flatten, unflatten, node_keys = kind.flatten, kind.unflatten, kind.keys
 
     def custom_flatten_with_keys(x: Any) -> tuple[Sequence[tuple[Any, Any]], Any]:
         children, aux = node_flatten(x)
         keys = node_keys(aux, len(children))
         return [(convert(k), c) for k, c in zip(keys, children)], aux
 
-    return node_flatten, kind.unflatten, custom_flatten_with_keys
+    return node_flatten, unflatten, custom_flatten_with_keys
 
 
-def _add(kind: NodeKind) -> None:
+def _add(kind: NodeKind) -> bool:
     tu = importlib.import_module("jax.tree_util")
     flatten, unflatten, flatten_with_keys = jax_functions(kind, tu)
     try:
@@ -90,6 +99,8 @@ def _add(kind: NodeKind) -> None:
             f"declaration. Remove the other registration to use the declaration.",
             stacklevel=2,
         )
+        return False
+    return True
 
 
 _JAX = Subscription(_add)
@@ -104,8 +115,12 @@ def register_jax() -> None:
     keys, so ``jax.tree_util.keystr`` gives ``ct.keystr``'s text; the kept values
     are the aux data; unflattening rebuilds exactly as ``ct.unflatten`` does (no
     ``__init__``, reset fields get their defaults). Classes declared later are
-    registered as they are declared. Calling it again does nothing. jax is
-    imported here, not by ``import containers``.
+    registered as they are declared. Classes implementing the ``Container``
+    protocol by hand are registered too (their protocol methods flatten and rebuild
+    them): those defined so far by each call, later ones when ``containers`` first
+    meets one of their instances. Calling it again registers only hand-written
+    classes defined since. JAX cannot unregister a type: every class registered
+    stays alive. jax is imported here, not by ``import containers``.
 
     Kept values must be hashable where JAX hashes structures (``jax.jit``'s cache):
     an unhashable one (a list, a dict, an array) raises ``ContainerDefinitionError``

@@ -14,8 +14,13 @@ from typing import Any
 
 from containers._errors import ContainerDefinitionError, type_name
 from containers._registry import NodeKind
-from containers.interop._common import Subscription, kept_values_type
-from containers.interop._generated import compile_adapters
+from containers.interop._common import (
+    Subscription,
+    hand_written_functions,
+    is_hand_written,
+    kept_values_type,
+)
+from containers.interop._generated import compile_adapters, plain_unflatten
 
 __all__ = ["optree_functions", "register_optree"]
 
@@ -66,27 +71,44 @@ def optree_functions(kind: NodeKind, optree: Any, *, plain: bool = False) -> tup
             children, kept = generated(x)
             return children, (kept if kept_type is None else kept_type(kept)), entries
 
-        if not plain:  # one call per node (benchmarks/interop.py)
-            flatten = compile_adapters(spec, "optree", kept_type=kept_type, slow=flatten)[
-                "flatten"
-            ]
-        return flatten, kind.unflatten, optree.GetAttrEntry
+        if plain:
+            return flatten, plain_unflatten(spec), optree.GetAttrEntry
+        # One call per node, as a hand-written registration makes (benchmarks/interop.py)
+        fast = compile_adapters(spec, "optree", kept_type=kept_type, slow=flatten)
+        return fast["flatten"], fast["unflatten"], optree.GetAttrEntry
 
-    node_flatten, node_keys = kind.flatten, kind.keys
+    if is_hand_written(kind):
+        node_flatten, unflatten, node_keys = hand_written_functions(kind)
+    else:
+        node_flatten, unflatten, node_keys = kind.flatten, kind.unflatten, kind.keys
 
     def custom_flatten(x: Any) -> tuple[Sequence[Any], Any, Sequence[Any]]:
         children, aux = node_flatten(x)
         return children, aux, [k.raw for k in node_keys(aux, len(children))]
 
-    return custom_flatten, kind.unflatten, _key_entry_type(optree)
+    return custom_flatten, unflatten, _key_entry_type(optree)
+
+
+def _target(namespace: str) -> Any:
+    """optree's own name of a namespace: ``""`` is its global namespace object."""
+    if namespace == "":
+        return getattr(importlib.import_module("optree.registry"), "__GLOBAL_NAMESPACE")
+    return namespace
+
+
+def _remover(namespace: str) -> Any:
+    def remove(cls: type) -> None:
+        """Unregister a superseded class, so that optree lets go of it."""
+        optree = importlib.import_module("optree")
+        optree.unregister_pytree_node(cls, namespace=_target(namespace))
+
+    return remove
 
 
 def _adder(namespace: str) -> Any:
-    def add(kind: NodeKind) -> None:
+    def add(kind: NodeKind) -> bool:
         optree = importlib.import_module("optree")
-        target: Any = namespace
-        if namespace == "":
-            target = getattr(importlib.import_module("optree.registry"), "__GLOBAL_NAMESPACE")
+        target = _target(namespace)
         flatten, unflatten, entry_type = optree_functions(kind, optree)
         try:
             with warnings.catch_warnings():
@@ -108,6 +130,8 @@ def _adder(namespace: str) -> Any:
                 f"declaration.",
                 stacklevel=2,
             )
+            return False
+        return True
 
     return add
 
@@ -125,8 +149,12 @@ def register_optree(namespace: str = "") -> None:
     accessors render ``.layers[0].w``), the kept values as metadata, rebuilt as
     ``ct.unflatten`` does. ``namespace=""`` registers globally, so every optree call
     sees containers; another name registers only for calls made with
-    ``namespace=that name``. Each namespace is registered once: calling again does
-    nothing. optree is imported here, not by ``import containers``.
+    ``namespace=that name``. Classes implementing the ``Container`` protocol by
+    hand are registered too: those defined so far by each call, later ones when
+    ``containers`` first meets one of their instances. Calling it again for a
+    namespace registers only hand-written classes defined since. A class superseded
+    by a redefinition (same ``module.qualname``) is unregistered, so that it can be
+    freed. optree is imported here, not by ``import containers``.
 
     Examples:
         >>> import pytest
@@ -159,5 +187,7 @@ def register_optree(namespace: str = "") -> None:
     with _LOCK:
         subscription = _NAMESPACES.get(namespace)
         if subscription is None:
-            subscription = _NAMESPACES[namespace] = Subscription(_adder(namespace))
+            subscription = _NAMESPACES[namespace] = Subscription(
+                _adder(namespace), _remover(namespace)
+            )
     subscription.subscribe()

@@ -14,8 +14,13 @@ from typing import Any
 from containers._errors import type_name
 from containers._paths import AttrKey, DictKey, IndexKey, Key
 from containers._registry import NodeKind
-from containers.interop._common import Subscription, kept_values_type
-from containers.interop._generated import compile_adapters
+from containers.interop._common import (
+    Subscription,
+    hand_written_functions,
+    is_hand_written,
+    kept_values_type,
+)
+from containers.interop._generated import compile_adapters, plain_unflatten
 
 __all__ = ["register_torch", "torch_functions"]
 
@@ -43,10 +48,13 @@ def torch_functions(kind: NodeKind, pytree: Any, *, plain: bool = False) -> tupl
     functions are generated (``_generated``); ``plain=True`` gives their plain twins.
     """
     spec = kind.spec
-    unflatten = kind.unflatten
+    if is_hand_written(kind):
+        node_flatten, unflatten, node_keys = hand_written_functions(kind)
+    else:
+        node_flatten, unflatten, node_keys = kind.flatten, kind.unflatten, kind.keys
 
     def unflatten_fn(children: Iterable[Any], context: Any) -> Any:
-        return unflatten(context, children)  # type: ignore[arg-type]
+        return unflatten(context, children)
 
     if spec is not None:
         generated = kind.flatten
@@ -62,7 +70,8 @@ def torch_functions(kind: NodeKind, pytree: Any, *, plain: bool = False) -> tupl
             return list(zip(keys, children)), context
 
         if plain:
-            return flatten, unflatten_fn, flatten_with_keys
+            twin = plain_unflatten(spec)
+            return flatten, lambda children, context: twin(context, children), flatten_with_keys
         # One call per node, as a hand-written registration makes (benchmarks/interop.py)
         fast = compile_adapters(
             spec,
@@ -75,7 +84,6 @@ def torch_functions(kind: NodeKind, pytree: Any, *, plain: bool = False) -> tupl
         return fast["flatten"], fast["unflatten"], fast["flatten_with_keys"]
 
     convert = _key_converter(pytree)
-    node_flatten, node_keys = kind.flatten, kind.keys
 
     def custom_flatten_with_keys(x: Any) -> tuple[list[tuple[Any, Any]], Any]:
         children, aux = node_flatten(x)
@@ -85,12 +93,12 @@ def torch_functions(kind: NodeKind, pytree: Any, *, plain: bool = False) -> tupl
     return node_flatten, unflatten_fn, custom_flatten_with_keys
 
 
-def _add(kind: NodeKind) -> None:
+def _add(kind: NodeKind) -> bool:
     cls = kind.type
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         # torch's Python pytree reads every namedtuple as one before its registry, so
         # a registration would reach only its C++ twin: the two would disagree.
-        return
+        return False
     pytree = importlib.import_module("torch.utils._pytree")
     flatten, unflatten, flatten_with_keys = torch_functions(kind, pytree)
     name = kind.spec.name if kind.spec is not None else f"{cls.__module__}.{cls.__qualname__}"
@@ -112,6 +120,8 @@ def _add(kind: NodeKind) -> None:
             f"declaration. Remove the other registration to use the declaration.",
             stacklevel=2,
         )
+        return False
+    return True
 
 
 _TORCH = Subscription(_add)
@@ -126,13 +136,18 @@ def register_torch() -> None:
     gives ``ct.keystr``'s text), the kept values as context and the class's
     ``ct`` name as ``serialized_type_name``; unflattening rebuilds as
     ``ct.unflatten`` does. ``torch.func.grad``/``vmap`` and ``tree_map`` then take
-    and return containers. Calling it again does nothing. torch is imported here,
-    not by ``import containers``.
+    and return containers. Classes implementing the ``Container`` protocol by hand
+    are registered too: those defined so far by each call, later ones when
+    ``containers`` first meets one of their instances. Calling it again registers
+    only hand-written classes defined since. torch has no public way to unregister
+    a type: every class registered stays alive. torch is imported here, not by
+    ``import containers``.
 
-    torch reads every namedtuple as a namedtuple (all fields children), before its
-    registry: ``ct.register`` on a namedtuple class does not change what torch does,
-    so such classes are left out. torch visits dicts in insertion order, containers
-    in sorted key order.
+    torch reads every namedtuple as a namedtuple before its registry (all fields
+    children, in field order, rebuilt by calling the class): ``ct.register`` on a
+    namedtuple class cannot change what torch does, so such classes are left out;
+    torch agrees with ``containers`` on those whose children are all their fields.
+    torch visits dicts in insertion order, containers in sorted key order.
 
     Examples:
         >>> import pytest
