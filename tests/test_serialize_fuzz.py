@@ -21,6 +21,7 @@ import safetensors.numpy
 from hypothesis import HealthCheck, given, settings
 
 import containers as ct
+from containers._serialize import _decode, _format
 
 
 @ct.container(children=["w", "b"], keep=["name", "shape"], name="tests.fuzz.Layer")
@@ -151,6 +152,94 @@ def test_mutated_files_on_disk_agree_with_bytes(tmp_path):
         a = outcome(lambda data=data: ct.deserialize(data))
         assert outcome(lambda: ct.load(path)) == a
         assert outcome(lambda: ct.load(path, mmap=True)) == a
+
+
+# --- the fast paths of header and tree parsing agree with their plain twins ----------
+
+
+def _result(fn: Any) -> Any:
+    """What ``fn()`` gives: its value, or the error's class and message."""
+    try:
+        return fn()
+    except ct.SerializationError as err:
+        return (type(err).__name__, str(err))
+
+
+def _strict_header(raw: bytes, size: int) -> Any:
+    """``parse_header`` with its usual-header fast path turned off."""
+    usual = _format._usual_layout
+    _format._usual_layout = lambda *args: None  # type: ignore[assignment]
+    try:
+        return _format.parse_header(raw, size, ct.Limits())
+    finally:
+        _format._usual_layout = usual  # type: ignore[assignment]
+
+
+def _usual_headers(seeds: list[bytes]) -> list[bytes]:
+    """Valid headers the fast path must leave to parse_header: entry keys in another
+    order, __metadata__ last or twice, a tensor named __metadata__ after it."""
+    out = []
+    for data in seeds:
+        n = int.from_bytes(data[:8], "little")
+        header = json.loads(data[8 : 8 + n])
+        meta = header.pop("__metadata__")
+        entries = {k: dict(reversed(list(v.items()))) for k, v in header.items()}
+        for variant in (
+            json.dumps({"__metadata__": meta, **entries}),
+            json.dumps({**header, "__metadata__": meta}),
+            json.dumps({"__metadata__": meta, **header})[:-1] + ', "__metadata__": {}}',
+        ):
+            body = variant.encode()
+            out.append(len(body).to_bytes(8, "little") + body + data[8 + n :])
+    return out
+
+
+def test_usual_paths_agree_with_their_plain_twins():
+    """On valid files, unusual valid headers and 20,000 mutations, the fast paths of
+    parse_header and parse_records give exactly what the record-by-record checks give:
+    the same layout and records, or the same error with the same message."""
+    rng = random.Random(1313)
+    seeds = _seeds()
+    unusual = _usual_headers(seeds)
+    for i, data in enumerate(unusual):
+        n = int.from_bytes(data[:8], "little")
+        assert (
+            _format._usual_layout(data[8 : 8 + n].decode(), 8 + n, len(data), ct.Limits()) is None
+        )
+        if i % 3 == 2:
+            with pytest.raises(ct.FormatError, match="duplicate key '__metadata__'"):
+                ct.deserialize(data)
+        else:
+            ct.deserialize(data)
+    files = seeds + unusual + [_mutate(rng.choice(seeds), rng) for _ in range(20_000)]
+    fast_layouts = 0
+    for data in files:
+        if len(data) < 8:
+            continue
+        n = int.from_bytes(data[:8], "little")
+        if n > len(data) - 8:
+            continue
+        raw = data[8 : 8 + n]
+        got = _result(lambda raw=raw, data=data: _format.parse_header(raw, len(data), ct.Limits()))
+        assert got == _result(lambda raw=raw, data=data: _strict_header(raw, len(data)))
+        if isinstance(got, tuple) or _format.TREE_KEY not in got.metadata:
+            continue
+        try:
+            fast = _format._usual_layout(raw.decode(), 8 + n, len(data), ct.Limits())
+        except UnicodeDecodeError:
+            fast = None
+        fast_layouts += fast is not None
+        tree = got.metadata[_format.TREE_KEY]
+        records = _result(lambda tree=tree: _decode.parse_records(tree, ct.Limits()))
+
+        def strict(tree: str = tree) -> Any:
+            raw_records = _format.strict_json(tree, "the tree")
+            if type(raw_records) is not list or not raw_records:
+                return _decode.parse_records(tree, ct.Limits())  # the same checks first
+            return _decode._records_strict(raw_records)
+
+        assert repr(records) == repr(_result(strict))  # repr: nan != nan
+    assert fast_layouts > 5_000  # the fast path does run
 
 
 # --- hypothesis: random container classes and trees round-trip -----------------------

@@ -16,7 +16,7 @@ from typing import Any, TypeVar, overload
 
 from containers._errors import FormatError, VersionError
 from containers._serialize._decode import (
-    Rec,
+    Records,
     Row,
     build,
     check_root,
@@ -30,6 +30,7 @@ from containers._serialize._format import (
     FORMAT_VERSION,
     TREE_KEY,
     Layout,
+    Wants,
     atomic_write,
     layout_of_bytes,
     map_file,
@@ -63,7 +64,7 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _records(layout: Layout, limits: Limits) -> list[Rec]:
+def _records(layout: Layout, limits: Limits) -> Records:
     meta = layout.metadata
     fmt = meta.get(FORMAT_KEY)
     if TREE_KEY not in meta or fmt is None:
@@ -81,8 +82,16 @@ def _records(layout: Layout, limits: Limits) -> list[Rec]:
     return parse_records(meta[TREE_KEY], limits)
 
 
-def _crcs(recs: list[Rec]) -> dict[str, int]:
-    return {data[0]: data[1] for tag, _, data in recs if tag == "A"}
+def _wants(records: Records, layout: Layout) -> Wants:
+    """Each tensor's CRC32 from the tree, in file order (None where the tree has none).
+
+    When the tree lists the tensors in file order (it does when the file's order, by
+    item size then name, is the tree's), the tree's list is that list
+    (benchmarks/serialization.py, "many": 100,000 tensors)."""
+    in_file = list(layout.tensors)
+    if records.names == in_file:
+        return list(records.crcs)
+    return list(map(dict(zip(records.names, records.crcs)).get, in_file))
 
 
 def serialize(tree: Any, /) -> bytes:
@@ -180,10 +189,10 @@ def deserialize(
     view = memoryview(data).cast("B") if isinstance(data, memoryview) else memoryview(data)
     with _gc_paused():
         layout = layout_of_bytes(view, limits)
-        recs = _records(layout, limits)
-        check_root(recs, expect)
-        arrays = view_arrays(view, layout, _crcs(recs) if verify else None, copy=True)
-        return build(recs, arrays, limits, expect)
+        records = _records(layout, limits)
+        check_root(records.recs, expect)
+        arrays = view_arrays(view, layout, _wants(records, layout) if verify else None, copy=True)
+        return build(records, arrays, limits, expect)
 
 
 def save(path: PathLike, tree: Any, /) -> None:
@@ -313,14 +322,14 @@ def load(
     limits = DEFAULT_LIMITS if limits is None else limits
     with open(os.fspath(path), "rb") as f, _gc_paused():
         layout = read_layout(f, limits)
-        recs = _records(layout, limits)
-        check_root(recs, expect)
-        crcs = _crcs(recs) if verify else None
+        records = _records(layout, limits)
+        check_root(records.recs, expect)
+        wants = _wants(records, layout) if verify else None
         if mmap:
-            arrays = view_arrays(map_file(f), layout, crcs, copy=False)
+            arrays = view_arrays(map_file(f), layout, wants, copy=False)
         else:
-            arrays = read_arrays(f, layout, crcs)
-        return build(recs, arrays, limits, expect)
+            arrays = read_arrays(f, layout, wants)
+        return build(records, arrays, limits, expect)
 
 
 @dataclass(frozen=True)
@@ -389,13 +398,13 @@ def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
     }
     data = layout.file_size - layout.data_start
     if TREE_KEY in layout.metadata or FORMAT_KEY in layout.metadata:
-        recs = _records(layout, limits)
+        records = _records(layout, limits)
         return FileInfo(
             path,
             f"containers {FORMAT_VERSION}",
             tensors,
             layout.metadata,
-            rows(recs, layout.tensors, limits),
+            rows(records, layout.tensors, limits),
             data,
         )
     flat = [Row(0, -1, "", f"safetensors file ({len(tensors)} tensors)", None)]

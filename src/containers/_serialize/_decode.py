@@ -40,7 +40,7 @@ from containers._serialize._limits import Limits
 from containers._serialize._values import decode_key, decode_scalar
 from containers._spec import ContainerSpec
 
-__all__ = ["Rec", "Row", "build", "check_root", "parse_records", "row_path", "rows"]
+__all__ = ["Rec", "Records", "Row", "build", "check_root", "parse_records", "row_path", "rows"]
 
 _LEAF_TAGS = frozenset({"S", "A", "@"})
 _TYPES = {
@@ -137,8 +137,7 @@ def _parse(r: Any, j: int) -> Rec:
             raise _bad(j, "is not ['A', name, crc32]")
         if not _HEX8(crc):
             raise _bad(j, f"has a CRC32 {crc!r} that is not 8 hex digits")
-        value = int(crc, 16)
-        return Rec("A", 0, (name, value))
+        return Rec("A", 0, name)
     if tag == "@" and n == 2:
         if type(r[1]) is not int or not 0 <= r[1] < j:
             raise _bad(j, f"is an alias to {r[1]!r}, which is not an earlier record")
@@ -178,7 +177,19 @@ def _parse(r: Any, j: int) -> Rec:
     raise _bad(j, f"is not a known record (tag {tag!r} with {n - 1} fields)")
 
 
-def parse_records(text: str, limits: Limits) -> list[Rec]:
+class Records(NamedTuple):
+    """A file's validated records, and what ``build`` and the CRC32 checks need from
+    them, collected in the same pass (benchmarks/serialization.py, "many": 100,000
+    array records): the tensor name and CRC32 of each array record, in record order,
+    and the indices of the records that aliases point to."""
+
+    recs: list[Rec]
+    names: list[str]
+    crcs: list[int]
+    targets: set[int]
+
+
+def parse_records(text: str, limits: Limits) -> Records:
     """Parse and validate the tree string of a file into records.
 
     Raises:
@@ -193,17 +204,39 @@ def parse_records(text: str, limits: Limits) -> list[Rec]:
             f"the tree has {len(raw)} records, more than max_nodes={limits.max_nodes}. "
             f"Pass limits=Limits(max_nodes=...) to accept it."
         )
-    # Array and plain-scalar records, most of a file, are checked inline and made with
-    # tuple.__new__ (benchmarks/serialization.py, "many": 110,000 records); anything
-    # else, or anything odd, goes through _parse.
+    try:
+        fast = _records_usual(raw)
+    except FormatError:
+        fast = None
+    return _records_strict(raw) if fast is None else fast
+
+
+def _records_usual(raw: list[Any]) -> Records | None:
+    """``_records_strict``'s result, with the CRC32 strings checked and converted all at
+    once after the loop (one regular expression over their concatenation, one
+    ``bytes.fromhex``), or None when one of them is bad.
+
+    Array and plain-scalar records, most of a file, are checked inline and made with
+    tuple.__new__ (benchmarks/serialization.py, "many": 110,000 records); anything else
+    goes through _parse. Only ``_parse`` raises here (``FormatError``), and then
+    ``parse_records`` runs ``_records_strict``, so the error reported is always that of
+    the first bad record, with its message.
+    """
     out: list[Rec] = []
+    names: list[str] = []
+    hexes: list[str] = []
+    targets: set[int] = set()
     append = out.append
+    add_name = names.append
+    add_hex = hexes.append
     new = tuple.__new__
     for j, r in enumerate(raw):
         if type(r) is list and len(r) == 3 and r[0] == "A":
             name, crc = r[1], r[2]
-            if type(name) is str and type(crc) is str and len(crc) == 8 and _HEX8(crc):
-                append(new(Rec, ("A", 0, (name, int(crc, 16)))))
+            if type(name) is str and type(crc) is str and len(crc) == 8:
+                append(new(Rec, ("A", 0, name)))
+                add_name(name)
+                add_hex(crc)
                 continue
         elif type(r) is list and len(r) == 2 and r[0] == "S":
             v = r[1]
@@ -211,11 +244,39 @@ def parse_records(text: str, limits: Limits) -> list[Rec]:
             if tv is float or tv is str or tv is int or tv is bool:
                 append(new(Rec, ("S", 0, v)))
                 continue
-        append(_parse(r, j))
-    return out
+        rec = _parse(r, j)
+        append(rec)
+        if rec.tag == "A":
+            add_name(rec.data)
+            add_hex(r[2])
+        elif rec.tag == "@":
+            targets.add(rec.data)
+    joined = "".join(hexes)
+    if not _HEX(joined):  # each is 8 characters long: all are 8 hex digits
+        return None
+    crcs: list[int] = np.frombuffer(bytes.fromhex(joined), ">u4").tolist()
+    return Records(out, names, crcs, targets)
+
+
+def _records_strict(raw: list[Any]) -> Records:
+    """Validate records one by one (the plain twin of ``_records_usual``)."""
+    out: list[Rec] = []
+    names: list[str] = []
+    crcs: list[int] = []
+    targets: set[int] = set()
+    for j, r in enumerate(raw):
+        rec = _parse(r, j)
+        out.append(rec)
+        if rec.tag == "A":
+            names.append(rec.data)
+            crcs.append(int(r[2], 16))
+        elif rec.tag == "@":
+            targets.add(rec.data)
+    return Records(out, names, crcs, targets)
 
 
 _HEX8 = re.compile(r"[0-9a-f]{8}").fullmatch
+_HEX = re.compile(r"[0-9a-f]*").fullmatch
 
 
 def _key_of(rec: Rec, i: int) -> str:
@@ -382,12 +443,12 @@ def check_root(recs: list[Rec], expect: Any) -> None:
 
 
 def build(
-    recs: list[Rec],
+    records: Records,
     arrays: dict[str, np.ndarray[Any, Any]],
     limits: Limits,
     expect: Any = None,
 ) -> Any:
-    """Rebuild the tree of ``recs`` over ``arrays`` (tensor name -> array).
+    """Rebuild the tree of ``records`` over ``arrays`` (tensor name -> array).
 
     Raises:
         FormatError: records that do not form one tree, bad aliases, tensors referenced
@@ -398,6 +459,7 @@ def build(
         SchemaError: fields that do not fit the class (all of them at once), or a root
             that is not ``expect``.
     """
+    recs = records.recs
     check_root(recs, expect)
     shared: dict[int, Any] = {}  # record index -> value, for arrays and mutable nodes
     used: set[str] = set()
@@ -409,9 +471,9 @@ def build(
     # When every tensor is referenced exactly once (checked here, in C), array records
     # need no per-record bookkeeping, and only alias targets are remembered
     # (benchmarks/serialization.py, "many": 100,000 array records).
-    names = [data[0] for tag, _, data in recs if tag == "A"]
+    names = records.names
     clean = len(names) == len(arrays) and arrays.keys() == set(names)
-    targets = {data for tag, _, data in recs if tag == "@"}
+    targets = records.targets
     for j, rec in enumerate(recs):
         if done:
             raise _bad(j, "follows the end of the tree")
@@ -419,11 +481,11 @@ def build(
         if tag == "S":
             value = rec.data
         elif tag == "A" and clean:
-            value = arrays[rec.data[0]]
+            value = arrays[rec.data]
             if j in targets:
                 shared[j] = value
         elif tag == "A":
-            name, _ = rec.data
+            name = rec.data
             if name not in arrays:
                 raise FormatError(
                     f"the tree refers to a tensor {name!r} at {_path(recs, stack)} that the "
@@ -596,11 +658,13 @@ class Row(NamedTuple):
     tensor: str | None
 
 
-def rows(recs: list[Rec], tensors: dict[str, Any], limits: Limits) -> list[Row]:
-    """The tree view of ``recs``, validated as ``build`` validates it (but for types).
+def rows(records: Records, tensors: dict[str, Any], limits: Limits) -> list[Row]:
+    """The tree view of ``records``, validated as ``build`` validates it (but for types).
 
     ``tensors`` maps names to objects with ``code``, ``shape`` (``_format.Tensor``).
     """
+    recs = records.recs
+    crcs = iter(records.crcs)  # one per array record, in order
     out: list[Row] = []
     stack: list[list[int]] = []  # [record index, values seen, row index]
     used: set[str] = set()
@@ -621,7 +685,8 @@ def rows(recs: list[Rec], tensors: dict[str, Any], limits: Limits) -> list[Row]:
         if tag == "S":
             text = repr(rec.data)
         elif tag == "A":
-            name, crc = rec.data
+            name = rec.data
+            crc = next(crcs)
             t = tensors.get(name)
             if t is None or name in used:
                 raise FormatError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import mmap
 import operator
@@ -34,6 +35,7 @@ __all__ = [
     "TREE_KEY",
     "Layout",
     "Tensor",
+    "Wants",
     "atomic_write",
     "build_header",
     "crc32",
@@ -183,6 +185,9 @@ def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Lay
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise FormatError(f"the header is not UTF-8 ({err.reason} at byte {err.start}).") from None
+    usual = _usual_layout(text, data_start, file_size, limits)
+    if usual is not None:
+        return usual
     header = strict_json(text, "the header")
     if type(header) is not dict:
         raise FormatError("the header is not a JSON object.")
@@ -247,6 +252,91 @@ def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Lay
     if pos > have:
         raise FormatError(f"truncated: need {pos} bytes of tensor data, have {have}.")
     return Layout({t.name: t for t in tensors}, metadata, data_start, file_size)
+
+
+_META = "__metadata__"
+
+
+def _usual_layout(text: str, data_start: int, file_size: int, limits: Limits) -> Layout | None:
+    """``parse_header``'s result for a usual header, or None to let it decide.
+
+    Usual: ``__metadata__`` (if any) comes first, every entry lists ``dtype``,
+    ``shape`` and ``data_offsets`` in that order (as containers and safetensors write
+    them), and every check of ``parse_header`` passes. This accepts a subset of what
+    ``parse_header`` accepts and builds the same ``Layout``; anything else, valid or
+    not, and so every error and its message, is left to ``parse_header``
+    (tests/test_serialize_fuzz.py compares the two on mutated files).
+
+    It is faster because JSON objects are parsed into tuples of pairs (``tuple``, a C
+    call, instead of ``_pairs`` for each of 100,000 entries) and an entry's three
+    pairs are unpacked rather than looked up (benchmarks/serialization.py, "many").
+    An object is then a tuple and an array a list, and duplicate keys show as a dict
+    shorter than its pairs.
+    """
+    try:
+        top = json.loads(
+            text,
+            object_pairs_hook=tuple,
+            parse_constant=_constant,
+            parse_int=None if 0 < sys.get_int_max_str_digits() <= _MAX_DIGITS else _int,
+        )
+    except (ValueError, TypeError, RecursionError):  # FormatError is a ValueError
+        return None
+    if type(top) is not tuple or not top:
+        return None
+    metadata: dict[str, Any] = {}
+    if top[0][0] == _META:
+        pairs = top[0][1]
+        if type(pairs) is not tuple:
+            return None
+        metadata = dict(pairs)
+        if len(metadata) != len(pairs) or not all(type(v) is str for v in metadata.values()):
+            return None
+        top = top[1:]
+    if len(top) > limits.max_tensors:
+        return None
+    tensors: list[Tensor] = []
+    append = tensors.append
+    new = tuple.__new__
+    dtypes = DTYPES
+    max_ndim = limits.max_ndim
+    for name, entry in top:
+        if type(entry) is not tuple or len(entry) != 3:
+            return None
+        (k1, code), (k2, shape), (k3, offsets) = entry
+        if k1 != "dtype" or k2 != "shape" or k3 != "data_offsets" or type(code) is not str:
+            return None
+        dtype = dtypes.get(code)
+        if dtype is None or type(shape) is not list or len(shape) > max_ndim:
+            return None
+        size = dtype.itemsize
+        for d in shape:
+            if type(d) is not int or not 0 <= d < _MAX_INT:
+                return None
+            size *= d
+        if type(offsets) is not list or len(offsets) != 2:
+            return None
+        begin, end = offsets
+        if (
+            type(begin) is not int
+            or type(end) is not int
+            or not 0 <= begin <= end < _MAX_INT
+            or end - begin != size
+        ):
+            return None
+        append(new(Tensor, (begin, end, name, code, tuple(shape), dtype)))
+    tensors.sort()  # by (begin, end, name)
+    pos = 0
+    for t in tensors:
+        if t.begin != pos:
+            return None
+        pos = t.end
+    if pos != file_size - data_start:
+        return None
+    by_name = {t.name: t for t in tensors}
+    if len(by_name) != len(tensors) or _META in by_name:  # a duplicate key
+        return None
+    return Layout(by_name, metadata, data_start, file_size)
 
 
 def _tensor(name: str, entry: Any, limits: Limits) -> Tensor:
@@ -383,46 +473,52 @@ def crc32(a: np.ndarray[Any, Any]) -> int:
 _OWN = 1 << 20
 
 
-def _groups(layout: Layout) -> Iterator[list[Tensor]]:
-    """Tensors in file order, grouped: a big one alone, small neighbours together."""
-    group: list[Tensor] = []
+def _groups(tensors: list[Tensor]) -> Iterator[tuple[int, int]]:
+    """Tensors (in file order) grouped, as index ranges: a big one alone, small
+    neighbours together."""
+    start = 0
     size = 0
-    for t in layout.tensors.values():
+    for i, t in enumerate(tensors):
         n = t.end - t.begin
         if n >= _OWN:
-            if group:
-                yield group
-                group, size = [], 0
-            yield [t]
+            if i > start:
+                yield start, i
+            yield i, i + 1
+            start, size = i + 1, 0
             continue
-        group.append(t)
         size += n
         if size >= _OWN:
-            yield group
-            group, size = [], 0
-    if group:
-        yield group
+            yield start, i + 1
+            start, size = i + 1, 0
+    if start < len(tensors):
+        yield start, len(tensors)
+
+
+#: CRC32s to check, one per tensor of a layout in file order (None: not checked).
+Wants = list[int | None]
 
 
 def read_arrays(
-    f: io.BufferedIOBase, layout: Layout, crcs: dict[str, int] | None
+    f: io.BufferedIOBase, layout: Layout, wants: Wants | None
 ) -> dict[str, np.ndarray[Any, Any]]:
     """Read every tensor of an open file: owned, writeable arrays.
 
     Big tensors get their own buffer, small ones share a chunk; each buffer is filled
-    with ``readinto``. With ``crcs``, each tensor's CRC32 is checked as it is read: a big
-    tensor's ``_CHUNK`` bytes at a time, just after they are read, while they are still
-    in the CPU cache, so the check costs no second pass over memory
+    with ``readinto``. With ``wants``, each tensor's CRC32 is checked as it is read: a
+    big tensor's ``_CHUNK`` bytes at a time, just after they are read, while they are
+    still in the CPU cache, so the check costs no second pass over memory
     (benchmarks/serialization.py, "big": load with verify=True).
     """
     out: dict[str, np.ndarray[Any, Any]] = {}
     f.seek(layout.data_start)
     crc = _crc
-    for group in _groups(layout):
+    tensors = list(layout.tensors.values())
+    for i, j in _groups(tensors):
+        group = tensors[i:j]
         first, last = group[0], group[-1]
         buf = np.empty(last.end - first.begin, np.uint8)
         view = buf.data
-        alone = crcs is not None and len(group) == 1
+        alone = wants is not None and j == i + 1
         value = 0
         got = 0
         while got < len(view):
@@ -434,15 +530,15 @@ def read_arrays(
             if alone:
                 value = crc(view[got : got + n], value)
             got += n
-        _views(buf, group, first.begin, out)
-        if crcs is None:
+        arrays = _views(buf, group, first.begin, out)
+        if wants is None:
             continue
         if alone:
-            want = crcs.get(first.name)
+            want = wants[i]
             if want is not None and value != want:
                 raise _mismatch(first, want, value)
         else:
-            _check_all(group, [out[t.name] for t in group], crcs)
+            _check_all(group, arrays, wants[i:j])
     return out
 
 
@@ -451,7 +547,7 @@ _CHUNK = 1 << 19
 
 
 def view_arrays(
-    buffer: Any, layout: Layout, crcs: dict[str, int] | None, *, copy: bool
+    buffer: Any, layout: Layout, wants: Wants | None, *, copy: bool
 ) -> dict[str, np.ndarray[Any, Any]]:
     """Arrays over ``buffer`` (bytes, memoryview or mmap): views, or copies with ``copy``."""
     out: dict[str, np.ndarray[Any, Any]] = {}
@@ -459,44 +555,37 @@ def view_arrays(
     if copy:
         buffer = np.frombuffer(buffer, np.uint8, offset=start).copy()
         start = 0
-    _views(buffer, list(layout.tensors.values()), -start, out)
-    if crcs is not None:
-        _check_all(
-            list(layout.tensors.values()), [out[t.name] for t in layout.tensors.values()], crcs
-        )
+    tensors = list(layout.tensors.values())
+    arrays = _views(buffer, tensors, -start, out)
+    if wants is not None:
+        _check_all(tensors, arrays, wants)
     return out
+
+
+_RUN_KEY = operator.itemgetter(3, 4)  # Tensor.code, Tensor.shape
 
 
 def _views(
     buffer: Any, tensors: list[Tensor], base: int, out: dict[str, np.ndarray[Any, Any]]
-) -> None:
-    """Put an array over ``buffer`` for each tensor (in file order) into ``out``.
+) -> list[np.ndarray[Any, Any]]:
+    """Put an array over ``buffer`` for each tensor (in file order) into ``out``; return
+    them in that order.
 
-    A run of tensors with one dtype and shape is cut from a single array by iterating
-    it, in C (benchmarks/serialization.py, "many": 100,000 float32[4] tensors).
+    A run of tensors with one dtype and shape (back to back, as the file's tensors
+    cover its data contiguously) is cut from a single array by iterating it, and the
+    runs are found by ``groupby``, in C (benchmarks/serialization.py, "many": 100,000
+    float32[4] tensors).
     """
-    i = 0
-    n = len(tensors)
-    while i < n:
-        t = tensors[i]
-        j = i + 1
-        while j < n and tensors[j].shape == t.shape and tensors[j].code == t.code:
-            j += 1
-        if j - i > 2 and t.shape and t.end > t.begin:  # iterating gives 0-d scalars
-            run = np.ndarray((j - i, *t.shape), t.dtype, buffer, t.begin - base)
-            out.update(zip([u.name for u in tensors[i:j]], run))
+    arrays: list[np.ndarray[Any, Any]] = []
+    for (_, shape), run_iter in itertools.groupby(tensors, _RUN_KEY):
+        run = list(run_iter)
+        t = run[0]
+        if len(run) > 2 and shape and t.end > t.begin:  # iterating gives 0-d scalars
+            arrays.extend(np.ndarray((len(run), *shape), t.dtype, buffer, t.begin - base))
         else:
-            for u in tensors[i:j]:
-                out[u.name] = np.ndarray(u.shape, u.dtype, buffer, u.begin - base)
-        i = j
-
-
-def _check(t: Tensor, a: np.ndarray[Any, Any], crcs: dict[str, int]) -> None:
-    want = crcs.get(t.name)
-    if want is not None:
-        value = _crc(a)
-        if value != want:
-            raise _mismatch(t, want, value)
+            arrays.extend([np.ndarray(shape, u.dtype, buffer, u.begin - base) for u in run])
+    out.update(zip(map(_NAME, tensors), arrays))
+    return arrays
 
 
 def _mismatch(t: Tensor, want: int, value: int) -> Exception:
@@ -509,16 +598,17 @@ def _mismatch(t: Tensor, want: int, value: int) -> Exception:
     )
 
 
-def _check_all(
-    tensors: list[Tensor], arrays: list[np.ndarray[Any, Any]], crcs: dict[str, int]
-) -> None:
-    """``_check`` each tensor. The common case (all match) runs as three ``map`` calls in
-    C and one list comparison (benchmarks/serialization.py, "many": 100,000 tensors)."""
-    wants = list(map(crcs.get, map(_NAME, tensors)))
-    if list(map(_crc, arrays)) == wants:
+def _check_all(tensors: list[Tensor], arrays: list[np.ndarray[Any, Any]], wants: Wants) -> None:
+    """Check each tensor's CRC32 against ``wants`` (the same order; None: unchecked).
+
+    The common case (all match) is one ``map`` in C and one list comparison
+    (benchmarks/serialization.py, "many": 100,000 tensors)."""
+    values = list(map(_crc, arrays))
+    if values == wants:
         return
-    for t, a in zip(tensors, arrays):
-        _check(t, a, crcs)
+    for t, want, value in zip(tensors, wants, values):
+        if want is not None and value != want:
+            raise _mismatch(t, want, value)
 
 
 _NAME = operator.itemgetter(2)  # Tensor.name
