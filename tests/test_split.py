@@ -606,3 +606,108 @@ def test_of_type_filters_split_arrays_from_scalars():
     """A type filter sends arrays one way and scalars the other."""
     _, arrays, scalars = ct.split(model(), OfType(np.ndarray), ...)
     assert len(arrays) == 9 and list(scalars.values()) == [2, 1]
+
+
+# --- the fast paths for lists of layers agree with their plain statements ----------------
+
+
+class Own:
+    """A leaf with its own tag (a heap type: WithTag must look at each instance)."""
+
+    def __init__(self, tag: Any) -> None:
+        self.tag = tag
+
+    def __repr__(self) -> str:
+        return f"Own({self.tag!r})"
+
+
+own_leaves = st.one_of(leaf_values, st.sampled_from(["a", "b", "c", 1]).map(Own))
+
+
+@st.composite
+def layer_lists(draw: st.DrawFn) -> Any:
+    """Trees made of runs: lists (or classes) holding 3+ instances of one tagged class,
+    mostly with leaf children only, sometimes one holding a node (no longer a run) or
+    a kept field, which gives each instance its own aux."""
+    cls = draw(tagged_classes())
+    spec = ct.spec(cls)
+
+    def one(d: st.DrawFn) -> Any:
+        kids = {f: d(own_leaves) for f in spec.children}
+        if d(st.integers(0, 9)) == 0:
+            kids[spec.children[0]] = d(st.sampled_from([None, [1, 2], (Own("a"),)]))
+        return cls(**kids, kept=d(st.sampled_from(["k", 0, 1.5])))
+
+    element = st.sampled_from(
+        [
+            st.composite(one)(),
+            st.builds(Point, own_leaves, own_leaves),
+            st.tuples(own_leaves, own_leaves),
+        ]
+    )
+    run = element.flatmap(lambda e: st.lists(e, min_size=3, max_size=6))
+    run_element = element.flatmap(lambda e: e)
+    return draw(
+        st.recursive(
+            run | run.map(tuple),
+            lambda inner: st.one_of(
+                st.lists(inner, max_size=3),
+                st.dictionaries(st.sampled_from("xyz"), inner, max_size=3),
+                st.builds(Point, inner, inner),
+                st.builds(lambda v: cls(**dict.fromkeys(spec.children, v)), inner),
+                # a run under fields of different tags
+                st.builds(lambda v: cls(**dict.fromkeys(spec.children, v)), run_element),
+            ),
+            max_leaves=4,
+        )
+    )
+
+
+def _plain_rank(path: Any, first: dict[str, int], none: int) -> int:
+    tags = [t for k in path if type(k) is ct.AttrKey for t in k.tags]
+    return min([first.get(t, none) for t in tags], default=none)
+
+
+@SETTINGS
+@given(st.one_of(layer_lists(), tagged_trees()), st.lists(st.sampled_from("abc"), max_size=3))
+def test_runs_of_layers_agree_with_the_plain_walks(tree, tags):
+    """flatten's loop over a list of layers gives the iterative walk's records and
+    leaves; ranked_paths gives the engine's paths and the ranks read key by key."""
+    from containers._flatten import ranked_paths
+
+    leaves, s = ct.flatten(tree)
+    slow_leaves, slow = ct.flatten(tree, is_leaf=lambda v: False)  # the iterative walk
+    assert [id(v) for v in leaves] == [id(v) for v in slow_leaves]
+    assert s._records == slow._records
+    seen: list[Any] = []
+    ct.fmap_with_path(lambda path, leaf: seen.append(path), tree, cache=False)
+    first: dict[str, int] = {}
+    for j, tag in enumerate(tags):
+        first.setdefault(tag, j)
+    paths, ranks = ranked_paths(s._records, first, len(tags))
+    assert paths == seen == s.paths()
+    assert ranks == [_plain_rank(p, first, len(tags)) for p in paths]
+
+
+@SETTINGS
+@given(
+    st.one_of(layer_lists(), tagged_trees()),
+    st.lists(st.sampled_from("abc"), min_size=1, max_size=3),
+    st.booleans(),
+)
+def test_tag_routing_agrees_with_calling_each_filter(tree, tags, catch_all):
+    """split and state with tags only (routed by ranks, leaves' own tags looked up only
+    where their type allows one) give what calling each WithTag in turn gives."""
+    plain = [_called(to_predicate(t)) for t in tags]  # not WithTag: the generic loop
+    ends = (...,) if catch_all else ()
+    assert ct.state(tree, *tags, *ends) == ct.state(tree, *plain, *ends)
+    fast = slow = None
+    try:
+        _, *fast = ct.split(tree, *tags, *ends)
+    except ct.StructureError as err:
+        fast = str(err)
+    try:
+        _, *slow = ct.split(tree, *plain, *ends)
+    except ct.StructureError as err:
+        slow = str(err)
+    assert fast == slow

@@ -9,10 +9,12 @@ rebuilds without recursion at any depth. This stage never maps functions over le
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import chain, cycle, repeat
+from operator import is_, itemgetter
 from typing import Any, Generic, TypeVar
 
 from containers._errors import ContainerDefinitionError, StructureError, type_name
-from containers._paths import AttrKey, Key, KeyPath, where
+from containers._paths import AttrKey, DictKey, IndexKey, Key, KeyPath, where
 from containers._registry import (
     KINDS,
     LEAF_TYPES,
@@ -147,6 +149,8 @@ def _flatten_fast(
             sink = [] if records is None else records
             _flatten_iter(x, kind, leaves, sink, leaf_types, None, "flatten")
             return
+        if len(kids) > 2 and _flatten_run(kind, aux, kids, leaf_types, lextend, records):
+            return
         if records is not None:
             slot = len(records)
             records.append(None)
@@ -207,6 +211,37 @@ def _flatten_fast(
     rec(x, kind, 0)
     del rec  # a recursive closure is a reference cycle: free it (and records) now
     return leaves
+
+
+def _flatten_run(
+    kind: NodeKind,
+    aux: Any,
+    kids: Sequence[Any],
+    leaf_types: set[type],
+    lextend: Callable[[Any], None],
+    records: list[Any] | None,
+) -> bool:
+    """Flatten a node whose children are nodes of one kind, each with leaf children
+    only (a list of layers), in loops in C but for the kind's ``flatten``
+    (benchmarks/split.py); False, having appended nothing, if they are not."""
+    t = type(kids[0])
+    k = KINDS.get(t)
+    if k is None or k is TUPLE or k is LIST or t in leaf_types:
+        return False
+    head = k.flatten(kids[0])
+    if not leaf_types.issuperset(map(type, head[0])):
+        return False
+    if not all(map(is_, map(type, kids), repeat(t))):
+        return False
+    flat = [head, *map(k.flatten, kids[1:])]
+    lists = list(map(itemgetter(0), flat))
+    if not leaf_types.issuperset(map(type, chain.from_iterable(lists))):
+        return False
+    lextend(chain.from_iterable(lists))
+    if records is not None:
+        records.append((kind, aux, len(kids), True))
+        records += zip(repeat(k), map(itemgetter(1), flat), map(len, lists), repeat(None))
+    return True
 
 
 def _flatten(
@@ -334,20 +369,56 @@ def _ends(records: Sequence[Record]) -> list[int]:
 
 
 def _leaf_paths(records: Sequence[Record]) -> list[KeyPath]:
-    """The key path of every leaf, in flatten order (node paths are never built: at
-    depth d that would cost O(d**2))."""
+    """The key path of every leaf, in flatten order."""
+    return ranked_paths(records, None, 0)[0]
+
+
+def ranked_paths(
+    records: Sequence[Record], first: dict[str, int] | None, none: int
+) -> tuple[list[KeyPath], list[int]]:
+    """The key path of every leaf, in flatten order, and with ``first`` each leaf's rank.
+
+    A leaf's rank is the smallest ``first[tag]`` over the tags of the ``AttrKey`` s on
+    its path (``none`` if it passes no listed tag): which of several tag filters it
+    matches first, read from the tags of each node's keys once per node instead of once
+    per leaf (``split``/``state``, benchmarks/split.py). Without ``first`` the ranks are
+    not computed (an empty list). Node paths are never built: at depth d that would cost
+    O(d**2).
+    """
     if not records:
-        return [()]
+        return [()], [] if first is None else [none]
     out: list[KeyPath] = []
+    ranks: list[int] = []
+    # (id(keys), rank above) -> (keys, ranks of the node's children); keys is kept so
+    # that its id cannot be reused while the entry lives.
+    patterns: dict[tuple[int, int], tuple[Sequence[Key], list[int]]] = {}
+    table = {} if first is None else first
+
+    def pattern(keys: Sequence[Key], above: int) -> list[int]:
+        hit = patterns.get((id(keys), above))
+        if hit is not None and hit[0] is keys:
+            return hit[1]
+        if set(map(type, keys)) <= _UNTAGGED:  # a sequence's or a dict's keys
+            made = [above] * len(keys)
+        else:
+            made = [min(above, _key_rank(k, table, none)) for k in keys]
+        patterns[id(keys), above] = (keys, made)
+        return made
+
     keys_above: list[Key] = []
     nxt = 1
     kind, aux, n, mask = records[0]
+    keys = kind.keys(aux, n)
+    pat = None if first is None else pattern(keys, none)
     if mask is None:
-        return list(zip(kind.keys(aux, n)))
-    stack = [[kind.keys(aux, n), mask, 0]]
+        return list(zip(keys)), [] if pat is None else list(pat)
+    if mask is True and _leaf_run(records, 1, n):
+        _emit_run(records[1], (), keys, pat, pattern, out, ranks)
+        return out, ranks
+    stack = [[keys, mask, 0, pat]]
     while stack:
         fr = stack[-1]
-        keys, mask, i = fr
+        keys, mask, i, pat = fr
         if i == len(keys):
             stack.pop()
             if keys_above:
@@ -356,17 +427,83 @@ def _leaf_paths(records: Sequence[Record]) -> list[KeyPath]:
         fr[2] = i + 1
         if mask is not True and not mask[i]:
             out.append((*keys_above, keys[i]))
+            if pat is not None:
+                ranks.append(pat[i])
             continue
         kind, aux, n, child_mask = records[nxt]
         nxt += 1
+        child_keys = kind.keys(aux, n)
+        child_pat = None if pat is None else pattern(child_keys, pat[i])
         if child_mask is None:
             # A node of leaves: all its paths at once, built in C (benchmarks/run.py,
-            # flatten_with_path).
-            out += map((*keys_above, keys[i]).__add__, zip(kind.keys(aux, n)))
+            # flatten_with_path), and its ranks as one extend (benchmarks/split.py).
+            out += map((*keys_above, keys[i]).__add__, zip(child_keys))
+            if child_pat is not None:
+                ranks += child_pat
+        elif child_mask is True and _leaf_run(records, nxt, n):
+            above = (*keys_above, keys[i])
+            _emit_run(records[nxt], above, child_keys, child_pat, pattern, out, ranks)
+            nxt += n
         else:
             keys_above.append(keys[i])
-            stack.append([kind.keys(aux, n), child_mask, 0])
-    return out
+            stack.append([child_keys, child_mask, 0, child_pat])
+    return out, ranks
+
+
+def _leaf_run(records: Sequence[Record], j: int, n: int) -> bool:
+    """Whether ``records[j:j + n]`` are n nodes of leaves of one kind and size, with
+    the same keys: a list of layers. A declared container's keys are its fields; other
+    kinds' keys may come from their aux, which must then be one object (compared by
+    identity: no aux's ``__eq__`` runs)."""
+    sub = records[j : j + n]
+    kind, _, m, mask = sub[0]
+    if mask is not None or list(map(_KIND_SIZE_MASK, sub)).count((kind, m, None)) != n:
+        return False
+    return kind.spec is not None or len(set(map(id, map(itemgetter(1), sub)))) == 1
+
+
+_KIND_SIZE_MASK = itemgetter(0, 2, 3)
+
+
+def _emit_run(
+    record: Record,
+    above: KeyPath,
+    keys: Sequence[Key],
+    pat: list[int] | None,
+    pattern: Callable[[Sequence[Key], int], list[int]],
+    out: list[KeyPath],
+    ranks: list[int],
+) -> None:
+    """The paths (and ranks) of the leaves of a run of nodes (``_leaf_run``) under the
+    keys ``keys`` at ``above``: one loop in C for the whole run (benchmarks/split.py;
+    a list of layers)."""
+    kind, aux, m, _ = record
+    inner = kind.keys(aux, m)
+    if len(above) == 1:  # .layers[i].w: a comprehension beats zip by a third
+        (a,) = above
+        out += [(a, k, t) for k in keys for t in inner]
+    elif not above:
+        out += [(k, t) for k in keys for t in inner]
+    else:
+        out += zip(
+            *map(repeat, above), chain.from_iterable(map(repeat, keys, repeat(m))), cycle(inner)
+        )
+    if pat is None:
+        return
+    if pat.count(pat[0]) == len(pat):
+        ranks += pattern(inner, pat[0]) * len(pat)
+    else:
+        for above_rank in pat:
+            ranks += pattern(inner, above_rank)
+
+
+_UNTAGGED = {IndexKey, DictKey}  # key types that carry no tags
+
+
+def _key_rank(key: Key, first: dict[str, int], none: int) -> int:
+    if type(key) is not AttrKey:
+        return none
+    return min([first.get(tag, none) for tag in key.tags], default=none)
 
 
 def _restore(refs: tuple[tuple[type, Any, int, Any], ...], num_leaves: int) -> Structure[Any]:

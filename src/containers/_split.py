@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping, Sequence
-from operator import call
+from itertools import compress, repeat
+from operator import call, eq, not_
 from typing import Any, TypeAlias, TypeVar, overload
 
 from containers._errors import ContainerDefinitionError, StructureError
-from containers._flatten import Structure, flatten, flatten_with_path
-from containers._paths import AttrKey, KeyPath, where
+from containers._flatten import Structure, flatten, ranked_paths
+from containers._paths import KeyPath, where
 from containers._walk import Memo, map_tree
 from containers.filters import (
     _EVERYTHING,
@@ -61,10 +62,10 @@ def _check_order(op: str, filters: Sequence[Filter]) -> list[Predicate]:
     return [to_predicate(f) for f in filters]
 
 
-def _pairs(op: str, tree: Any, **options: Any) -> tuple[list[tuple[KeyPath, Any]], Structure[Any]]:
-    """``flatten_with_path(tree)``, its errors naming ``op`` instead of flatten."""
+def _flat(op: str, tree: Any, **options: Any) -> tuple[list[Any], Structure[Any]]:
+    """``flatten(tree)``, its errors naming ``op`` instead of flatten."""
     try:
-        return flatten_with_path(tree, **options)
+        return flatten(tree, **options)
     except (StructureError, ContainerDefinitionError) as err:
         text = str(err)
         if not text.startswith("flatten: "):
@@ -75,6 +76,12 @@ def _pairs(op: str, tree: Any, **options: Any) -> tuple[list[tuple[KeyPath, Any]
         raise ContainerDefinitionError(text) from None
 
 
+def _pairs(op: str, tree: Any, **options: Any) -> tuple[list[tuple[KeyPath, Any]], Structure[Any]]:
+    """``flatten_with_path(tree)``, its errors naming ``op`` instead of flatten."""
+    leaves, s = _flat(op, tree, **options)
+    return list(zip(s.paths(), leaves)), s
+
+
 def _names(paths: Sequence[KeyPath]) -> str:
     shown = ", ".join(where(p) for p in paths[:_SHOWN])
     more = len(paths) - _SHOWN
@@ -82,38 +89,35 @@ def _names(paths: Sequence[KeyPath]) -> str:
 
 
 def _group(
-    pairs: list[tuple[KeyPath, Any]], preds: list[Predicate]
+    leaves: list[Any], s: Structure[Any], preds: list[Predicate], check: bool
 ) -> tuple[list[Part], list[int], list[KeyPath]]:
-    """Send each pair to the first matching predicate's part.
+    """Send each leaf of ``s`` (with its path) to the first matching predicate's part.
 
-    Returns the parts, the part index of every leaf (-1: unmatched) and the unmatched
-    paths.
+    Returns the parts, the part index of every leaf and, if ``check``, the paths of the
+    leaves no predicate matches (their part index is then not one of a part).
     """
-    parts: list[Part] = [{} for _ in preds]
     if len(preds) == 1 and preds[0] is _EVERYTHING:
-        parts[0] = dict(pairs)
-        return parts, [0] * len(pairs), []
-    rest: Part | None = None
-    if preds and preds[-1] is _EVERYTHING:  # the catch-all is not called per leaf
-        rest = parts[-1]
-        preds = preds[:-1]
-    tags = [p.tag for p in preds if type(p) is WithTag]
-    if preds and len(tags) == len(preds):
-        return parts, *_route_tags(pairs, tags, parts, rest)
-    tests = list(zip(preds, [p.__setitem__ for p in parts], range(len(preds))))
+        return [dict(zip(s.paths(), leaves))], [0] * len(leaves), []
+    rest = bool(preds) and preds[-1] is _EVERYTHING  # not called per leaf
+    tests = preds[:-1] if rest else preds
+    tags = [p.tag for p in tests if type(p) is WithTag]
+    if tests and len(tags) == len(tests):
+        return _route_tags(leaves, s, tags, rest, check)
+    parts: list[Part] = [{} for _ in preds]
+    calls = list(zip(tests, [p.__setitem__ for p in parts], range(len(tests))))
     which: list[int] = []
     mark = which.append
     unmatched: list[KeyPath] = []
-    for path, leaf in pairs:
-        for test, put, j in tests:
+    for path, leaf in zip(s.paths(), leaves):
+        for test, put, j in calls:
             if test(path, leaf):
                 put(path, leaf)
                 mark(j)
                 break
         else:
-            if rest is not None:
-                rest[path] = leaf
-                mark(len(preds))
+            if rest:
+                parts[-1][path] = leaf
+                mark(len(tests))
             else:
                 unmatched.append(path)
                 mark(-1)
@@ -121,40 +125,76 @@ def _group(
 
 
 def _route_tags(
-    pairs: list[tuple[KeyPath, Any]], tags: list[str], parts: list[Part], rest: Part | None
-) -> tuple[list[int], list[KeyPath]]:
+    leaves: list[Any], s: Structure[Any], tags: list[str], rest: bool, check: bool
+) -> tuple[list[Part], list[int], list[KeyPath]]:
     """``_group`` for filters that are all tags (``split(m, "param", "stats", ...)``):
-    each path's keys are read once, instead of once per filter, and no filter is called
-    (benchmarks/split.py, split and state). Same result as calling each ``WithTag``."""
+    the same result as calling each ``WithTag`` in turn, without calling any
+    (benchmarks/split.py, split and state).
+
+    The tags of the fields on a leaf's path are read once per node of the structure
+    (``ranked_paths``), a leaf's own ``tag`` only where its type allows one, and the
+    parts are filled by loops in C.
+    """
     n = len(tags)
     first: dict[str, int] = {}
     for j, tag in enumerate(tags):
         first.setdefault(tag, j)
-    puts = [p.__setitem__ for p in parts[:n]]
-    which: list[int] = []
-    mark = which.append
+    paths, ranks = ranked_paths(s._records, first, n)
+    _own_tags(leaves, ranks, first, n)
+    if n + rest == 1:  # one part: the leaves ranked 0
+        parts = [dict(compress(zip(paths, leaves), map(not_, ranks)))]
+    else:
+        parts = [
+            dict(compress(zip(paths, leaves), map(eq, ranks, repeat(j)))) for j in range(n + rest)
+        ]
     unmatched: list[KeyPath] = []
-    for path, leaf in pairs:
-        best = n
-        for key in path:
-            if type(key) is AttrKey:
-                for tag in key.tags:
-                    j = first.get(tag, n)
-                    if j < best:  # noqa: PLR1730 - a test is cheaper than calling min()
-                        best = j
-        if best:
+    if check and not rest and n in ranks:  # an error: split names them
+        unmatched = list(compress(paths, map(eq, ranks, repeat(n))))
+    return parts, ranks, unmatched
+
+
+#: Types none of whose instances can have a ``tag`` attribute (``_tagless``).
+_TAGLESS: set[type] = set()
+_GENERIC_GETATTR: Any = object.__getattribute__
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: no attribute can be added later
+
+
+def _tagless(t: type) -> bool:
+    """Whether no instance of ``t`` can have a ``tag`` attribute, so that ``WithTag``
+    need not look (cached): ``t`` and its bases have none, its instances have no
+    ``__dict__``, attribute lookup is the default one, and ``t`` cannot be changed
+    (float, int, numpy arrays)."""
+    if t in _TAGLESS:
+        return True
+    if (
+        t.__flags__ & _IMMUTABLE_TYPE
+        and not t.__dictoffset__
+        and t.__getattribute__ is _GENERIC_GETATTR
+        and not hasattr(t, "__getattr__")
+        and not hasattr(t, "tag")
+    ):
+        _TAGLESS.add(t)
+        return True
+    return False
+
+
+def _own_tags(leaves: list[Any], ranks: list[int], first: dict[str, int], n: int) -> None:
+    """Lower each leaf's rank to the first filter its own ``tag`` attribute matches."""
+    types = set(map(type, leaves))
+    if types <= _TAGLESS or all(map(_tagless, types)):
+        return
+    for i, leaf in enumerate(leaves):
+        rank = ranks[i]
+        if rank and type(leaf) not in _TAGLESS:
             own = getattr(leaf, "tag", None)
             if type(own) is str:
-                best = min(best, first.get(own, n))
-        if best < n:
-            puts[best](path, leaf)
-        elif rest is not None:
-            rest[path] = leaf
-        else:
-            unmatched.append(path)
-            best = -1
-        mark(best)
-    return which, unmatched
+                j = first.get(own, n)
+            elif isinstance(own, str):  # a str subclass: compared as WithTag does
+                j = next((first[t] for t in first if own == t), n)
+            else:
+                continue
+            if j < rank:
+                ranks[i] = j
 
 
 class _Planned(Structure[T]):
@@ -227,8 +267,8 @@ def split(tree: Any, /, *filters: Filter) -> tuple[Any, ...]:
         FilterError: A filter is not a filter.
     """
     preds: list[Predicate] = _check_order("split", filters) if filters else [_EVERYTHING]
-    pairs, s = _pairs("split", tree)
-    parts, which, unmatched = _group(pairs, preds)
+    leaves, s = _flat("split", tree)
+    parts, which, unmatched = _group(leaves, s, preds, True)
     if unmatched:
         n = len(unmatched)
         leaf = f"the leaf at {_names(unmatched)}" if n == 1 else f"{n} leaves: {_names(unmatched)}"
@@ -280,8 +320,8 @@ def state(tree: Any, /, *filters: Filter) -> Part | tuple[Part, ...]:
         FilterError: A filter is not a filter.
     """
     preds: list[Predicate] = _check_order("state", filters) if filters else [_EVERYTHING]
-    pairs, _ = _pairs("state", tree)
-    parts = _group(pairs, preds)[0]
+    leaves, s = _flat("state", tree)
+    parts = _group(leaves, s, preds, False)[0]
     return parts[0] if len(parts) == 1 else tuple(parts)
 
 
