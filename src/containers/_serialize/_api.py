@@ -224,29 +224,45 @@ def save(path: PathLike, tree: Any, /) -> None:
     with _gc_paused():
         plan = encode(tree)
         entries, order = plan.layout()
-        placeholder = plan.header(entries)
-    chunks = [plan.arrays[i] for i in order]
+        overlap = sum(a.nbytes for a in plan.arrays) >= _OVERLAP_BYTES
+        if not overlap:
+            # The CRC32s cost little next to the header, so it is rendered once,
+            # complete (benchmarks/serialization.py, "many": 1.6 MB of arrays, a
+            # 13.5 MB header).
+            plan.fill_crcs()
+        first = plan.header(entries)
+    chunks = [first, *[plan.arrays[i] for i in order]]
 
     def write(fd: int) -> None:
+        if not overlap:
+            write_all(fd, chunks)
+            return
         # The CRC32s run in a second thread while the data is written and flushed to
-        # disk (zlib and fsync release the GIL); their slots are fixed-width, so the
-        # header is written last, in place, and atomic_write's fsync then has one page
-        # to flush (benchmarks/serialization.py, "big": save vs raw write+fsync).
+        # disk (the CRC32 functions and fsync release the GIL); their slots are
+        # fixed-width, so the header is written again, in place, and atomic_write's
+        # fsync then has one page to flush (benchmarks/serialization.py, "big": save
+        # vs raw write+fsync).
         crc = threading.Thread(target=plan.fill_crcs)
         crc.start()
         try:
-            os.write(fd, placeholder)
             write_all(fd, chunks)
-            if plan.arrays and sum(a.nbytes for a in plan.arrays) >= 1 << 24:
-                os.fsync(fd)
+            os.fsync(fd)
         finally:
             crc.join()
-        header = plan.header(entries)
-        assert len(header) == len(placeholder)
-        os.pwrite(fd, header, 0)
+        header = memoryview(plan.header(entries))
+        assert len(header) == len(first)
+        done = 0
+        while done < len(header):
+            done += os.pwrite(fd, header[done:], done)
 
     with _gc_paused():
         atomic_write(path, write)
+
+
+#: Below this many bytes of arrays, save computes the CRC32s before writing (a few
+#: milliseconds at most); from it on, a second thread computes them while the data is
+#: written and flushed, and the header is written again once they are known.
+_OVERLAP_BYTES = 1 << 24
 
 
 @overload
