@@ -26,7 +26,7 @@ Enable it with ``plugins = ["containers.mypy"]`` (docs/typing.md). What it does:
 - ``unflatten`` / ``Structure.unflatten``: the tree type recorded in ``Structure[X]``,
   rebuilt with the element type of the new leaves.
 
-The node rules mirror the runtime's (SPEC §1): declared containers, list, tuple,
+The node rules mirror the runtime's (docs/glossary.md): declared containers, list, tuple,
 namedtuple, dict, OrderedDict, defaultdict, deque and ``None`` are nodes. Static types
 that may hide a node give up: ``Any``, ``object``, type variables, abstract collections,
 protocols, callables, subclasses of builtin collections, dataclasses, attrs classes and

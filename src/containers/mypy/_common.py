@@ -23,7 +23,7 @@ LEAF_ERROR: Final = ErrorCode(
 METADATA_KEY: Final = "containers"
 CHILDREN_METHOD: Final = "__containers_children__"
 
-# Node kinds of the runtime (SPEC §1) by the full name of their class.
+# Node kinds of the runtime (docs/glossary.md) by the full name of their class.
 _SEQUENCE_NODES: Final = frozenset({"builtins.list", "builtins.tuple", "collections.deque"})
 _MAPPING_NODES: Final = frozenset(
     {"builtins.dict", "collections.OrderedDict", "collections.defaultdict"}

@@ -81,7 +81,7 @@ def _make_fields(ctx: ClassDefContext) -> bool:
 
     Registering this hook turns off mypy's automatic ``dataclass_transform`` handling of
     ``@container``, so the dataclass transform is chained here. An existing dataclass or
-    attrs class keeps its own settings (SPEC §2): then its own decorator's hook builds it.
+    attrs class keeps its own settings (docs/api.md): then its own decorator's hook builds it.
     That hook is called from here because mypy stops calling a class's later decorator
     hooks in a pass once one of them asked for another pass.
     """
