@@ -126,7 +126,24 @@ def test_structure_carries_kept_values() -> None:
     a = tu.tree_structure(MLP((), name="a"))
     assert a == tu.tree_structure(MLP((), name="a"))
     assert a != tu.tree_structure(MLP((), name="b"))
-    assert "name='a'" in str(a)
+    assert "MLP[('a',)]" in str(a)
+
+
+def test_kept_values_compare_type_strictly_whatever_their_representation() -> None:
+    """Kept values of simple types (str, int, bytes, None) are a plain tuple in the
+    structure, others a KeptValues that names its fields; either way 1, 1.0 and True
+    are three structures, as in containers, and equal values one."""
+    trees = [MLP((), name=v) for v in (1, 1.0, True, "1", None, np.float64(1.0))]
+    defs = [tu.tree_structure(t) for t in trees]
+    assert [[a == b for b in defs] for a in defs] == [
+        [i == j for j in range(len(defs))] for i in range(len(defs))
+    ]
+    assert [ct.structure(a) == ct.structure(b) for a in trees for b in trees] == [
+        i == j for i in range(len(trees)) for j in range(len(trees))
+    ]
+    assert defs[0] == tu.tree_structure(MLP((), name=1))
+    assert hash(defs[1]) == hash(tu.tree_structure(MLP((), name=1.0)))
+    assert "MLP[(name=1.0)]" in str(defs[1]) and "MLP[(1,)]" in str(defs[0])
 
 
 def test_register_jax_twice_is_harmless() -> None:

@@ -16,11 +16,13 @@ from containers._registry import REGISTRY, NodeKind, values_equal
 from containers._spec import ContainerSpec
 
 __all__ = [
+    "SIMPLE_KEPT",
     "KeptValues",
     "ProtocolAux",
     "Subscription",
     "hand_written_functions",
     "is_hand_written",
+    "kept_aux",
     "kept_values_type",
     "value_description",
 ]
@@ -48,7 +50,8 @@ class KeptValues(tuple):  # type: ignore[type-arg]
     plain tuple of kept values breaks both on an array (``==`` gives an array) and the
     hash on a list or dict, deep inside those libraries. This tuple compares like
     ``ct.Structure`` does (type-strict, arrays by content), and its hash names the
-    field whose value cannot be hashed. One subclass per class and library carries
+    field whose value cannot be hashed. Values that need none of this travel as a
+    plain tuple (``kept_aux``). One subclass per class and library carries
     the names the messages need, and refers to the class weakly (a superseded class
     that a library lets go of is freed).
     """
@@ -66,7 +69,15 @@ class KeptValues(tuple):  # type: ignore[type-arg]
         return owner
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and all(values_equal(a, b) for a, b in zip(self, other))
+        # jax.jit compares the cached structure's aux data with each call's, whose kept
+        # values are mostly the very same objects: the identity test first, with no
+        # generator (benchmarks/interop.py, jit)
+        if type(other) is not type(self):
+            return False
+        for a, b in zip(self, other):  # noqa: SIM110 - no generator, see above
+            if a is not b and not values_equal(a, b):
+                return False
+        return True
 
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
@@ -95,6 +106,21 @@ class KeptValues(tuple):  # type: ignore[type-arg]
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_kept, (self.owner, self.library, tuple(self)))
+
+
+#: Kept values of these exact types travel as a plain tuple: among them ``==`` is
+#: type-strict already (no ``1 == 1.0 == True``, no NaN) and ``hash`` never fails, so
+#: the tuple compares and hashes as ``KeptValues`` would, in C, and costs no subclass
+#: instance per flatten (benchmarks/interop.py, tree_flatten and jit).
+SIMPLE_KEPT = frozenset({str, int, bytes, type(None)})
+
+
+def kept_aux(kept_type: type[KeptValues] | None, kept: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The aux data of a container's kept values: ``()`` without kept fields, a plain
+    tuple if every value's type is in ``SIMPLE_KEPT``, else a ``kept_type``."""
+    if kept_type is None or all(type(v) in SIMPLE_KEPT for v in kept):
+        return tuple(kept)
+    return kept_type(kept)
 
 
 _KEPT_TYPES: weakref.WeakKeyDictionary[type, dict[str, type[KeptValues]]] = (

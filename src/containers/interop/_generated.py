@@ -21,6 +21,7 @@ from containers._codegen import _construct, _unpack
 from containers._codegen import plain_unflatten as _plain_unflatten
 from containers._errors import type_name
 from containers._spec import ContainerSpec
+from containers.interop._common import SIMPLE_KEPT
 
 __all__ = ["adapter_source", "compile_adapters", "plain_unflatten", "rebuild_shadow"]
 
@@ -125,7 +126,7 @@ def adapter_source(
 
     - every library: ``flatten(x)``: ``(children, aux)``, or for optree
       ``(children, aux, entries)`` with the field names as entries; ``aux`` is the
-      kept values as ``kept_type`` (``()`` without kept fields). An unset attribute
+      kept values as ``_common.kept_aux`` gives them. An unset attribute
       goes to ``_ct_slow(x)``, the plain twin, which raises the declaration's error.
     - jax and torch: ``flatten_with_keys(x)``: ``((key, child), ...), aux`` with the
       given library key objects (a list for torch).
@@ -134,9 +135,17 @@ def adapter_source(
       ``unflatten(children, context)`` for torch; through ``rebuild_shadow`` where the
       class allows it.
     """
-    g: dict[str, Any] = {"_ct_cls": spec.cls, "_ct_new": object.__new__, "_ct_kept": kept_type}
+    g: dict[str, Any] = {
+        "_ct_cls": spec.cls,
+        "_ct_new": object.__new__,
+        "_ct_kept": kept_type,
+        "_ct_simple": SIMPLE_KEPT,
+    }
     kids = [f"x.{n}" for n in spec.children]
-    kept = "()" if not spec.keep else f"_ct_kept({_tup([f'x.{n}' for n in spec.keep])})"
+    kept = "()"
+    if spec.keep:  # kept_aux, inlined
+        simple = " and ".join(f"type(_k[{i}]) in _ct_simple" for i in range(len(spec.keep)))
+        kept = f"(_k if {simple} else _ct_kept(_k))"
     out: list[str] = []
 
     def emit(header: str, body: list[str]) -> None:
@@ -145,8 +154,10 @@ def adapter_source(
         out.append("")
 
     def guarded(result: str, slow: str) -> list[str]:
+        read_kept = [f"    _k = {_tup([f'x.{n}' for n in spec.keep])}"] if spec.keep else []
         return [
             "try:",
+            *read_kept,
             f"    return {result}",
             "except AttributeError:",
             f"    return {slow}(x)",

@@ -18,6 +18,7 @@ from containers.interop._common import (
     Subscription,
     hand_written_functions,
     is_hand_written,
+    kept_aux,
     kept_values_type,
 )
 from containers.interop._generated import compile_adapters, plain_unflatten
@@ -56,7 +57,7 @@ def jax_functions(kind: NodeKind, tu: Any, *, plain: bool = False) -> tuple[Any,
 
         def flatten(x: Any) -> tuple[Sequence[Any], Any]:
             children, kept = generated(x)
-            return children, (kept if kept_type is None else kept_type(kept))
+            return children, kept_aux(kept_type, kept)
 
         def flatten_with_keys(x: Any) -> tuple[Sequence[tuple[Any, Any]], Any]:
             children, aux = flatten(x)

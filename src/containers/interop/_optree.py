@@ -18,6 +18,7 @@ from containers.interop._common import (
     Subscription,
     hand_written_functions,
     is_hand_written,
+    kept_aux,
     kept_values_type,
 )
 from containers.interop._generated import compile_adapters, plain_unflatten
@@ -69,7 +70,7 @@ def optree_functions(kind: NodeKind, optree: Any, *, plain: bool = False) -> tup
 
         def flatten(x: Any) -> tuple[Sequence[Any], Any, Sequence[Any]]:
             children, kept = generated(x)
-            return children, (kept if kept_type is None else kept_type(kept)), entries
+            return children, kept_aux(kept_type, kept), entries
 
         if plain:
             return flatten, plain_unflatten(spec), optree.GetAttrEntry
