@@ -23,8 +23,8 @@ switch; see src/containers/interop/_generated.py):
 Before timing, every variant's leaves are checked to be the very same arrays in the
 same order as `hand`'s, and its unflattened tree equal field by field. Cells are ns
 per array: in one run the fastest of several interleaved rounds (gc off), as in
-benchmarks/run.py; `--report` takes the median of each cell over the runs given. The
-ratios are containers over each peer. `--out` writes the cells as JSON; `--report A.json B.json C.json` prints
+benchmarks/run.py; `--report` takes the median of each cell over the runs given, and
+of each run's ratio of containers over each peer. `--out` writes the cells as JSON; `--report A.json B.json C.json` prints
 the table of the medians of several runs.
 
     python benchmarks/interop.py --quick            # 1k arrays only, seconds
@@ -392,33 +392,46 @@ def run(
 
 
 def table(runs: Sequence[Sequence[dict[str, Any]]]) -> str:
-    """Markdown: per (library, op, n), ns per array of each variant and containers' ratios;
-    each cell the median over `runs`."""
+    """Markdown: per (library, op, n), ns per array of each variant (the median over
+    `runs`) and containers' ratios to each peer: the median over `runs` of each run's
+    ratio, since a run interleaves its variants and shares their noise."""
     values: dict[tuple[str, str, int, str], list[float]] = {}
+    per_run: list[dict[tuple[str, str, int, str], float]] = []
     for cells in runs:
+        run_cells = {}
         for c in cells:
             if c["ns_per_array"] is not None:
-                values.setdefault((c["library"], c["op"], c["n"], c["variant"]), []).append(
-                    c["ns_per_array"]
-                )
+                key = (c["library"], c["op"], c["n"], c["variant"])
+                values.setdefault(key, []).append(c["ns_per_array"])
+                run_cells[key] = c["ns_per_array"]
+        per_run.append(run_cells)
     med = {k: statistics.median(v) for k, v in values.items()}
     rows = sorted({k[:3] for k in med}, key=lambda k: (list(PEERS).index(k[0]), k[1], k[2]))
     lines = [
         "| library | operation | arrays | containers | peers (ns per array) | containers / peer |",
         "|---|---|---:|---:|---|---|",
     ]
-    for library, op, n in rows:
-        peers = [(p, med.get((library, op, n, p))) for p in PEERS[library]]
+
+    def ratio(row: tuple[str, str, int], ours: str, peer: str) -> str:
+        got = [
+            r[(*row, ours)] / r[(*row, peer)]
+            for r in per_run
+            if (*row, ours) in r and (*row, peer) in r
+        ]
+        return f"{peer} {statistics.median(got):.2f}" if got else f"{peer} -"
+
+    for row in rows:
+        peers = [(p, med.get((*row, p))) for p in PEERS[row[0]]]
         peers = [(p, v) for p, v in peers if v is not None]
         for variant in OURS:
-            ours = med.get((library, op, n, variant))
+            ours = med.get((*row, variant))
             if ours is None:
                 continue
             lines.append(
-                f"| {library} | {op} | {_size(n)} | {variant} {_fmt(ours)} | "
+                f"| {row[0]} | {row[1]} | {_size(row[2])} | {variant} {_fmt(ours)} | "
                 + ", ".join(f"{p} {_fmt(v)}" for p, v in peers)
                 + " | "
-                + ", ".join(f"{p} {ours / v:.2f}" for p, v in peers)
+                + ", ".join(ratio(row, variant, p) for p, _ in peers)
                 + " |"
             )
     return "\n".join(lines)
