@@ -625,18 +625,32 @@ own_leaves = st.one_of(leaf_values, st.sampled_from(["a", "b", "c", 1]).map(Own)
 
 
 @st.composite
+def run_classes(draw: st.DrawFn) -> type:
+    """A fresh container class with 1 to 3 tagged children and 0 to 2 kept fields."""
+    fields = []
+    for i in range(draw(st.integers(1, 3))):
+        tags = tuple(draw(st.lists(st.sampled_from(TAGS), max_size=2, unique=True)))
+        fields.append((f"f{i}", Any, ct.field(default=None, tags=tags)))
+    keep = [f"k{i}" for i in range(draw(st.integers(0, 2)))]
+    fields += [(k, Any, dataclasses.field(default="k")) for k in keep]
+    cls = dataclasses.make_dataclass(f"Run{next(_serial)}", fields, frozen=draw(st.booleans()))
+    return ct.container(children=[f[0] for f in fields if f[0] not in keep], keep=keep)(cls)
+
+
+@st.composite
 def layer_lists(draw: st.DrawFn) -> Any:
     """Trees made of runs: lists (or classes) holding 3+ instances of one tagged class,
     mostly with leaf children only, sometimes one holding a node (no longer a run) or
     a kept field, which gives each instance its own aux."""
-    cls = draw(tagged_classes())
+    cls = draw(run_classes())
     spec = ct.spec(cls)
+    leaf = draw(st.sampled_from([leaf_values, own_leaves]))  # own: no fast flatten
 
     def one(d: st.DrawFn) -> Any:
-        kids = {f: d(own_leaves) for f in spec.children}
+        kids = {f: d(leaf) for f in spec.children}
         if d(st.integers(0, 9)) == 0:
             kids[spec.children[0]] = d(st.sampled_from([None, [1, 2], (Own("a"),)]))
-        return cls(**kids, kept=d(st.sampled_from(["k", 0, 1.5])))
+        return cls(**kids, **{f: d(st.sampled_from(["k", 0, 1.5])) for f in spec.keep})
 
     element = st.sampled_from(
         [
@@ -711,3 +725,47 @@ def test_tag_routing_agrees_with_calling_each_filter(tree, tags, catch_all):
     except ct.StructureError as err:
         slow = str(err)
     assert fast == slow
+
+
+@pytest.mark.parametrize("n", [1, 5])
+def test_an_unset_field_in_a_list_of_layers_is_named(n):
+    """A field never assigned is named by flatten and split, in a list of layers as alone."""
+
+    @ct.container
+    @dataclasses.dataclass
+    class Late:
+        w: Any
+        b: Any = dataclasses.field(init=False)
+
+    layers = [Late(i) for i in range(n)]
+    for layer in layers[:-1]:
+        layer.b = 0
+    for op in (ct.flatten, ct.leaves, lambda t: ct.split(t, ...)):
+        with pytest.raises(ct.StructureError, match=r"Late\.b is not set on this Late"):
+            op(layers)
+
+
+@pytest.mark.parametrize("n_keep", [0, 1, 2])
+@pytest.mark.parametrize("n_kids", [1, 2, 3])
+def test_a_list_of_layers_flattens_as_node_by_node(n_kids, n_keep):
+    """A list of layers (flattened and given paths in loops in C) gives the records,
+    leaves and paths of the iterative walk, kept fields included, and splits back."""
+    kids = [f"f{i}" for i in range(n_kids)]
+    keep = [f"k{i}" for i in range(n_keep)]
+    fields = [
+        (f, Any, ct.field(default=None, tags=("a",) if i else ())) for i, f in enumerate(kids)
+    ]
+    fields += [(k, Any, dataclasses.field(default="k")) for k in keep]
+    cls = ct.container(children=kids, keep=keep)(dataclasses.make_dataclass("L", fields))
+    tree = {"layers": [cls(*range(i, i + n_kids), *[f"kept{i}"] * n_keep) for i in range(4)]}
+    leaves, s = ct.flatten(tree)
+    slow_leaves, slow = ct.flatten(tree, is_leaf=lambda v: False)
+    assert leaves == slow_leaves and s._records == slow._records
+    seen: list[Any] = []
+    ct.fmap_with_path(lambda path, leaf: seen.append(path), tree, cache=False)
+    assert s.paths() == seen
+    st_, tagged, rest = ct.split(tree, "a", ...)
+    assert [ct.keystr(p) for p in tagged] == [
+        f"['layers'][{i}].{f}" for i in range(4) for f in kids[1:]
+    ]
+    assert ct.merge(st_, tagged, rest) == tree

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from itertools import chain, cycle, repeat
-from operator import is_, itemgetter
+from operator import attrgetter, is_, itemgetter
 from typing import Any, Generic, TypeVar
 
 from containers._errors import ContainerDefinitionError, StructureError, type_name
-from containers._paths import AttrKey, DictKey, IndexKey, Key, KeyPath, where
+from containers._paths import AttrKey, Key, KeyPath, where
 from containers._registry import (
     KINDS,
     LEAF_TYPES,
@@ -233,14 +233,28 @@ def _flatten_run(
         return False
     if not all(map(is_, map(type, kids), repeat(t))):
         return False
-    flat = [head, *map(k.flatten, kids[1:])]
-    lists = list(map(itemgetter(0), flat))
+    spec = k.spec
+    auxes: Any
+    if spec is not None and len(spec.children) > 1 and len(spec.keep) != 1:
+        # A container's flatten reads its fields (_codegen.plain_flatten): the same
+        # reads by attrgetter run in C, a third of flatten's time for a list of layers
+        # (benchmarks/split.py). An unset field is reported by the node-by-node path.
+        try:
+            lists = list(map(attrgetter(*spec.children), kids))
+            keep = spec.keep and records is not None
+            auxes = list(map(attrgetter(*spec.keep), kids)) if keep else repeat(())
+        except AttributeError:
+            return False
+    else:
+        flat = [head, *map(k.flatten, kids[1:])]
+        lists = list(map(itemgetter(0), flat))
+        auxes = map(itemgetter(1), flat)
     if not leaf_types.issuperset(map(type, chain.from_iterable(lists))):
         return False
-    lextend(chain.from_iterable(lists))
     if records is not None:
         records.append((kind, aux, len(kids), True))
-        records += zip(repeat(k), map(itemgetter(1), flat), map(len, lists), repeat(None))
+        records += zip(repeat(k), auxes, map(len, lists), repeat(None))
+    lextend(chain.from_iterable(lists))
     return True
 
 
@@ -398,10 +412,13 @@ def ranked_paths(
         hit = patterns.get((id(keys), above))
         if hit is not None and hit[0] is keys:
             return hit[1]
-        if set(map(type, keys)) <= _UNTAGGED:  # a sequence's or a dict's keys
-            made = [above] * len(keys)
-        else:
-            made = [min(above, _key_rank(k, table, none)) for k in keys]
+        made = [above] * len(keys)
+        if AttrKey in set(map(type, keys)):  # only a field's key has tags
+            for i, key in enumerate(keys):
+                if type(key) is AttrKey:
+                    for tag in key.tags:
+                        j = table.get(tag, none)
+                        made[i] = min(made[i], j)
         patterns[id(keys), above] = (keys, made)
         return made
 
@@ -457,7 +474,13 @@ def _leaf_run(records: Sequence[Record], j: int, n: int) -> bool:
     identity: no aux's ``__eq__`` runs)."""
     sub = records[j : j + n]
     kind, _, m, mask = sub[0]
-    if mask is not None or list(map(_KIND_SIZE_MASK, sub)).count((kind, m, None)) != n:
+    if mask is not None:
+        return False
+    if kind.spec is not None and not kind.spec.keep:
+        # The aux of a container without kept fields is always (): == compares the
+        # records' fields by identity (a list of layers; benchmarks/split.py).
+        return sub.count(sub[0]) == n
+    if list(map(_KIND_SIZE_MASK, sub)).count((kind, m, None)) != n:
         return False
     return kind.spec is not None or len(set(map(id, map(itemgetter(1), sub)))) == 1
 
@@ -495,15 +518,6 @@ def _emit_run(
     else:
         for above_rank in pat:
             ranks += pattern(inner, above_rank)
-
-
-_UNTAGGED = {IndexKey, DictKey}  # key types that carry no tags
-
-
-def _key_rank(key: Key, first: dict[str, int], none: int) -> int:
-    if type(key) is not AttrKey:
-        return none
-    return min([first.get(tag, none) for tag in key.tags], default=none)
 
 
 def _restore(refs: tuple[tuple[type, Any, int, Any], ...], num_leaves: int) -> Structure[Any]:

@@ -180,7 +180,7 @@ def _tagless(t: type) -> bool:
 
 def _own_tags(leaves: list[Any], ranks: list[int], first: dict[str, int], n: int) -> None:
     """Lower each leaf's rank to the first filter its own ``tag`` attribute matches."""
-    types = set(map(type, leaves))
+    types = set(map(type, compress(leaves, ranks)))  # of the leaves that could move up
     if types <= _TAGLESS or all(map(_tagless, types)):
         return
     for i, leaf in enumerate(leaves):
