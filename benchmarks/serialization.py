@@ -271,6 +271,19 @@ def medians_of(runs: list[dict[str, dict[str, list[float]]]]) -> dict[str, dict[
     return out
 
 
+def crc_implementation() -> str:
+    """Which CRC32 containers uses here: its C module's (and which instructions), or zlib's."""
+    from containers._serialize import _format
+
+    try:
+        from containers import _crc32
+    except ImportError:
+        return "zlib.crc32 (containers._crc32 is not built)"
+    if _format._crc is _crc32.crc32:
+        return f"containers._crc32 ({_crc32.IMPLEMENTATION})"
+    return f"zlib.crc32 (containers._crc32 has {_crc32.IMPLEMENTATION} only, or pure Python was asked for)"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="small trees, 3 rounds")
@@ -289,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         Path(args.out).write_text(json.dumps(results))
     print("all contenders agree with the original trees")
+    print(f"CRC32 of save and load: {crc_implementation()}")
     print(table(medians_of([results])))
     return 0
 

@@ -169,6 +169,11 @@ def test_big_tensors_are_checked_chunk_by_chunk(tmp_path: Path, crc_impl: str):
     ct.save(path, tree)
     back = ct.load(path)
     assert all(np.array_equal(back[k], v) for k, v in tree.items())
+    assert all(a.flags.writeable for a in back.values())  # owned buffers, maps or not
+    back["big"][:] = 7
+    back["odd"][-1] = 0
+    again = ct.load(path)
+    assert np.array_equal(again["big"], tree["big"]) and np.array_equal(again["odd"], tree["odd"])
     start, offsets = _offsets(path)
     assert offsets["['big']"][1] - offsets["['big']"][0] > 2 * _format._CHUNK
     good = path.read_bytes()

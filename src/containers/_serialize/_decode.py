@@ -206,7 +206,7 @@ def parse_records(text: str, limits: Limits) -> Records:
         )
     try:
         fast = _records_usual(raw)
-    except FormatError:
+    except SerializationError:
         fast = None
     return _records_strict(raw) if fast is None else fast
 
@@ -218,7 +218,7 @@ def _records_usual(raw: list[Any]) -> Records | None:
 
     Array and plain-scalar records, most of a file, are checked inline and made with
     tuple.__new__ (benchmarks/serialization.py, "many": 110,000 records); anything else
-    goes through _parse. Only ``_parse`` raises here (``FormatError``), and then
+    goes through _parse. Only ``_parse`` raises here (a ``FormatError``), and then
     ``parse_records`` runs ``_records_strict``, so the error reported is always that of
     the first bad record, with its message.
     """
