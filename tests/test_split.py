@@ -639,7 +639,7 @@ def run_classes(draw: st.DrawFn) -> type:
 
 @st.composite
 def layer_lists(draw: st.DrawFn) -> Any:
-    """Trees made of runs: lists (or classes) holding 3+ instances of one tagged class,
+    """Trees made of runs: lists (or classes) holding 7-9 instances of one tagged class,
     mostly with leaf children only, sometimes one holding a node (no longer a run) or
     a kept field, which gives each instance its own aux."""
     cls = draw(run_classes())
@@ -659,7 +659,7 @@ def layer_lists(draw: st.DrawFn) -> Any:
             st.tuples(own_leaves, own_leaves),
         ]
     )
-    run = element.flatmap(lambda e: st.lists(e, min_size=3, max_size=6))
+    run = element.flatmap(lambda e: st.lists(e, min_size=7, max_size=9))
     run_element = element.flatmap(lambda e: e)
     return draw(
         st.recursive(
@@ -757,7 +757,7 @@ def test_a_list_of_layers_flattens_as_node_by_node(n_kids, n_keep):
     ]
     fields += [(k, Any, dataclasses.field(default="k")) for k in keep]
     cls = ct.container(children=kids, keep=keep)(dataclasses.make_dataclass("L", fields))
-    tree = {"layers": [cls(*range(i, i + n_kids), *[f"kept{i}"] * n_keep) for i in range(4)]}
+    tree = {"layers": [cls(*range(i, i + n_kids), *[f"kept{i}"] * n_keep) for i in range(9)]}
     leaves, s = ct.flatten(tree)
     slow_leaves, slow = ct.flatten(tree, is_leaf=lambda v: False)
     assert leaves == slow_leaves and s._records == slow._records
@@ -766,6 +766,37 @@ def test_a_list_of_layers_flattens_as_node_by_node(n_kids, n_keep):
     assert s.paths() == seen
     st_, tagged, rest = ct.split(tree, "a", ...)
     assert [ct.keystr(p) for p in tagged] == [
-        f"['layers'][{i}].{f}" for i in range(4) for f in kids[1:]
+        f"['layers'][{i}].{f}" for i in range(9) for f in kids[1:]
     ]
     assert ct.merge(st_, tagged, rest) == tree
+
+
+def test_runs_at_every_depth_and_under_fields_of_different_tags():
+    """A run of layers at depth 0, 1 and 3, and under the 8 fields of a class tagged
+    differently, gets the engine's paths and each leaf the first tag its fields match."""
+    from containers._flatten import ranked_paths
+
+    names = [f"f{i}" for i in range(8)]
+    fields = [(n, Any, ct.field(tags=(("a",), ("b",), ())[i % 3])) for i, n in enumerate(names)]
+    wide = ct.container(dataclasses.make_dataclass("Wide", fields))
+    run = [Point(i, -i) for i in range(9)]
+    trees = [
+        run,
+        {"x": run},
+        {"x": [(run, 0)]},
+        wide(*[Point(i, -i) for i in range(8)]),
+        {"w": [wide(*[Point(i, -i) for i in range(8)])]},
+    ]
+    for tree in trees:
+        seen = [p for p, _ in _engine_pairs(tree)]
+        first = {"b": 0, "a": 1}
+        paths, ranks = ranked_paths(ct.structure(tree)._records, first, 2)
+        assert paths == seen
+        assert ranks == [_plain_rank(p, first, 2) for p in paths]
+
+
+def _engine_pairs(tree: Any) -> list[Any]:
+    """The (path, leaf) pairs fmap_with_path's engine passes to f, in order."""
+    seen: list[Any] = []
+    ct.fmap_with_path(lambda path, leaf: seen.append((path, leaf)), tree, cache=False)
+    return seen

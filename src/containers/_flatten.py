@@ -149,7 +149,7 @@ def _flatten_fast(
             sink = [] if records is None else records
             _flatten_iter(x, kind, leaves, sink, leaf_types, None, "flatten")
             return
-        if len(kids) > 2 and _flatten_run(kind, aux, kids, leaf_types, lextend, records):
+        if len(kids) >= _MIN_RUN and _flatten_run(kind, aux, kids, leaf_types, lextend, records):
             return
         if records is not None:
             slot = len(records)
@@ -211,6 +211,12 @@ def _flatten_fast(
     rec(x, kind, 0)
     del rec  # a recursive closure is a reference cycle: free it (and records) now
     return leaves
+
+
+#: The fewest nodes worth the loops in C of a run (a list of layers): below it, their
+#: setup costs more than the node-by-node loop saves (benchmarks/run.py, W3: tuples of
+#: 4 layers).
+_MIN_RUN = 8
 
 
 def _flatten_run(
@@ -429,7 +435,7 @@ def ranked_paths(
     pat = None if first is None else pattern(keys, none)
     if mask is None:
         return list(zip(keys)), [] if pat is None else list(pat)
-    if mask is True and _leaf_run(records, 1, n):
+    if mask is True and n >= _MIN_RUN and _leaf_run(records, 1, n):
         _emit_run(records[1], (), keys, pat, pattern, out, ranks)
         return out, ranks
     stack = [[keys, mask, 0, pat]]
@@ -457,7 +463,12 @@ def ranked_paths(
             out += map((*keys_above, keys[i]).__add__, zip(child_keys))
             if child_pat is not None:
                 ranks += child_pat
-        elif child_mask is True and _leaf_run(records, nxt, n):
+        elif (
+            child_mask is True
+            and n >= _MIN_RUN
+            and records[nxt][3] is None
+            and _leaf_run(records, nxt, n)
+        ):
             above = (*keys_above, keys[i])
             _emit_run(records[nxt], above, child_keys, child_pat, pattern, out, ranks)
             nxt += n
