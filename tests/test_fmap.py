@@ -462,6 +462,8 @@ def test_sharing_holds_under_a_tracer_that_reads_locals(engine: str, traced: str
     import subprocess
     import sys
 
+    if sys.version_info[:2] == (3, 12):  # PEP 709 inlined comprehensions, before PEP 667
+        pytest.skip("CPython 3.12: such a tracer breaks comprehensions in the stdlib and attrs")
     env = {k: v for k, v in os.environ.items() if k != "CONTAINERS_PURE_PYTHON"}
     if engine == "python":
         env["CONTAINERS_PURE_PYTHON"] = "1"

@@ -84,6 +84,8 @@ def conforms(value: Any, tp: Any, bound: dict[Any, Any] | None = None) -> bool:
             and set(value) == set(hints)
             and all(conforms(value[k], hints[k], bound) for k in hints)
         )
+    if isinstance(origin, getattr(typing, "TypeAliasType", ())):  # NDArray, numpy 2.5+
+        return conforms(value, origin.__value__[args], bound)
     cls = origin or tp
     if not isinstance(value, cls):
         return False
