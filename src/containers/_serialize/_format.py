@@ -516,7 +516,7 @@ def read_arrays(
     for i, j in _groups(tensors):
         group = tensors[i:j]
         first, last = group[0], group[-1]
-        buf = _buffer(last.end - first.begin)
+        buf = np.empty(last.end - first.begin, np.uint8)
         view = buf.data
         alone = wants is not None and j == i + 1
         value = 0
@@ -544,32 +544,6 @@ def read_arrays(
 
 #: Bytes read, then checked, at a time: well inside a core's L2 cache.
 _CHUNK = 1 << 19
-
-#: mmap flags for a private anonymous map whose pages are all faulted in by the mmap
-#: call itself (Linux); 0 where there is no MAP_POPULATE.
-_POPULATE = (
-    mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE
-    if hasattr(mmap, "MAP_POPULATE")
-    else 0
-)
-
-
-def _buffer(n: int) -> np.ndarray[Any, Any]:
-    """A new, writeable ``uint8`` array of ``n`` bytes that a file is about to be read
-    into.
-
-    From ``_OWN`` bytes on, on Linux, it is an anonymous map populated by the ``mmap``
-    call (one system call faults every page in), rather than ``np.empty``: numpy asks
-    for huge pages for its allocations of 4 MiB and more, and when memory is
-    fragmented the first touch of each then waits for the kernel to compact memory.
-    On the shared benchmark machine ``load`` of the "big" tree took 0.8-2.8x
-    safetensors' time with ``np.empty`` and 0.87-1.04x with this
-    (benchmarks/serialization.py, "big"). The map is unmapped when the last array
-    over it is freed.
-    """
-    if _POPULATE and n >= _OWN:
-        return np.frombuffer(mmap.mmap(-1, n, flags=_POPULATE), np.uint8)
-    return np.empty(n, np.uint8)
 
 
 def view_arrays(
