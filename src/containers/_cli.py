@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 import containers as ct
 from containers.filters import PathContains
@@ -25,8 +26,8 @@ def demo() -> None:
 
     @ct.container(children=["w", "b"], keep=["name"], name="demo.Linear")  # name: in files
     class Linear:
-        w: np.ndarray
-        b: np.ndarray
+        w: npt.NDArray[Any]
+        b: npt.NDArray[Any]
         name: str = "linear"
         cache: dict[str, object] | None = None  # neither child nor kept: reset on rebuild
 

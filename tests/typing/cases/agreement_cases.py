@@ -20,7 +20,7 @@ import containers as ct
 
 T = TypeVar("T")
 Array = npt.NDArray[np.float64]
-AnyArray = np.ndarray[tuple[Any, ...], np.dtype[Any]]  # what numpy's ufuncs return
+AnyArray = npt.NDArray[Any]  # what numpy's ufuncs return (its shape type varies by version)
 
 
 @ct.container

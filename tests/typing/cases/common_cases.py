@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Generic, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 from typing_extensions import assert_type
 
 import containers as ct
@@ -24,8 +25,8 @@ class Pair(Generic[T]):
 
 @ct.container(children=["w", "b"], keep=["name"])
 class Linear:
-    w: np.ndarray
-    b: np.ndarray
+    w: npt.NDArray[Any]
+    b: npt.NDArray[Any]
     name: str = "linear"
     calls: int = 0
 

@@ -103,7 +103,7 @@ def case_fmap_reparameterizes() -> None:
     assert_type(ct.fmap(str, p), Pair[str])
     assert_type(ct.fmap(to_str, p), Pair[str])
     assert_type(ct.fmap(float, p), Pair[float])
-    assert_type(ct.fmap(np.asarray, p), Pair[np.ndarray[tuple[Any, ...], np.dtype[Any]]])
+    assert_type(ct.fmap(np.asarray, p), Pair[npt.NDArray[Any]])
 
 
 def case_fmap_lambdas_get_the_leaf_type() -> None:
@@ -141,7 +141,7 @@ def case_fmap_concrete_fields() -> None:
     ct.fmap(str, layer)  # type: ignore[containers-leaf]
     assert_type(
         ct.fmap(np.tanh, Mixed(np.zeros(2), 1.0)),
-        Mixed[np.ndarray[tuple[Any, ...], np.dtype[Any]]],
+        Mixed[npt.NDArray[Any]],
     )
 
 
