@@ -8,9 +8,9 @@ walks a tree itself (no recursion, cycle check or depth limit of its own).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import compress, repeat
-from operator import call, eq, not_
+from operator import eq, not_
 from typing import Any, TypeAlias, TypeVar, overload
 
 from containers._errors import ContainerDefinitionError, StructureError
@@ -378,8 +378,8 @@ def _planned(
             return None
     if len(parts) == 1:
         return list(parts[0].values())
-    nexts: list[Callable[[], Any]] = [iter(p.values()).__next__ for p in parts]
-    return list(map(call, map(nexts.__getitem__, which)))
+    values: list[Iterator[Any]] = [iter(p.values()) for p in parts]
+    return list(map(next, map(values.__getitem__, which)))
 
 
 def _lookup(structure: Structure[Any], parts: Sequence[Mapping[KeyPath, Any]]) -> list[Any]:
