@@ -5,8 +5,9 @@ another library's registry is on the user's hot path. The model is the W3 model 
 benchmarks/run.py: a list of `MLP(layers=(Linear(w, b),) * 4, name)`, N arrays in
 all (N/2 Linear nodes, N/8 MLPs whose `name` is kept, i.e. static aux data). Each
 library's variant declares the same two classes its own way (`containers` twice: as
-declared by default, frozen, and with `frozen=False`, whose rebuild needs no class
-switch; see src/containers/interop/_generated.py):
+declared by default, frozen, rebuilt by `_speedups.Rebuild` where the accelerator is
+built and through a class switch where not, and with `frozen=False`, rebuilt by plain
+attribute stores; see src/containers/interop/_generated.py):
 
 - jax: `containers` (`register_jax()`), `equinox` (`eqx.Module`, `name` static),
   `register_dataclass` (`jax.tree_util.register_dataclass`, JAX's C++ dataclass
@@ -70,7 +71,7 @@ class MLP:
 
 @ct.container(frozen=False)
 class MutableLinear:
-    """The same classes declared ``frozen=False``: rebuilt without a class switch."""
+    """The same classes declared ``frozen=False``: rebuilt by plain attribute stores."""
 
     w: Any
     b: Any

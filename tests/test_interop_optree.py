@@ -4,6 +4,7 @@ in a namespace; and ``import containers`` imports none of jax, optree, torch.
 
 from __future__ import annotations
 
+import abc
 import collections
 import dataclasses
 import subprocess
@@ -475,6 +476,112 @@ def test_generated_unflatten_agrees_with_its_plain_twin(
     values = [getattr(built, n) for n in spec.fields]
     others = [getattr(plain, n) for n in spec.fields]
     assert [[a is b for b in values] for a in values] == [[a is b for b in others] for a in others]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    rebuild_cases(),
+    st.sampled_from(["jax", "optree", "torch"]),
+    st.sampled_from([tuple, list, iter]),
+)
+def test_compiled_unflatten_agrees_with_the_generated_one(
+    case: tuple[type, tuple[Any, ...], tuple[Any, ...]], library: str, children_as: Any
+) -> None:
+    """Where the accelerator rebuilds a class (``_speedups.Rebuild``: every frozen
+    dataclass and attrs class, slotted or not), it builds what the generated Python
+    rebuild, its plain twin, builds: the same class, the very same objects in children
+    and kept fields (shared ones shared alike), the same defaults and factory values in
+    reset fields, the instance dict in the same order; whatever the children come as."""
+    from containers import _fmap
+    from containers.interop._generated import compile_adapters, compiled_rebuild_fields
+
+    speedups = _fmap._speedups
+    if speedups is None:
+        pytest.skip("containers._speedups is not built")
+    cls, kids, kept = case
+    spec = ct.spec(cls)
+    frozen = spec.flavor != "namedtuple" and cls.__setattr__ is not object.__setattr__
+    assert (compiled_rebuild_fields(spec) is not None) == frozen
+    kept_type = type("Kept", (tuple,), {}) if spec.keep else None
+    aux = kept_type(kept) if kept_type is not None else ()
+    compiled = compile_adapters(spec, library, kept_type=kept_type, slow=print)["unflatten"]
+    assert isinstance(compiled, speedups.Rebuild) == frozen
+    try:
+        _fmap._speedups = None
+        twin = compile_adapters(spec, library, kept_type=kept_type, slow=print)["unflatten"]
+    finally:
+        _fmap._speedups = speedups
+    assert not isinstance(twin, speedups.Rebuild)
+
+    def call(unflatten: Any) -> Any:
+        children = children_as(kids)
+        return unflatten(children, aux) if library == "torch" else unflatten(aux, children)
+
+    built, plain = call(compiled), call(twin)
+    assert type(built) is type(plain) is cls
+    for name in spec.fields:
+        got, want = getattr(built, name), getattr(plain, name)
+        if name in spec.reset and spec.defaults[name].how == "factory_self":
+            assert got == [id(built)] and want == [id(plain)]
+        elif name in spec.reset and spec.defaults[name].how == "factory":
+            assert got == want and got is not want  # a fresh object from the factory
+        else:
+            assert got is want
+    if not isinstance(built, tuple) and hasattr(built, "__dict__"):
+        assert list(vars(built)) == list(vars(plain))
+    if spec.slots:
+        assert not hasattr(built, "__dict__") or not any(n in vars(built) for n in spec.slots)
+    values = [getattr(built, n) for n in spec.fields]
+    others = [getattr(plain, n) for n in spec.fields]
+    assert [[a is b for b in values] for a in values] == [[a is b for b in others] for a in others]
+
+
+def test_the_compiled_rebuild_is_left_out_where_it_would_differ() -> None:
+    """The accelerator's rebuild stores as object.__setattr__ does, so it is not used
+    where that differs from the generated rebuild's stores (a data descriptor named like
+    a field stored in the instance dict), for a class with a __del__, or for a class
+    object.__new__ refuses; the generated rebuild builds those."""
+    from containers.interop._generated import compile_adapters, compiled_rebuild_fields
+
+    class Loud:
+        def __get__(self, obj: Any, owner: Any) -> Any:
+            return "descriptor" if obj is None else obj.__dict__["a"]
+
+        def __set__(self, obj: Any, value: Any) -> None:
+            raise AssertionError("the rebuild stores past descriptors")
+
+    @dataclasses.dataclass(frozen=True)
+    class Described:
+        a: Any
+
+    @ct.container
+    @dataclasses.dataclass(frozen=True)
+    class Finalized:
+        a: Any
+
+        def __del__(self) -> None:
+            pass
+
+    @ct.container
+    @dataclasses.dataclass(frozen=True)
+    class Abstract(abc.ABC):
+        a: Any
+
+        @abc.abstractmethod
+        def method(self) -> None: ...
+
+    Described.a = Loud()  # type: ignore[misc]
+    ct.container(Described)
+    assert compiled_rebuild_fields(ct.spec(Described)) is None
+    assert compiled_rebuild_fields(ct.spec(Finalized)) is None
+    assert compiled_rebuild_fields(ct.spec(Abstract)) is None
+    for cls in (Described, Finalized):
+        unflatten = compile_adapters(ct.spec(cls), "optree", kept_type=None, slow=print)
+        built = unflatten["unflatten"]((), ("v",))
+        assert type(built) is cls and built.__dict__ == {"a": "v"}
+    unflatten = compile_adapters(ct.spec(Abstract), "optree", kept_type=None, slow=print)
+    with pytest.raises(TypeError, match="Can't instantiate abstract class"):
+        unflatten["unflatten"]((), ("v",))
 
 
 def test_a_rebuild_never_makes_a_subclass_and_falls_back_where_layouts_differ() -> None:

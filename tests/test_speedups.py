@@ -99,6 +99,7 @@ def test_each_load_makes_its_own_module() -> None:
     assert second is not first
     assert second.Loop is not first.Loop
     assert second.PairLoop is not first.PairLoop
+    assert second.Rebuild is not first.Rebuild
     for module in (first, second):
         loop = module.Loop(print, {}, frozenset({float}), frozenset({float}))
         loop.bind(abs, {}, [], None, False)
@@ -378,3 +379,151 @@ def test_bad_arguments_are_named() -> None:
         pair_type(print, print, print, frozenset(), {})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^PairLoop\.run: the loop was never initialised$"):
         pair_type.__new__(pair_type).run([], [], 0)
+
+
+# --- Rebuild: interop's rebuild of a frozen class ------------------------------------------
+
+
+def _rebuild_type() -> Any:
+    assert _fmap._speedups is not None
+    return _fmap._speedups.Rebuild
+
+
+def _unpack_two(children: Any) -> tuple[Any, Any]:
+    c0, c1 = children
+    return c0, c1
+
+
+@compiled
+@pytest.mark.parametrize("children_as", [tuple, list, iter, deque])
+@pytest.mark.parametrize("kept_first", [True, False])
+def test_rebuild_stores_past_a_frozen_setattr_without_init(
+    children_as: Any, kept_first: bool
+) -> None:
+    """Rebuild makes an instance of the class without __new__ or __init__ and stores
+    each field where object.__setattr__ would (the instance's dict, a slot), the very
+    objects given, reset fields getting their default or a factory's value; in either
+    argument order, from any iterable of the right length."""
+    import dataclasses
+
+    for slots in (False, True):
+
+        @dataclasses.dataclass(frozen=True, slots=slots)
+        class Frozen:
+            a: Any
+            tag: Any
+            b: Any
+            shared: Any = "default"
+            fresh: Any = dataclasses.field(default_factory=list)
+
+            def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+                raise AssertionError("no __new__")
+
+            def __post_init__(self) -> None:
+                raise AssertionError("no __init__")
+
+        fields = (
+            ("a", "child", 1),
+            ("tag", "kept", 0),
+            ("b", "child", 0),
+            ("shared", "value", "default"),
+            ("fresh", "factory", list),
+        )
+        rebuild = _rebuild_type()(Frozen, fields, _unpack_two, kept_first)
+        a, b, kept = object(), [1], ("t",)
+        children = children_as([b, a])
+        built = rebuild(kept, children) if kept_first else rebuild(children, kept)
+        assert type(built) is Frozen
+        assert (built.a, built.tag, built.b) == (a, "t", b)
+        assert built.a is a and built.b is b and built.tag is kept[0]
+        assert built.shared == "default" and built.fresh == []
+        if not slots:
+            assert list(vars(built)) == ["a", "tag", "b", "shared", "fresh"]
+
+
+@compiled
+def test_rebuild_raises_what_the_generated_rebuild_raises_and_leaks_nothing() -> None:
+    """Children of the wrong number or not iterable raise the interpreter's unpacking
+    error; a factory that raises, a kept value that is missing and a child that a
+    factory removes from the list all end the call with their error or result, and
+    every object given is freed afterwards (nothing kept alive by a failed call)."""
+
+    class Plain:
+        pass
+
+    class Value:
+        pass
+
+    def boom() -> Any:
+        raise RuntimeError("factory failed")
+
+    rebuild_type = _rebuild_type()
+    kids = [Value(), Value()]
+    refs = [weakref.ref(k) for k in kids]
+    good = rebuild_type(Plain, (("a", "child", 0), ("b", "child", 1)), _unpack_two, True)
+    with pytest.raises(ValueError, match=r"^not enough values to unpack \(expected 2, got 1\)$"):
+        good((), kids[:1])
+    with pytest.raises(ValueError, match=r"^too many values to unpack \(expected 2"):
+        good((), [*kids, 3])
+    with pytest.raises(TypeError, match=r"^cannot unpack non-iterable int object$"):
+        good((), 3)
+    failing = rebuild_type(
+        Plain, (("a", "child", 0), ("f", "factory", boom), ("b", "child", 1)), _unpack_two, True
+    )
+    with pytest.raises(RuntimeError, match=r"^factory failed$"):
+        failing((), kids)
+    missing = rebuild_type(Plain, (("a", "child", 0), ("k", "kept", 3)), tuple, True)
+    with pytest.raises(IndexError, match=r"^tuple index out of range$"):
+        missing((1,), kids[:1])
+    with pytest.raises(TypeError, match=r"^'NoneType' object is not subscriptable$"):
+        missing(None, kids[:1])
+
+    def shrink() -> Any:
+        kids.clear()  # the children were taken before: the rebuild still holds them
+        return "f"
+
+    taken = rebuild_type(
+        Plain, (("a", "child", 0), ("f", "factory", shrink), ("b", "child", 1)), _unpack_two, True
+    )
+    built = taken((), kids)
+    assert built.f == "f" and all(isinstance(v, Value) for v in (built.a, built.b))
+    del built
+    assert _all_freed(refs)
+
+
+@compiled
+def test_rebuild_bad_arguments_are_named() -> None:
+    """Rebuild's own checks (it is private; interop._generated is its one user)."""
+    rebuild_type = _rebuild_type()
+
+    class Plain:
+        pass
+
+    with pytest.raises(TypeError, match=r"must be type, not int"):
+        rebuild_type(1, (), None, True)
+    with pytest.raises(
+        TypeError, match=r"^Rebuild: each field must be a tuple \(name, how, arg\)$"
+    ):
+        rebuild_type(Plain, (["a", "child", 0],), print, True)
+    with pytest.raises(ValueError, match=r"^Rebuild: unknown how 'kid' for field 'a'$"):
+        rebuild_type(Plain, (("a", "kid", 0),), print, True)
+    with pytest.raises(TypeError, match=r"^Rebuild: a field's name and how must be str$"):
+        rebuild_type(Plain, ((1, "child", 0),), print, True)
+    with pytest.raises(ValueError, match=r"^Rebuild: child index 1 out of range$"):
+        rebuild_type(Plain, (("a", "child", 1),), print, True)
+    with pytest.raises(ValueError, match=r"^Rebuild: negative index for field 'a'$"):
+        rebuild_type(Plain, (("a", "kept", -1),), print, True)
+    with pytest.raises(TypeError, match=r"^Rebuild: the factory of field 'a' must be callable$"):
+        rebuild_type(Plain, (("a", "factory", 1),), print, True)
+    with pytest.raises(TypeError, match=r"^Rebuild: unpack must be callable$"):
+        rebuild_type(Plain, (("a", "child", 0),), None, True)
+    rebuild = rebuild_type(Plain, (("a", "child", 0),), lambda c: c, True)
+    with pytest.raises(TypeError, match=r"^Rebuild: unpack must return a tuple of 1$"):
+        rebuild((), iter([1]))
+    message = "Rebuild() takes 2 arguments (1 given)"
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        rebuild(())
+    with pytest.raises(TypeError, match=r"^Rebuild\(\) takes no keyword arguments$"):
+        rebuild((), (1,), x=1)
+    with pytest.raises(TypeError, match="is not an acceptable base type"):
+        type("Sub", (rebuild_type,), {})

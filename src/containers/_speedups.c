@@ -21,6 +21,16 @@
    all of them first, so that nothing `f` does (even re-initialising the loop) frees
    what the run is using.
 
+   `Rebuild(cls, fields, unpack, kept_first)` is one container class's rebuild as
+   another library's registry calls it (`unflatten(kept, children)`, or
+   `(children, kept)` for torch): `object.__new__(cls)`, then each field stored with
+   `PyObject_GenericSetAttr`, which is `object.__setattr__` (past a frozen class's own
+   `__setattr__`, into slots through their descriptors, into the inline values on
+   3.11+ without making a dict), reset fields getting their defaults. Its plain twin
+   is the generated Python rebuild (`interop._generated.adapter_source`); the object
+   is registered as is, so a rebuild costs no Python frame (benchmarks/interop.py,
+   tree_unflatten).
+
    The module uses multi-phase initialisation (PEP 489) and keeps no Python object in
    a C static: its two types are heap types made by each module object, and its one
    constant lives in the module's state, so it can be imported in subinterpreters,
@@ -30,6 +40,12 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h> /* offsetof */
+#if PY_VERSION_HEX < 0x030C0000
+#include <structmember.h>
+#define Py_T_PYSSIZET T_PYSSIZET
+#define Py_READONLY READONLY
+#endif
 
 #if defined(__linux__)
 #include <pthread.h>
@@ -510,6 +526,315 @@ static PyType_Slot PairLoop_slots[] = {
     {0, NULL},
 };
 
+
+/* --- Rebuild: one class's rebuild without __init__ -------------------------------- */
+
+/* Where a field's value comes from. */
+enum { FROM_CHILD, FROM_KEPT, FROM_VALUE, FROM_FACTORY, FROM_FACTORY_SELF };
+
+typedef struct {
+    PyObject *name;   /* interned str */
+    PyObject *value;  /* FROM_VALUE: the default; FROM_FACTORY(_SELF): the factory */
+    Py_ssize_t index; /* FROM_CHILD, FROM_KEPT: the position in children or kept */
+    int how;
+} Field;
+
+/* Children up to this many are held on the C stack during a rebuild. */
+#define STACK_CHILDREN 8
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *cls;    /* NULL once cleared (then a call raises) */
+    PyObject *unpack; /* unpack(children) -> tuple, the interpreter's own unpacking */
+    PyObject *empty;  /* (), object.__new__'s arguments */
+    Field *fields;
+    Py_ssize_t n_fields;
+    Py_ssize_t n_children;
+    int kept_first;
+} RebuildObject;
+
+static int
+Rebuild_traverse(RebuildObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->cls);
+    Py_VISIT(self->unpack);
+    for (Py_ssize_t i = 0; i < self->n_fields; i++) {
+        Py_VISIT(self->fields[i].value);
+    }
+    return 0;
+}
+
+static int
+Rebuild_clear(RebuildObject *self)
+{
+    /* cls first: a call made while the rest is released (a __del__) sees a cleared
+       object and raises instead of reading released fields */
+    Py_CLEAR(self->cls);
+    Py_CLEAR(self->unpack);
+    for (Py_ssize_t i = 0; i < self->n_fields; i++) {
+        Py_CLEAR(self->fields[i].value);
+    }
+    return 0;
+}
+
+static void
+Rebuild_dealloc(RebuildObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Rebuild_clear(self);
+    for (Py_ssize_t i = 0; i < self->n_fields; i++) {
+        Py_XDECREF(self->fields[i].name);
+    }
+    PyMem_Free(self->fields);
+    Py_XDECREF(self->empty);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+/* Read one (name, how, arg) entry of Rebuild's fields into field; -1 on error. */
+static int
+read_field(PyObject *entry, Field *field, Py_ssize_t *n_children)
+{
+    static const char *hows[] = {"child", "kept", "value", "factory", "factory_self"};
+    PyObject *name, *how, *arg;
+    if (!PyTuple_Check(entry) || !PyArg_UnpackTuple(entry, "field", 3, 3, &name, &how, &arg)) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "Rebuild: each field must be a tuple "
+                                             "(name, how, arg)");
+        }
+        return -1;
+    }
+    if (!PyUnicode_CheckExact(name) || !PyUnicode_Check(how)) {
+        PyErr_SetString(PyExc_TypeError, "Rebuild: a field's name and how must be str");
+        return -1;
+    }
+    field->how = -1;
+    for (int i = 0; i < 5; i++) {
+        if (PyUnicode_CompareWithASCIIString(how, hows[i]) == 0) {
+            field->how = i;
+        }
+    }
+    if (field->how < 0) {
+        PyErr_Format(PyExc_ValueError, "Rebuild: unknown how %R for field %R", how, name);
+        return -1;
+    }
+    if (field->how == FROM_CHILD || field->how == FROM_KEPT) {
+        field->index = PyLong_AsSsize_t(arg);
+        if (field->index == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (field->index < 0) {
+            PyErr_Format(PyExc_ValueError, "Rebuild: negative index for field %R", name);
+            return -1;
+        }
+        *n_children += field->how == FROM_CHILD;
+    }
+    else {
+        if (field->how != FROM_VALUE && !PyCallable_Check(arg)) {
+            PyErr_Format(PyExc_TypeError, "Rebuild: the factory of field %R must be callable",
+                         name);
+            return -1;
+        }
+        Py_INCREF(arg);
+        field->value = arg;
+    }
+    Py_INCREF(name);
+    PyUnicode_InternInPlace(&name);
+    field->name = name;
+    return 0;
+}
+
+static PyObject *Rebuild_vectorcall(PyObject *, PyObject *const *, size_t, PyObject *);
+
+/* No __init__: the fields never change after construction, so a call never sees them
+   change under it (a factory cannot re-initialise the object it runs in). */
+static PyObject *
+Rebuild_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"cls", "fields", "unpack", "kept_first", NULL};
+    PyObject *cls, *fields, *unpack;
+    int kept_first;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!Op:Rebuild", names, &PyType_Type, &cls,
+                                     &PyTuple_Type, &fields, &unpack, &kept_first)) {
+        return NULL;
+    }
+    RebuildObject *self = (RebuildObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->vectorcall = Rebuild_vectorcall;
+    self->kept_first = kept_first;
+    Py_ssize_t n = PyTuple_GET_SIZE(fields);
+    self->fields = PyMem_Calloc(n ? n : 1, sizeof(Field));
+    if (self->fields == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        self->n_fields = i + 1; /* released by dealloc if what follows fails */
+        if (read_field(PyTuple_GET_ITEM(fields, i), &self->fields[i], &self->n_children) < 0) {
+            Py_DECREF(self);
+            return NULL;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (self->fields[i].how == FROM_CHILD && self->fields[i].index >= self->n_children) {
+            PyErr_Format(PyExc_ValueError, "Rebuild: child index %zd out of range",
+                         self->fields[i].index);
+            Py_DECREF(self);
+            return NULL;
+        }
+    }
+    if (self->n_children > 0 && !PyCallable_Check(unpack)) {
+        PyErr_SetString(PyExc_TypeError, "Rebuild: unpack must be callable");
+        Py_DECREF(self);
+        return NULL;
+    }
+    self->empty = PyTuple_New(0);
+    if (self->empty == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    Py_INCREF(unpack);
+    self->unpack = unpack;
+    Py_INCREF(cls);
+    self->cls = cls; /* last: a set cls says the object is complete */
+    return (PyObject *)self;
+}
+
+/* kept[i], as the generated code reads it: a tuple's item directly, unless its type
+   overrides indexing. A new reference. */
+static PyObject *
+kept_item(PyObject *kept, Py_ssize_t i)
+{
+    PyMappingMethods *m = Py_TYPE(kept)->tp_as_mapping;
+    if (PyTuple_Check(kept) && i < PyTuple_GET_SIZE(kept) && m != NULL &&
+        m->mp_subscript == PyTuple_Type.tp_as_mapping->mp_subscript) {
+        PyObject *v = PyTuple_GET_ITEM(kept, i);
+        Py_INCREF(v);
+        return v;
+    }
+    PyObject *key = PyLong_FromSsize_t(i);
+    if (key == NULL) {
+        return NULL;
+    }
+    PyObject *v = PyObject_GetItem(kept, key);
+    Py_DECREF(key);
+    return v;
+}
+
+/* Store field's value, from kids, kept or its default, into obj; -1 on error. */
+static int
+store_field(PyObject *obj, const Field *field, PyObject *const *kids, PyObject *kept)
+{
+    PyObject *value;
+    switch (field->how) {
+    case FROM_CHILD:
+        value = kids[field->index];
+        Py_INCREF(value);
+        break;
+    case FROM_KEPT:
+        value = kept_item(kept, field->index);
+        break;
+    case FROM_VALUE:
+        value = field->value;
+        Py_INCREF(value);
+        break;
+    case FROM_FACTORY:
+        value = PyObject_CallNoArgs(field->value);
+        break;
+    default: /* FROM_FACTORY_SELF */
+        value = PyObject_CallOneArg(field->value, obj);
+        break;
+    }
+    if (value == NULL) {
+        return -1;
+    }
+    int r = PyObject_GenericSetAttr(obj, field->name, value);
+    Py_DECREF(value);
+    return r;
+}
+
+static PyObject *
+Rebuild_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    RebuildObject *self = (RebuildObject *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0) {
+        PyErr_SetString(PyExc_TypeError, "Rebuild() takes no keyword arguments");
+        return NULL;
+    }
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "Rebuild() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (self->cls == NULL) {
+        PyErr_SetString(PyExc_TypeError, "Rebuild: the object was cleared");
+        return NULL;
+    }
+    PyObject *kept = args[self->kept_first ? 0 : 1];
+    PyObject *children = args[self->kept_first ? 1 : 0];
+    Py_ssize_t n = self->n_children, i;
+    PyObject *stack[STACK_CHILDREN];
+    PyObject **kids = n <= STACK_CHILDREN ? stack : PyMem_New(PyObject *, n);
+    if (kids == NULL) {
+        return PyErr_NoMemory();
+    }
+    Py_INCREF(self); /* a factory may drop the registry's reference to self */
+    PyObject *obj = NULL, *unpacked = NULL;
+    Py_ssize_t taken = 0;
+    if (n > 0) {
+        /* `_c0, ..., _cn = children`: the children first, all at once, as the
+           generated code takes them (a factory cannot change them under us) */
+        PyObject *seq = children;
+        if (!((PyTuple_CheckExact(children) || PyList_CheckExact(children)) &&
+              PySequence_Fast_GET_SIZE(children) == n)) {
+            seq = unpacked = PyObject_CallOneArg(self->unpack, children);
+            if (unpacked == NULL) {
+                goto done;
+            }
+            if (!PyTuple_CheckExact(unpacked) || PyTuple_GET_SIZE(unpacked) != n) {
+                PyErr_Format(PyExc_TypeError, "Rebuild: unpack must return a tuple of %zd",
+                             n);
+                goto done;
+            }
+        }
+        for (; taken < n; taken++) {
+            kids[taken] = PySequence_Fast_GET_ITEM(seq, taken);
+            Py_INCREF(kids[taken]);
+        }
+    }
+    /* object.__new__(cls): no __new__ or __init__ of cls runs */
+    obj = PyBaseObject_Type.tp_new((PyTypeObject *)self->cls, self->empty, NULL);
+    if (obj == NULL) {
+        goto done;
+    }
+    /* in field order, then the attrs factories taking self (as _codegen._construct) */
+    for (int self_pass = 0; self_pass < 2; self_pass++) {
+        for (i = 0; i < self->n_fields; i++) {
+            const Field *field = &self->fields[i];
+            if ((field->how == FROM_FACTORY_SELF) == self_pass &&
+                store_field(obj, field, kids, kept) < 0) {
+                Py_CLEAR(obj);
+                goto done;
+            }
+        }
+    }
+done:
+    while (taken--) {
+        Py_DECREF(kids[taken]);
+    }
+    if (kids != stack) {
+        PyMem_Free(kids);
+    }
+    Py_XDECREF(unpacked);
+    Py_DECREF(self);
+    return obj;
+}
+
 /* Heap types, one pair per module object; like the static types they replace, they
    cannot be subclassed or changed. */
 #define LOOP_FLAGS (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE)
@@ -526,6 +851,36 @@ static PyType_Spec PairLoop_spec = {
     .basicsize = sizeof(LoopObject),
     .flags = LOOP_FLAGS,
     .slots = PairLoop_slots,
+};
+
+static PyMemberDef Rebuild_members[] = {
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(RebuildObject, vectorcall), Py_READONLY},
+    {NULL},
+};
+
+static PyType_Slot Rebuild_slots[] = {
+    {Py_tp_doc, (void *)PyDoc_STR(
+                    "Rebuild(cls, fields, unpack, kept_first): one class's rebuild without "
+                    "__init__, called as unflatten(kept, children), or (children, kept) if "
+                    "not kept_first. fields: (name, how, arg) per field in declaration "
+                    "order, how one of 'child' and 'kept' (arg: the index), 'value', "
+                    "'factory' and 'factory_self' (arg: the default or factory); unpack: "
+                    "children -> tuple, for children that are not a list or tuple of the "
+                    "right length.")},
+    {Py_tp_new, Rebuild_new},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_dealloc, Rebuild_dealloc},
+    {Py_tp_traverse, Rebuild_traverse},
+    {Py_tp_clear, Rebuild_clear},
+    {Py_tp_members, Rebuild_members},
+    {0, NULL},
+};
+
+static PyType_Spec Rebuild_spec = {
+    .name = "containers._speedups.Rebuild",
+    .basicsize = sizeof(RebuildObject),
+    .flags = LOOP_FLAGS | Py_TPFLAGS_HAVE_VECTORCALL,
+    .slots = Rebuild_slots,
 };
 
 /* Make a type for this module object and add it; -1 on error. */
@@ -547,7 +902,7 @@ speedups_exec(PyObject *module)
     ModuleState *state = PyModule_GetState(module);
     state->handover_depth = PyLong_FromLong(1L << 30);
     if (state->handover_depth == NULL || add_type(module, &Loop_spec) < 0 ||
-        add_type(module, &PairLoop_spec) < 0 ||
+        add_type(module, &PairLoop_spec) < 0 || add_type(module, &Rebuild_spec) < 0 ||
         PyModule_AddIntConstant(module, "UNROLLED", UNROLLED) < 0) {
         return -1;
     }
@@ -590,7 +945,8 @@ static PyModuleDef_Slot speedups_slots[] = {
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "containers._speedups",
-    .m_doc = PyDoc_STR("fmap's child loops in C (optional; see _fmap._Mode and _fmap._ManyMode)."),
+    .m_doc = PyDoc_STR("fmap's child loops and interop's rebuild in C (optional; see "
+                       "_fmap._Mode, _fmap._ManyMode and interop._generated)."),
     .m_size = sizeof(ModuleState),
     .m_slots = speedups_slots,
     .m_traverse = speedups_traverse,

@@ -1,4 +1,5 @@
-# fmap's compiled child loops (_speedups.c); optional, see _fmap._load_speedups.
+# fmap's compiled child loops and interop's rebuild (_speedups.c); optional, see
+# _fmap._load_speedups.
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -34,3 +35,13 @@ class PairLoop:
     ) -> None: ...
     def run(self, kids: Iterable[Any], ykids: Iterable[Any], depth: int, /) -> list[Any]: ...
     def bind(self, f: Callable[..., Any], /) -> None: ...
+
+class Rebuild:
+    def __init__(
+        self,
+        cls: type,
+        fields: tuple[tuple[str, str, Any], ...],
+        unpack: Callable[[Any], tuple[Any, ...]] | None,
+        kept_first: bool,
+    ) -> None: ...
+    def __call__(self, a: Any, b: Any, /) -> Any: ...

@@ -6,8 +6,9 @@ triple with path entries, the rebuild in each library's argument order), compile
 one ``exec`` per class and library and registered in ``linecache``. The closures in
 ``_jax``, ``_optree`` and ``_torch`` and ``plain_unflatten`` are their plain twins
 (the closures are also the fallback when an attribute is unset, which raises the
-declaration's error); tests check that both agree. It never traverses a tree and never
-imports jax, optree or torch.
+declaration's error); tests check that both agree. A frozen class's generated rebuild
+is itself the plain twin of ``_speedups.Rebuild``, registered instead where the
+accelerator is built. It never traverses a tree and never imports jax, optree or torch.
 """
 
 from __future__ import annotations
@@ -17,13 +18,20 @@ import linecache
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from containers import _fmap
 from containers._codegen import _construct, _unpack
 from containers._codegen import plain_unflatten as _plain_unflatten
 from containers._errors import type_name
 from containers._spec import ContainerSpec
 from containers.interop._common import SIMPLE_KEPT
 
-__all__ = ["adapter_source", "compile_adapters", "plain_unflatten", "rebuild_shadow"]
+__all__ = [
+    "adapter_source",
+    "compile_adapters",
+    "compiled_rebuild_fields",
+    "plain_unflatten",
+    "rebuild_shadow",
+]
 
 _counter = itertools.count()
 
@@ -37,8 +45,9 @@ def _tup(items: Sequence[str]) -> str:
 def rebuild_shadow(spec: ContainerSpec) -> type | None:
     """A stand-in class whose instances become ``spec.cls`` ones by ``__class__`` assignment.
 
-    A rebuild of a class with its own ``__setattr__`` (frozen dataclasses and attrs
-    classes) stores the fields into an instance of this plain class, where each store
+    Without the accelerator (``compiled_rebuild_fields``), a rebuild of a class with
+    its own ``__setattr__`` (frozen dataclasses and attrs classes) stores the fields
+    into an instance of this plain class, where each store
     is CPython's specialized attribute store, then assigns ``__class__``: that is
     faster than the core rebuild's ``__dict__`` lookup and writes, and than an
     ``object.__setattr__`` call per field (benchmarks/interop.py, ``tree_unflatten``).
@@ -104,6 +113,49 @@ def _direct_construct(spec: ContainerSpec, values: dict[str, str], g: dict[str, 
             values[name] = f"_ct_factory_{name}()"
     lines += [f"_i.{name} = {values[name]}" for name in spec.fields]
     return [*lines, *switch, "return _i"]
+
+
+def compiled_rebuild_fields(spec: ContainerSpec) -> tuple[tuple[str, str, Any], ...] | None:
+    """The fields of ``_speedups.Rebuild`` for a frozen class, or ``None`` where it would
+    not build what the generated rebuild builds.
+
+    ``Rebuild`` stores each field with ``object.__setattr__``'s C function: on 3.11+
+    into the instance's inline values, with no dict and no ``__class__`` switch, and
+    it is registered itself, so a rebuild runs no Python frame (benchmarks/interop.py,
+    ``tree_unflatten``: frozen classes took 1.1-1.25x a hand registration's
+    ``cls(*children)`` through ``rebuild_shadow``). That store equals the generated
+    one when the class attribute of each field name is a data descriptor exactly for
+    the fields in slots (their slot descriptors, which the core rebuild calls too) and
+    ``object.__new__(cls)`` is allowed (a probe). Not for classes without a
+    ``__setattr__`` of their own (already as fast as a hand registration), namedtuples,
+    or classes with a ``__del__`` (the probe would reach it).
+    """
+    cls = spec.cls
+    if (
+        spec.flavor == "namedtuple"
+        or getattr(cls, "__setattr__", None) is object.__setattr__
+        or hasattr(cls, "__del__")
+    ):
+        return None
+    for name in spec.fields:
+        found = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
+        data = hasattr(type(found), "__set__") or hasattr(type(found), "__delete__")
+        if data != (name in spec.slots):
+            return None
+    try:
+        object.__new__(cls)
+    except TypeError:
+        return None
+    fields: list[tuple[str, str, Any]] = []
+    for name in spec.fields:
+        if name in spec.children:
+            fields.append((name, "child", spec.children.index(name)))
+        elif name in spec.keep:
+            fields.append((name, "kept", spec.keep.index(name)))
+        else:
+            default = spec.defaults[name]
+            fields.append((name, default.how, default.value))
+    return tuple(fields)
 
 
 def plain_unflatten(spec: ContainerSpec) -> Callable[[Any, Sequence[Any]], Any]:
@@ -180,6 +232,12 @@ def adapter_source(
     construct = _direct_construct(spec, dict(values), g) or _construct(spec, values, g)
     header = "unflatten(children, kept)" if library == "torch" else "unflatten(kept, children)"
     emit(f"def {header}:", _unpack(spec.children, "children") + construct)
+    if spec.children:  # _speedups.Rebuild's unpacking of anything but a list or tuple
+        unpacked = _tup([f"_c{i}" for i in range(len(spec.children))])
+        emit(
+            "def _ct_unpack(children):",
+            [*_unpack(spec.children, "children"), f"return {unpacked}"],
+        )
     return "\n".join(out), g
 
 
@@ -192,7 +250,12 @@ def compile_adapters(
     slow_keys: Callable[[Any], Any] | None = None,
     keys: Sequence[Any] = (),
 ) -> dict[str, Any]:
-    """Compile ``adapter_source`` with one ``exec``; returns its functions by name."""
+    """Compile ``adapter_source`` with one ``exec``; returns its functions by name.
+
+    ``unflatten`` is a ``_speedups.Rebuild`` where ``compiled_rebuild_fields`` allows
+    it and the accelerator is built (``_fmap._speedups``); the generated one is its
+    plain twin.
+    """
     source, g = adapter_source(spec, library, kept_type=kept_type, keys=keys)
     g["_ct_slow"] = slow
     g["_ct_slow_keys"] = slow_keys
@@ -201,4 +264,11 @@ def compile_adapters(
     exec(compile(source, filename, "exec"), g)
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     names = ("flatten", "flatten_with_keys", "unflatten")
-    return {n: g[n] for n in names if n in g}
+    functions = {n: g[n] for n in names if n in g}
+    speedups = _fmap._speedups
+    fields = None if speedups is None else compiled_rebuild_fields(spec)
+    if speedups is not None and fields is not None:
+        functions["unflatten"] = speedups.Rebuild(
+            spec.cls, fields, g.get("_ct_unpack"), library != "torch"
+        )
+    return functions
