@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -35,3 +36,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     freed, which holds in a process where no ``register_*`` ran.
     """
     items.sort(key=lambda item: "interop" in item.path.name or item.path.parent.name == "interop")
+
+
+@pytest.fixture
+def hand_pair() -> type:
+    """A fresh class implementing the Container protocol by hand (children ``a`` and
+    ``b``, metadata ``tag``), for the interop tests: each test gets its own class."""
+
+    class HandPair:
+        def __init__(self, a: Any, b: Any, tag: str = "t") -> None:
+            self.a, self.b, self.tag = a, b, tag
+
+        def __container_traverse__(self, acc: Any, fun: Any, /) -> Any:
+            a, acc = fun(self.a, acc)
+            b, acc = fun(self.b, acc)
+            return type(self)(a, b, self.tag), acc
+
+        def __container_reduce__(self, acc: Any, fun: Any, /) -> Any:
+            return fun(self.b, fun(self.a, acc))
+
+        def __container_serialize__(self) -> Any:
+            return "HandPair", [("a", self.a), ("b", self.b)], {"tag": self.tag}
+
+        @classmethod
+        def __container_deserialize__(cls, children: Any, metadata: Any, /) -> Any:
+            kids = dict(children)
+            return cls(kids["a"], kids["b"], metadata["tag"])
+
+    return HandPair

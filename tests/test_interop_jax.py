@@ -370,37 +370,10 @@ def test_generated_adapters_agree_with_their_plain_twins() -> None:
         tu.tree_flatten_with_path(broken)
 
 
-def hand_written_pair() -> type:
-    """A fresh class implementing the Container protocol by hand: children a, b; tag is
-    metadata."""
-
-    class HandPair:
-        def __init__(self, a: Any, b: Any, tag: str = "t") -> None:
-            self.a, self.b, self.tag = a, b, tag
-
-        def __container_traverse__(self, acc: Any, fun: Any, /) -> Any:
-            a, acc = fun(self.a, acc)
-            b, acc = fun(self.b, acc)
-            return type(self)(a, b, self.tag), acc
-
-        def __container_reduce__(self, acc: Any, fun: Any, /) -> Any:
-            return fun(self.b, fun(self.a, acc))
-
-        def __container_serialize__(self) -> Any:
-            return "HandPair", [("a", self.a), ("b", self.b)], {"tag": self.tag}
-
-        @classmethod
-        def __container_deserialize__(cls, children: Any, metadata: Any, /) -> Any:
-            kids = dict(children)
-            return cls(kids["a"], kids["b"], metadata["tag"])
-
-    return HandPair
-
-
-def test_hand_written_containers_are_pytrees_with_their_paths() -> None:
+def test_hand_written_containers_are_pytrees_with_their_paths(hand_pair: type) -> None:
     """A class implementing the Container protocol by hand, defined after register_jax,
     is a JAX pytree once register_jax runs again: its children, paths and metadata."""
-    Pair = hand_written_pair()
+    Pair = hand_pair
     assert len(tu.tree_leaves(Pair(1, 2))) == 1  # a leaf: jax has not heard of it yet
     register_jax()
     tree = {"p": Pair(1, [2, 3], "x")}
@@ -418,10 +391,10 @@ def test_hand_written_containers_are_pytrees_with_their_paths() -> None:
     assert tu.tree_structure(Pair(1, 2, "x")) != tu.tree_structure(Pair(1, 2, "y"))
 
 
-def test_jit_traces_a_hand_written_container_once_per_metadata() -> None:
+def test_jit_traces_a_hand_written_container_once_per_metadata(hand_pair: type) -> None:
     """jax.jit reuses its trace while the metadata are equal and traces again when they
     change, as for kept values."""
-    Pair = hand_written_pair()
+    Pair = hand_pair
     register_jax()
     traces = []
 
@@ -437,10 +410,12 @@ def test_jit_traces_a_hand_written_container_once_per_metadata() -> None:
     assert type(out) is Pair and out.tag == "x" and np.array_equal(out.a, [2.0, 2.0])
 
 
-def test_a_hand_written_container_met_by_containers_first_needs_no_new_call() -> None:
+def test_a_hand_written_container_met_by_containers_first_needs_no_new_call(
+    hand_pair: type,
+) -> None:
     """A hand-written class defined after register_jax becomes a JAX pytree as soon as
     containers classifies one of its instances (here ct.leaves)."""
-    Pair = hand_written_pair()
+    Pair = hand_pair
     assert len(tu.tree_leaves(Pair(1, 2))) == 1  # a leaf: jax has not heard of it yet
     assert ct.leaves(Pair(1, 2)) == [1, 2]
     assert tu.tree_leaves(Pair(1, 2)) == [1, 2]

@@ -251,33 +251,11 @@ def test_declaring_while_registering_from_other_threads_misses_no_class() -> Non
         assert optree.tree_leaves(cls(7), namespace="ct-tests-threads") == [7]
 
 
-def hand_written_pair() -> type:
-    """A fresh class implementing the Container protocol by hand: children a, b; tag is
-    metadata."""
-
-    class HandPair:
-        def __init__(self, a: Any, b: Any, tag: str = "t") -> None:
-            self.a, self.b, self.tag = a, b, tag
-
-        def __container_traverse__(self, acc: Any, fun: Any, /) -> Any:
-            a, acc = fun(self.a, acc)
-            b, acc = fun(self.b, acc)
-            return type(self)(a, b, self.tag), acc
-
-        def __container_reduce__(self, acc: Any, fun: Any, /) -> Any:
-            return fun(self.b, fun(self.a, acc))
-
-        def __container_serialize__(self) -> Any:
-            return "HandPair", [("a", self.a), ("b", self.b)], {"tag": self.tag}
-
-    return HandPair
-
-
 @pytest.mark.parametrize("namespace", ["", "ct-tests"])
-def test_hand_written_containers_are_optree_pytrees(namespace: str) -> None:
+def test_hand_written_containers_are_optree_pytrees(namespace: str, hand_pair: type) -> None:
     """A class implementing the Container protocol by hand is an optree node in every
     registered namespace once register_optree runs again: paths, metadata, rebuild."""
-    Pair = hand_written_pair()
+    Pair = hand_pair
     assert len(optree.tree_leaves(Pair(1, 2), namespace=namespace)) == 1  # a leaf so far
     register_optree(namespace)
     tree = {"p": Pair(1, [2, 3], "x")}
@@ -296,10 +274,10 @@ def test_hand_written_containers_are_optree_pytrees(namespace: str) -> None:
     )
 
 
-def test_a_hand_written_container_met_by_containers_first_is_registered() -> None:
+def test_a_hand_written_container_met_by_containers_first_is_registered(hand_pair: type) -> None:
     """A hand-written class defined after register_optree becomes an optree node as
     soon as containers classifies one of its instances."""
-    Pair = hand_written_pair()
+    Pair = hand_pair
     assert len(optree.tree_leaves(Pair(1, 2))) == 1  # a leaf: optree has not heard of it
     assert ct.leaves(Pair(1, 2)) == [1, 2]
     assert optree.tree_leaves(Pair(1, 2)) == [1, 2]

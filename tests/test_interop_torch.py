@@ -280,25 +280,11 @@ def test_namedtuples_are_read_by_torch_as_all_their_fields_in_order() -> None:
     assert ct.fmap(lambda v: v * 10, Partial(1, 2)) == (1, 20)
 
 
-def test_hand_written_containers_are_torch_nodes() -> None:
+def test_hand_written_containers_are_torch_nodes(hand_pair: type) -> None:
     """A class implementing the Container protocol by hand is a torch pytree node once
     register_torch runs again, with its keys; torch.func.grad returns one."""
 
-    class HandPair:
-        def __init__(self, a: Any, b: Any, tag: str = "t") -> None:
-            self.a, self.b, self.tag = a, b, tag
-
-        def __container_traverse__(self, acc: Any, fun: Any, /) -> Any:
-            a, acc = fun(self.a, acc)
-            b, acc = fun(self.b, acc)
-            return HandPair(a, b, self.tag), acc
-
-        def __container_reduce__(self, acc: Any, fun: Any, /) -> Any:
-            return fun(self.b, fun(self.a, acc))
-
-        def __container_serialize__(self) -> Any:
-            return "HandPair", [("a", self.a), ("b", self.b)], {"tag": self.tag}
-
+    HandPair = hand_pair
     assert len(pytree.tree_leaves(HandPair(1, 2))) == 1  # a leaf: torch has not heard of it
     register_torch()
     tree = [HandPair(1, {"k": 2}, "x")]
