@@ -1,4 +1,4 @@
-"""Build the optional C accelerators, ``containers._speedups`` (fmap's loops) and
+"""Build the optional C accelerators, ``containers._engine._speedups`` (fmap's loops) and
 ``containers._crc32`` (the CRC32s of save and load); everything else about the package
 is in pyproject.toml.
 
@@ -12,6 +12,6 @@ import platform
 
 from setuptools import Extension, setup
 
-speedups = Extension("containers._speedups", ["src/containers/_speedups.c"], optional=True)
+speedups = Extension("containers._engine._speedups", ["src/containers/_engine/_speedups.c"], optional=True)
 crc32 = Extension("containers._crc32", ["src/containers/_crc32.c"], optional=True)
 setup(ext_modules=[speedups, crc32] if platform.python_implementation() == "CPython" else [])

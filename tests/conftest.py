@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from containers import _fmap
+from containers._engine import _fast
 
 
 @pytest.fixture(params=["compiled", "python"], scope="module")
@@ -15,16 +15,16 @@ def engine(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run a module's tests twice: with fmap's compiled child loop (``_speedups``) and
     with the generated Python loop it accelerates, which must pass the same tests.
 
-    The modes ``_fmap`` keeps between calls were built with one loop; each run starts
+    The modes ``_engine._fast`` keeps between calls were built with one loop; each run starts
     from none and puts the previous ones back afterwards.
     """
-    if request.param == "compiled" and _fmap._speedups is None:
-        pytest.skip("containers._speedups is not built here (no C compiler at install)")
-    saved = _fmap._speedups, _fmap._idle
-    _fmap._speedups = saved[0] if request.param == "compiled" else None
-    _fmap._idle = {}
+    if request.param == "compiled" and _fast._speedups is None:
+        pytest.skip("containers._engine._speedups is not built here (no C compiler at install)")
+    saved = _fast._speedups, _fast._idle
+    _fast._speedups = saved[0] if request.param == "compiled" else None
+    _fast._idle = {}
     yield request.param
-    _fmap._speedups, _fmap._idle = saved
+    _fast._speedups, _fast._idle = saved
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -747,7 +747,7 @@ def test_nodes_held_twice_by_a_dict_stay_shared() -> None:
     assert out["b"][0].tolist() == [0, 10, 20, 30, 40]
 
 
-# --- fmap's closures are reused from call to call (_fmap._Mode) ---------------------------
+# --- fmap's closures are reused from call to call (_engine._fast._Mode) ---------------------------
 
 
 def test_fmap_called_inside_f_gets_its_own_closures() -> None:
@@ -818,7 +818,7 @@ def test_fmap_on_several_threads_at_once() -> None:
 def test_the_pool_of_idle_closures_is_bounded() -> None:
     """64 calls running at once (each nested in the previous one's f) leave at most
     MAX_IDLE idle closure sets per kind of call, not one per call."""
-    from containers import _fmap
+    from containers._engine import _fast
 
     def nest(v: Any, depth: int = 0) -> Any:
         if depth == 64:
@@ -829,9 +829,9 @@ def test_the_pool_of_idle_closures_is_bounded() -> None:
 
     assert ct.fmap(nest, [1]) == [1]
     assert ct.fmapstructure(nest, [1]) == [1]
-    pooled = {key: len(modes) for key, modes in _fmap._idle.items()}
+    pooled = {key: len(modes) for key, modes in _fast._idle.items()}
     assert pooled
-    assert all(1 <= n <= _fmap.MAX_IDLE for n in pooled.values()), pooled
+    assert all(1 <= n <= _fast.MAX_IDLE for n in pooled.values()), pooled
 
 
 def test_pooled_closures_do_not_keep_superseded_classes_alive() -> None:

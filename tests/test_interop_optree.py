@@ -470,12 +470,12 @@ def test_compiled_unflatten_agrees_with_the_generated_one(
     rebuild, its plain twin, builds: the same class, the very same objects in children
     and kept fields (shared ones shared alike), the same defaults and factory values in
     reset fields, the instance dict in the same order; whatever the children come as."""
-    from containers import _fmap
+    from containers._engine import _fast
     from containers.interop._generated import compile_adapters, compiled_rebuild_fields
 
-    speedups = _fmap._speedups
+    speedups = _fast._speedups
     if speedups is None:
-        pytest.skip("containers._speedups is not built")
+        pytest.skip("containers._engine._speedups is not built")
     cls, kids, kept = case
     spec = ct.spec(cls)
     frozen = spec.flavor != "namedtuple" and cls.__setattr__ is not object.__setattr__
@@ -485,10 +485,10 @@ def test_compiled_unflatten_agrees_with_the_generated_one(
     compiled = compile_adapters(spec, library, kept_type=kept_type, slow=print)["unflatten"]
     assert isinstance(compiled, speedups.Rebuild) == frozen
     try:
-        _fmap._speedups = None
+        _fast._speedups = None
         twin = compile_adapters(spec, library, kept_type=kept_type, slow=print)["unflatten"]
     finally:
-        _fmap._speedups = speedups
+        _fast._speedups = speedups
     assert not isinstance(twin, speedups.Rebuild)
 
     def call(unflatten: Any) -> Any:

@@ -23,10 +23,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import containers as ct
-from containers import _codegen, _fmap
-from containers._fmap import _fast_collect
+from containers import _codegen
+from containers._engine import _fast
+from containers._engine._fast import fast_collect
 from containers._registry import kind_of
-from containers._walk import UNSET, Memo, collect, map_tree
+from containers._engine._core import UNSET, Memo, collect, map_tree
 
 settings.register_profile(
     "containers", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -297,7 +298,7 @@ def test_fcollect_matches_collect_walk(tree: Any) -> None:
 @given(trees())
 def test_fast_fcollect_matches_iterative_collect(tree: Any) -> None:
     """fcollect's recursive fast path and the iterative engine agree, object for object."""
-    fast = _fast_collect(tree)
+    fast = fast_collect(tree)
     assert [id(v) for v in fast] == [id(v) for v in collect(tree, lambda v: False)]
 
 
@@ -341,12 +342,12 @@ def test_generated_code_agrees_with_plain_twin(cls: type, data: st.DataObject) -
 @contextmanager
 def python_loop() -> Iterator[None]:
     """fmap with the generated Python loop, in fresh modes; the compiled one after."""
-    saved = _fmap._speedups, _fmap._idle
-    _fmap._speedups, _fmap._idle = None, {}
+    saved = _fast._speedups, _fast._idle
+    _fast._speedups, _fast._idle = None, {}
     try:
         yield
     finally:
-        _fmap._speedups, _fmap._idle = saved
+        _fast._speedups, _fast._idle = saved
 
 
 def _calls_and_result(trees: tuple[Any, ...], **options: Any) -> tuple[list[Any], Any]:
@@ -371,7 +372,7 @@ def _sharing(tree: Any) -> list[int]:
     return out
 
 
-@pytest.mark.skipif(_fmap._speedups is None, reason="containers._speedups is not built")
+@pytest.mark.skipif(_fast._speedups is None, reason="containers._engine._speedups is not built")
 @given(trees())
 def test_agrees_with_its_twin_call_for_call(tree: Any) -> None:
     """Same calls of f in the same order, equal results, the same sharing, with the cache

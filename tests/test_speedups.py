@@ -30,9 +30,9 @@ import numpy as np
 import pytest
 
 import containers as ct
-from containers import _codegen, _fmap
+from containers._engine import _fast, _loops
 
-compiled = pytest.mark.skipif(_fmap._speedups is None, reason="containers._speedups is not built")
+compiled = pytest.mark.skipif(_fast._speedups is None, reason="containers._engine._speedups is not built")
 
 
 def test_built_where_a_compiler_is_found() -> None:
@@ -41,13 +41,13 @@ def test_built_where_a_compiler_is_found() -> None:
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if os.environ.get("CONTAINERS_PURE_PYTHON") or shutil.which(compiler) is None:
         pytest.skip("no C compiler, or the pure-Python loop was asked for")
-    assert _fmap._speedups is not None
+    assert _fast._speedups is not None
 
 
 def test_pure_python_is_used_when_asked() -> None:
     """CONTAINERS_PURE_PYTHON=1 leaves the compiled loop out; fmap still works."""
     code = (
-        "import containers as ct, containers._fmap as m; "
+        "import containers as ct, containers._engine._fast as m; "
         "print(m._speedups, ct.fmap(lambda v: v + 1, [(1, 2), {'a': 3}]))"
     )
     env = {**os.environ, "CONTAINERS_PURE_PYTHON": "1"}
@@ -60,15 +60,15 @@ def test_pure_python_is_used_when_asked() -> None:
 @compiled
 def test_unrolls_the_tuples_its_twin_unrolls() -> None:
     """Both loops map tuples of up to the same length without a call of their mapper."""
-    assert _fmap._speedups is not None
-    assert _fmap._speedups.UNROLLED == _codegen.UNROLLED_TUPLE_LENGTH
+    assert _fast._speedups is not None
+    assert _fast._speedups.UNROLLED == _loops.UNROLLED_TUPLE_LENGTH
 
 
 #: Load the built extension from its file and map with it: run in a child process or a
 #: subinterpreter, where the package itself (and numpy) need not import.
 _LOAD_AND_MAP = """
 import importlib.util
-spec = importlib.util.spec_from_file_location("containers._speedups", {path!r})
+spec = importlib.util.spec_from_file_location("containers._engine._speedups", {path!r})
 speedups = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(speedups)
 loop = speedups.Loop(print, {{}}, frozenset({{float}}), frozenset({{float}}))
@@ -80,8 +80,8 @@ assert loop.run([-1.0, (-2.0, -3.0)], 0) == [1.0, (2.0, 3.0)]
 def _load_again() -> ModuleType:
     """A new module object from the built extension's file (``import`` would hand back
     the one in ``sys.modules``)."""
-    assert _fmap._speedups is not None
-    spec = importlib.util.spec_from_file_location("containers._speedups", _fmap._speedups.__file__)
+    assert _fast._speedups is not None
+    spec = importlib.util.spec_from_file_location("containers._engine._speedups", _fast._speedups.__file__)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -94,7 +94,7 @@ def test_each_load_makes_its_own_module() -> None:
     """Multi-phase initialisation (PEP 489): loading the file again makes a new module
     with its own types (heap types; no Python object in C statics), and both work. The
     types stay closed to subclasses and changes, as the static types they replace."""
-    first, second = _fmap._speedups, _load_again()
+    first, second = _fast._speedups, _load_again()
     assert first is not None
     assert second is not first
     assert second.Loop is not first.Loop
@@ -117,8 +117,8 @@ def test_loads_in_a_subinterpreter_with_its_own_gil() -> None:
     (``Py_MOD_PER_INTERPRETER_GIL_SUPPORTED``), which refuse every module that does not:
     one loads it and maps with it (in a child process, through CPython's private
     module for interpreters)."""
-    assert _fmap._speedups is not None
-    script = _LOAD_AND_MAP.format(path=_fmap._speedups.__file__)
+    assert _fast._speedups is not None
+    script = _LOAD_AND_MAP.format(path=_fast._speedups.__file__)
     code = textwrap.dedent(
         f"""
         try:
@@ -145,8 +145,8 @@ def test_turns_the_gil_on_in_a_free_threaded_build() -> None:
     """The module declares that it needs the GIL (``Py_MOD_GIL_USED``): a loop's
     references are read and replaced without locks. A free-threaded build turns the
     GIL on when it loads the module."""
-    assert _fmap._speedups is not None
-    code = _LOAD_AND_MAP.format(path=_fmap._speedups.__file__)
+    assert _fast._speedups is not None
+    code = _LOAD_AND_MAP.format(path=_fast._speedups.__file__)
     code += "import sys; print(sys._is_gil_enabled())\n"
     env = {k: v for k, v in os.environ.items() if k != "PYTHON_GIL"}
     done = subprocess.run(
@@ -303,8 +303,8 @@ def test_a_thread_with_a_tiny_stack_maps_deep_trees(engine: str, kib: int) -> No
             "Python 3.10 runs every Python call on the C stack: the fast paths' 100 levels "
             "need more than 64 KiB there (128 KiB is tested above)"
         )
-    if engine == "compiled" and _fmap._speedups is None:
-        pytest.skip("containers._speedups is not built")
+    if engine == "compiled" and _fast._speedups is None:
+        pytest.skip("containers._engine._speedups is not built")
     code = textwrap.dedent(
         f"""
         import threading
@@ -357,9 +357,9 @@ def test_a_thread_with_a_tiny_stack_maps_deep_trees(engine: str, kib: int) -> No
 
 @compiled
 def test_bad_arguments_are_named() -> None:
-    """The Loop's own checks (it is private; _fmap._Mode is its one user)."""
-    assert _fmap._speedups is not None
-    loop_type = _fmap._speedups.Loop
+    """The Loop's own checks (it is private; _engine._fast._Mode is its one user)."""
+    assert _fast._speedups is not None
+    loop_type = _fast._speedups.Loop
     with pytest.raises(TypeError, match=r"^Loop: node must be callable$"):
         loop_type(1, {}, frozenset(), frozenset())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^Loop: immutable and leaf_types must be sets$"):
@@ -372,7 +372,7 @@ def test_bad_arguments_are_named() -> None:
         loop.run([])  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=r"^Loop\.run: the loop was never initialised$"):
         loop_type.__new__(loop_type).run([], 0)
-    pair_type = _fmap._speedups.PairLoop
+    pair_type = _fast._speedups.PairLoop
     with pytest.raises(TypeError, match=r"^PairLoop: leaf, pair and node must be callable$"):
         pair_type(print, print, 1, frozenset(), frozenset())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^PairLoop: immutable and leaf_types must be sets$"):
@@ -385,8 +385,8 @@ def test_bad_arguments_are_named() -> None:
 
 
 def _rebuild_type() -> Any:
-    assert _fmap._speedups is not None
-    return _fmap._speedups.Rebuild
+    assert _fast._speedups is not None
+    return _fast._speedups.Rebuild
 
 
 def _unpack_two(children: Any) -> tuple[Any, Any]:

@@ -70,13 +70,13 @@ from containers._tree import Tree as Tree
 from containers._treelize import rise as rise
 from containers._treelize import subside as subside
 from containers._treelize import treelize as treelize
-from containers._walk import CachedWalk as CachedWalk
-from containers._walk import CollectWalk as CollectWalk
-from containers._walk import DefaultWalk as DefaultWalk
-from containers._walk import ExcludeWalk as ExcludeWalk
-from containers._walk import StructuralWalk as StructuralWalk
-from containers._walk import Walk as Walk
-from containers._walk import execute as execute
+from containers._engine._walks import CachedWalk as CachedWalk
+from containers._engine._walks import CollectWalk as CollectWalk
+from containers._engine._walks import DefaultWalk as DefaultWalk
+from containers._engine._walks import ExcludeWalk as ExcludeWalk
+from containers._engine._walks import StructuralWalk as StructuralWalk
+from containers._engine._walks import Walk as Walk
+from containers._engine._walks import execute as execute
 
 __version__ = "0.1.0"
 

@@ -1,36 +1,26 @@
 """Generated per-class code: pure builders ``spec -> (source, globals)``, one exec per class.
 
 This stage turns a validated ContainerSpec into straight-line functions (flatten,
-unflatten, rebuild, fmap's mapper and the four protocol methods), builds fmap's tuple
-mappers (small tuples unrolled), and registers all their source with ``linecache`` so
-tracebacks and ``inspect.getsource`` show it. It never validates
-(the spec is trusted) and never registers classes. The ``plain_*`` twins at the end
+unflatten, rebuild, fmap's mapper and the four protocol methods) and registers their
+source with ``linecache`` so tracebacks and ``inspect.getsource`` show it. It never
+validates (the spec is trusted), never registers classes, and holds no traversal: a
+mapper's child-mapping lines come from the engine (``_engine._loops.map_child``). The ``plain_*`` twins at the end
 say the same thing with getattr loops; property tests check that both agree.
 """
 
 from __future__ import annotations
 
-import itertools
-import linecache
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import CellType, FunctionType
-from typing import Any, NamedTuple, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
 
+from containers._engine._loops import exec_source, map_child, mapper_factory, source_filename
 from containers._errors import SchemaError, StructureError, type_name
 from containers._spec import ContainerSpec
 
 __all__ = [
-    "MAPPER_ARGS",
     "Generated",
     "build_source",
-    "compile_loop",
-    "compile_pair_loop",
-    "compile_pair_mapper",
     "compile_spec",
-    "compile_tuple_mapper",
-    "loop_source",
-    "pair_loop_source",
-    "pair_mapper_source",
     "plain_deserialize",
     "plain_flatten",
     "plain_rebuild",
@@ -38,12 +28,7 @@ __all__ = [
     "plain_serialize",
     "plain_traverse",
     "plain_unflatten",
-    "rebind",
-    "tuple_mapper_source",
 ]
-
-_counter = itertools.count()
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Generated(NamedTuple):
@@ -115,262 +100,6 @@ def _unpack(names: Sequence[str], source: str) -> list[str]:
     return [f"{targets}{',' if len(names) == 1 else ''} = {source}"]
 
 
-# What fmap's fast path hands a generated mapper factory, in this order (``_fmap._Mode``
-# builds ``mode.mapper_args`` from these names). Keep it short: a closure copies every
-# free variable it uses into its frame on each call.
-MAPPER_ARGS = (
-    "f",
-    "node",
-    "direct",
-    "immutable",
-    "leaf_types",
-    "results",
-    "keep",
-    "use_prune",
-    "prune",
-    "loop",
-    "max_depth",
-    "deep",
-    "structural",
-)
-
-# Tuples up to this length get an unrolled branch for all-immutable-leaf contents.
-UNROLLED_TUPLE_LENGTH = 4
-
-
-def _map_child(value: str, target: str, depth: str) -> list[str]:
-    """Lines setting ``target`` to fmap's result for the child in variable ``value``.
-
-    An immutable leaf (a value) is passed to ``f``; every other leaf goes through the
-    identity cache, inline (``results`` by id, ``keep`` holding the keys' objects,
-    ``prune`` for repeats); a node goes to its mapper in ``direct`` or to ``node``.
-    """
-    return [f"_t = type({value})", *_map_typed_child(value, target, depth)]
-
-
-def _map_typed_child(value: str, target: str, depth: str) -> list[str]:
-    """``_map_child`` once ``_t`` holds the child's type."""
-    return [
-        "if _t in immutable:",
-        f"    {target} = f({value})",
-        "elif _t in leaf_types:",
-        f"    _k = id({value})",
-        "    if _k in results:",  # a bytecode, not a call like results.get
-        f"        {target} = prune if use_prune else results[_k]",
-        "    else:",
-        f"        {target} = results[_k] = f({value})",
-        f"        keep({value})",
-        "else:",
-        "    _m = direct(_t)",
-        f"    {target} = _m({value}, {depth}) if _m is not None else node({value}, {depth})",
-    ]
-
-
-def _mapper_factory(name: str, body: list[str], params: str = "x, depth") -> list[str]:
-    """The body of ``make_mapper(mode)``: unpack ``mode.mapper_args``, define ``name``."""
-    return [
-        f"{', '.join(MAPPER_ARGS)} = mode.mapper_args",
-        f"def {name}({params}):",
-        *(f"    {line}" for line in body),
-        f"return {name}",
-    ]
-
-
-def _unrolled_tuples(trees: str, done: Callable[[str], list[str]]) -> list[str]:
-    """``if``/``elif`` branches mapping tuples of up to UNROLLED_TUPLE_LENGTH immutable
-    leaves to ``(f(_a0, _b0, ...), ...)``, handed to ``done`` for the lines that use it
-    (a ``return``, an ``append``); ``trees`` names the tuples read together (the first
-    is tested), which the caller has checked are tuples of length ``n``."""
-    lines = []
-    for n in range(1, UNROLLED_TUPLE_LENGTH + 1):
-        rows = [[f"_{chr(97 + t)}{i}" for i in range(n)] for t in range(len(trees))]
-        tests = " and ".join(f"type({a}) in immutable" for a in rows[0])
-        calls = ", ".join(f"f({', '.join(col)})" for col in zip(*rows, strict=True))
-        comma = "," if n == 1 else ""
-        lines.append(f"{'if' if n == 1 else 'elif'} n == {n}:")
-        lines += [f"    {', '.join(row)}{comma} = {tree}" for row, tree in zip(rows, trees)]
-        lines += [
-            f"    if {tests}:",
-            *(f"        {line}" for line in done(f"({calls}{comma})")),
-        ]
-    return lines
-
-
-def _returned(value: str) -> list[str]:
-    return [f"return {value}"]
-
-
-def _appended(value: str) -> list[str]:
-    return [f"append({value})", "continue"]
-
-
-def loop_source() -> str:
-    """The source of ``make_loop(mode)``: fmap's loop over the children of a node.
-
-    ``loop(kids, depth)`` returns the list of the mapped children (at ``depth``), each
-    tested as in a class's mapper; a tuple of up to UNROLLED_TUPLE_LENGTH immutable
-    leaves is mapped in the loop itself, without the call of the tuple mapper
-    (benchmarks/run.py, W2: a list of pairs or 4-tuples). ``_speedups.c`` has the same
-    loop in C (``Loop``), used when it is built; this one is its plain twin.
-    """
-    body = [
-        "out = []",
-        "append = out.append",
-        "for x in kids:",
-        "    _t = type(x)",
-        "    if _t is tuple:",
-        "        n = len(x)",
-        *(f"        {line}" for line in _unrolled_tuples("x", _appended)),
-        *(f"    {line}" for line in _map_typed_child("x", "_r", "depth")),
-        "    append(_r)",
-        "return out",
-    ]
-    lines = [
-        "def make_loop(mode):",
-        *(f"    {line}" for line in _mapper_factory("loop", body, "kids, depth")),
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def tuple_mapper_source() -> str:
-    """The source of ``make_mapper(mode)`` for plain tuples (contract as a class's).
-
-    A tuple of up to UNROLLED_TUPLE_LENGTH immutable leaves is mapped by an unrolled
-    branch, as hand-written code would (benchmarks/run.py, W2): no loop, no depth or
-    sharing test (it holds no node). Any other tuple goes to ``loop(children, depth)``,
-    the fast path's loop over a node's children.
-    """
-    body = [
-        "n = len(x)",
-        *_unrolled_tuples("x", _returned),
-        "if depth > max_depth:",
-        "    return deep(x)",
-        "return tuple(loop(x, depth + 1))",
-    ]
-    lines = [
-        "def make_mapper(mode):",
-        *(f"    {line}" for line in _mapper_factory("map_tuple", body)),
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def pair_mapper_source() -> str:
-    """The source of ``make_pair_mapper(f, immutable, general)`` for two-tree fmap.
-
-    ``map_pair(x, y, depth)`` maps a tuple of up to UNROLLED_TUPLE_LENGTH immutable
-    leaves facing a tuple of the same length in an unrolled branch (benchmarks/run.py,
-    W4); everything else goes to ``general(x, y, depth)``.
-    """
-    body = [
-        "if type(x) is tuple and type(y) is tuple:",
-        "    n = len(x)",
-        "    if n == len(y):",
-        *(f"        {line}" for line in _unrolled_tuples("xy", _returned)),
-        "return general(x, y, depth)",
-    ]
-    lines = [
-        "def make_pair_mapper(f, immutable, general):",
-        "    def map_pair(x, y, depth):",
-        *(f"        {line}" for line in body),
-        "    return map_pair",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def pair_loop_source() -> str:
-    """The source of ``make_pair_loop(f, immutable, leaf_types, leaf, pair, node)``.
-
-    ``pair_loop(kids, ykids, depth)`` returns the list of the mapped children (at
-    ``depth``) of a node facing one other tree's node: an immutable leaf goes to ``f``,
-    another leaf to ``leaf``, a tuple of up to UNROLLED_TUPLE_LENGTH immutable leaves
-    facing a tuple of its length is mapped in the loop itself (benchmarks/run.py, W4),
-    any other tuple goes to ``pair`` and any other node to ``node``. ``_speedups.c``
-    has the same loop in C (``PairLoop``), used when it is built.
-    """
-    body = [
-        "out = []",
-        "append = out.append",
-        "for x, y in zip(kids, ykids):",
-        "    _t = type(x)",
-        "    if _t is tuple:",
-        "        n = len(x)",
-        "        if type(y) is tuple and n == len(y):",
-        *(f"            {line}" for line in _unrolled_tuples("xy", _appended)),
-        "        append(pair(x, y, depth))",
-        "    elif _t in immutable:",
-        "        append(f(x, y))",
-        "    elif _t in leaf_types:",
-        "        append(leaf(x, (y,)))",
-        "    else:",
-        "        append(node(x, (y,), depth))",
-        "return out",
-    ]
-    lines = [
-        "def make_pair_loop(f, immutable, leaf_types, leaf, pair, node):",
-        "    def pair_loop(kids, ykids, depth):",
-        *(f"        {line}" for line in body),
-        "    return pair_loop",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def compile_pair_loop() -> Callable[..., Callable[[Any, Any, int], list[Any]]]:
-    """Compile ``pair_loop_source()``; returns its ``make_pair_loop``."""
-    make: Callable[..., Callable[[Any, Any, int], list[Any]]]
-    make = _compile_factory(pair_loop_source(), "pair loop", "make_pair_loop")
-    return make
-
-
-def compile_tuple_mapper() -> Callable[..., Callable[[Any, int], Any]]:
-    """Compile ``tuple_mapper_source()``; returns its ``make_mapper``."""
-    make: Callable[..., Callable[[Any, int], Any]]
-    make = _compile_factory(tuple_mapper_source(), "tuple mapper", "make_mapper")
-    return make
-
-
-def compile_loop() -> Callable[..., Callable[[Any, int], list[Any]]]:
-    """Compile ``loop_source()``; returns its ``make_loop``."""
-    make: Callable[..., Callable[[Any, int], list[Any]]]
-    make = _compile_factory(loop_source(), "loop", "make_loop")
-    return make
-
-
-def compile_pair_mapper() -> Callable[..., Callable[[Any, Any, int], Any]]:
-    """Compile ``pair_mapper_source()``; returns its ``make_pair_mapper``."""
-    make: Callable[..., Callable[[Any, Any, int], Any]]
-    make = _compile_factory(pair_mapper_source(), "pair mapper", "make_pair_mapper")
-    return make
-
-
-def rebind(function: F, cells: Mapping[str, CellType]) -> F:
-    """``function`` with its free variables named in ``cells`` bound to those cells.
-
-    fmap reuses its closures from call to call (``_fmap._Mode``): the values that change
-    per call sit in cells of the mode, and a generated mapper, made by its factory with
-    cells of its own, is rebound to share them, so that one assignment per call reaches
-    every function of the mode.
-    """
-    code = function.__code__
-    cells_now = function.__closure__ or ()
-    closure = tuple(cells.get(n, c) for n, c in zip(code.co_freevars, cells_now, strict=True))
-    return FunctionType(  # type: ignore[return-value]
-        code, function.__globals__, function.__name__, function.__defaults__, closure
-    )
-
-
-def _compile_factory(source: str, label: str, name: str) -> Any:
-    """Compile the generated ``source`` of one factory function and return it."""
-    g: dict[str, Any] = {}
-    _exec(source, g, f"<containers generated {label} #{next(_counter)}>")
-    return g[name]
-
-
-def _exec(source: str, g: dict[str, Any], filename: str) -> None:
-    """Run generated ``source`` in ``g`` and register it in linecache (tracebacks)."""
-    exec(compile(source, filename, "exec"), g)
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-
-
 def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     """Build the source and globals of one class's generated functions.
 
@@ -379,7 +108,7 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     - ``rebuild(x, children) -> new``: kept values read from ``x``.
     - ``children(x) -> tuple``: the children in visit order.
     - ``make_mapper(mode) -> map_node``: fmap's fast path for this class (``mode`` is
-      ``_fmap._Mode``). ``map_node(x, depth)`` rebuilds ``x`` with each child ``c``
+      ``_engine._fast._Mode``). ``map_node(x, depth)`` rebuilds ``x`` with each child ``c``
       replaced by ``f(c)`` if its type is in ``immutable``, ``f(c)`` through the
       identity cache if in ``leaf_types``, else by the mapper ``direct(type(c))`` or ``node(c, depth + 1)``;
       past ``max_depth`` it returns ``deep(x)``; with ``structural`` (fmapstructure)
@@ -436,7 +165,7 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     )
     body = []
     for i, n in enumerate(kids):
-        body += [f"_v = x.{n}", *_map_child("_v", f"_c{i}", "depth + 1")]
+        body += [f"_v = x.{n}", *map_child("_v", f"_c{i}", "depth + 1")]
     body += [
         "if structural:",  # fmapstructure: the node as a dict keyed by child name
         f"    return {{{', '.join(f'{n!r}: {child_vars[n]}' for n in kids)}}}",
@@ -445,7 +174,7 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     body = guarded("x", body + _construct(spec, values, g))
     emit(
         "def make_mapper(mode):",
-        _mapper_factory("map_node", ["if depth > max_depth:", "    return deep(x)", *body]),
+        mapper_factory("map_node", ["if depth > max_depth:", "    return deep(x)", *body]),
     )
     emit(
         "def __container_traverse__(self, acc, fun, /):",
@@ -513,9 +242,8 @@ def _unset_field_error(spec: ContainerSpec) -> Callable[[Any, AttributeError], E
 def compile_spec(spec: ContainerSpec) -> Generated:
     """Compile ``build_source(spec)`` with one ``exec`` and register it in linecache."""
     source, g = build_source(spec)
-    filename = f"<containers generated {spec.cls.__module__}.{type_name(spec.cls)}"
-    filename += f" #{next(_counter)}>"
-    _exec(source, g, filename)
+    filename = source_filename(f"{spec.cls.__module__}.{type_name(spec.cls)}")
+    exec_source(source, g, filename)
     deserialize: Any = classmethod(g["__container_deserialize__"])
     return Generated(
         flatten=g["flatten"],

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from containers._errors import type_name
 from containers._paths import AttrKey, Key, KeyPath
 from containers._registry import NodeKind, kind_of
-from containers._walk import cycle_error
+from containers._engine._core import cycle_error
 
 __all__ = ["pformat", "pprint"]
 

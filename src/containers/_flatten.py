@@ -26,7 +26,7 @@ from containers._registry import (
     kind_of,
     label,
 )
-from containers._walk import MAX_FAST_DEPTH, UNSET, _Unset, cycle_error
+from containers._engine._core import MAX_FAST_DEPTH, UNSET, _Unset, cycle_error
 from containers.filters import Filter
 
 __all__ = [

@@ -13,7 +13,7 @@ from containers._errors import StructureError
 from containers._flatten import Structure, aux_difference, flatten
 from containers._paths import DictKey, KeyPath, keystr
 from containers._registry import kind_of, label
-from containers._walk import cycle_error
+from containers._engine._core import cycle_error
 
 __all__ = ["assert_same_structure", "broadcast", "diff", "transpose"]
 

@@ -16,7 +16,7 @@ from typing import Any, TypeAlias, TypeVar, overload
 from containers._errors import ContainerDefinitionError, StructureError
 from containers._flatten import Structure, flatten, ranked_paths
 from containers._paths import KeyPath, where
-from containers._walk import Memo, map_tree
+from containers._engine._core import Memo, map_tree
 from containers.filters import (
     _EVERYTHING,
     Filter,

@@ -34,7 +34,7 @@ from containers._registry import (
     TUPLE,
     kind_of,
 )
-from containers._walk import MAX_FAST_DEPTH, Align, map_tree
+from containers._engine._core import MAX_FAST_DEPTH, Align, map_tree
 
 __all__ = ["MODES", "NOT_ALLOWED", "rise", "subside", "treelize"]
 

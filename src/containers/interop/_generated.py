@@ -18,7 +18,7 @@ import linecache
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from containers import _fmap
+from containers._engine import _fast
 from containers._codegen import _construct, _unpack
 from containers._codegen import plain_unflatten as _plain_unflatten
 from containers._errors import type_name
@@ -253,7 +253,7 @@ def compile_adapters(
     """Compile ``adapter_source`` with one ``exec``; returns its functions by name.
 
     ``unflatten`` is a ``_speedups.Rebuild`` where ``compiled_rebuild_fields`` allows
-    it and the accelerator is built (``_fmap._speedups``); the generated one is its
+    it and the accelerator is built (``_engine._fast._speedups``); the generated one is its
     plain twin.
     """
     source, g = adapter_source(spec, library, kept_type=kept_type, keys=keys)
@@ -265,7 +265,7 @@ def compile_adapters(
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     names = ("flatten", "flatten_with_keys", "unflatten")
     functions = {n: g[n] for n in names if n in g}
-    speedups = _fmap._speedups
+    speedups = _fast._speedups
     fields = None if speedups is None else compiled_rebuild_fields(spec)
     if speedups is not None and fields is not None:
         functions["unflatten"] = speedups.Rebuild(

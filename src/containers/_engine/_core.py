@@ -1,0 +1,418 @@
+"""The one traversal: an explicit stack that owns cycles, depth, paths and errors.
+
+This stage holds the full semantics of every walk over a tree: ``map_tree`` (fmap's
+exclude, the identity cache and prune, several aligned trees, paths, structural
+output) and ``collect``. The accelerations (``_fast``, ``_flat``) must agree with
+them; property tests check it. It never recurses through Python calls.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from containers._errors import ContainerDefinitionError, StructureError
+from containers._paths import Key, KeyPath, where
+from containers._registry import Mismatch, cacheable, kind_of
+
+__all__ = [
+    "MAX_FAST_DEPTH",
+    "MISS",
+    "UNSET",
+    "Align",
+    "Memo",
+    "Relocate",
+    "collect",
+    "cycle_error",
+    "map_tree",
+    "mismatch_error",
+]
+
+
+class _Unset(enum.Enum):
+    UNSET = "UNSET"
+
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+#: "No value given" (``prune``'s default), since ``None`` is a valid prune value.
+UNSET = _Unset.UNSET
+
+#: Depth at which the recursive fast paths (``_fmap``, ``_flatten``) hand a subtree to
+#: the iterative engine, well below Python's recursion limit. fmap's compiled loops
+#: (``_speedups.c``) recurse in C through the mappers, under 1 KB of C stack per level:
+#: at this depth that fits the smallest default thread stack in use (musl's 128 KB).
+MAX_FAST_DEPTH = 100
+
+_ORDINALS = ("first", "second", "third", "fourth", "fifth")
+
+
+def _ordinal(i: int) -> str:
+    return _ORDINALS[i] if i < len(_ORDINALS) else f"#{i + 1}"
+
+
+class Memo:
+    """fmap's identity cache: results by ``id``, and the objects those ids belong to,
+    kept alive so that no id is reused while the walk runs."""
+
+    __slots__ = ("keep", "results")
+
+    def __init__(self) -> None:
+        self.results: dict[int, Any] = {}
+        self.keep: list[Any] = []
+
+    def store(self, obj: Any, value: Any) -> None:
+        """Remember ``value`` as the result for ``obj``."""
+        self.results[id(obj)] = value
+        self.keep.append(obj)
+
+    def clear(self) -> None:
+        """Forget everything: a finished walk's closures may live on until the cyclic
+        garbage collector runs, and must not keep the tree and its results alive."""
+        self.results.clear()
+        self.keep.clear()
+
+
+#: What ``Memo.results.get`` returns for an object not mapped yet (None is a result).
+MISS = object()
+
+
+class Relocate(Exception):
+    """An error the engine itself found where it does not know the path: a fast path
+    met a tree that does not fit, an undeclared subclass, or (through ``map_tree(...,
+    relocate=True)`` on a subtree) a cycle. The public function that started the walk
+    catches it and runs ``map_tree`` again from the root, which raises ``error`` with
+    its full path.
+
+    Only the engine raises it, so an error raised by ``f`` (or by a node type's own
+    functions) is never mistaken for one and propagates unchanged; and it never leaves
+    a public function, so an ``fmap`` called inside ``f`` cannot pass one to the outer
+    call.
+    """
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def mismatch_error(op: str, path: KeyPath, *, tree_index: int, what: str) -> StructureError:
+    """The error for tree ``tree_index`` (0-based) not fitting the first one at ``path``."""
+    other = f"the {_ordinal(tree_index)}"
+    return StructureError(
+        f"{op}: trees differ at {where(path)}: {what.replace('{other}', other)}. "
+        f"Every other tree must have the first tree's nodes and keys.",
+        path,
+    )
+
+
+def cycle_error(op: str, path: KeyPath, first: KeyPath) -> StructureError:
+    """The error for a node that contains itself."""
+    return StructureError(
+        f"{op}: the tree has a reference cycle: the object at {where(path)} is the same "
+        f"object as its ancestor at {where(first)}. Trees must be acyclic; break the "
+        f"cycle or treat the object as a leaf with exclude=/is_leaf=.",
+        path,
+    )
+
+
+class Frame:
+    """One open node of the traversal: its children, the other trees' children there,
+    and the results of the children visited so far.
+
+    The child being visited is ``kids[len(out)]``. ``keys`` names the children for
+    paths, or is ``None``: then ``kind.keys(aux, len(kids))`` names them, computed only
+    when a path is asked for. ``state`` is the client's own.
+    """
+
+    __slots__ = ("aux", "keys", "kids", "kind", "node", "out", "state", "ykids")
+
+    def __init__(
+        self,
+        node: Any,
+        kind: Any,
+        kids: Sequence[Any],
+        aux: Any,
+        ykids: Sequence[Sequence[Any]],
+        keys: Sequence[Key] | None,
+        state: Any,
+    ) -> None:
+        self.node = node
+        self.kind = kind
+        self.kids = kids
+        self.aux = aux
+        self.ykids = ykids
+        self.keys = keys
+        self.state = state
+        self.out: list[Any] = []
+
+    def key(self, i: int) -> Key:
+        """The key of child ``i``."""
+        if self.keys is None:
+            self.keys = self.kind.keys(self.aux, len(self.kids))
+        return self.keys[i]
+
+
+class Cursor:
+    """The traversal's state, as its client's ``visit`` and ``leave`` see it.
+
+    ``stack`` holds the open nodes, root first; ``depth`` is the depth of the value
+    being visited. The cursor owns what every walk needs and no client repeats: the
+    cycle check (``push``), paths derived from the stack only when asked for
+    (``path``), and errors raised where the walk is (``fail``, ``kind_of``).
+    """
+
+    __slots__ = ("on_path", "op", "prefix", "relocate", "stack")
+
+    def __init__(self, op: str, relocate: bool, prefix: KeyPath) -> None:
+        self.op = op
+        self.relocate = relocate
+        self.prefix = prefix
+        self.stack: list[Frame] = []
+        self.on_path: dict[int, int] = {}  # id of an open node -> its depth
+
+    @property
+    def depth(self) -> int:
+        """The depth of the value being visited (0 for the root)."""
+        return len(self.stack)
+
+    def path(self, depth: int | None = None) -> KeyPath:
+        """The path of the value being visited at ``depth`` (default: the current one)."""
+        frames = self.stack if depth is None else self.stack[:depth]
+        return self.prefix + tuple(fr.key(len(fr.out)) for fr in frames)
+
+    def key(self) -> Key | None:
+        """The key of the value being visited under its parent (None at the root)."""
+        if not self.stack:
+            return None
+        top = self.stack[-1]
+        return top.key(len(top.out))
+
+    def fail(self, error: Exception) -> NoReturn:
+        """Raise an error the walk found itself: as is, or as ``Relocate`` when the walk
+        runs on a subtree handed over by an acceleration (its paths are relative)."""
+        raise (Relocate(error) if self.relocate else error) from None
+
+    def kind_of(self, value: Any) -> Any:
+        """``kind_of(value)``, with the path added to an undeclared-subclass error."""
+        try:
+            return kind_of(value)
+        except ContainerDefinitionError as err:
+            self.fail(ContainerDefinitionError(f"{self.op}: at {where(self.path())}: {err}"))
+
+    def read(self, kind: Any, ys: Sequence[Any], aux: Any, n: int) -> list[Any]:
+        """The children of each other tree in ``ys`` at a node like ``(kind, aux, n)``."""
+        out = []
+        for i, y in enumerate(ys):
+            try:
+                out.append(kind.read(y, aux, n))
+            except Mismatch as e:
+                self.fail(mismatch_error(self.op, self.path(), tree_index=i + 1, what=str(e)))
+        return out
+
+    def push(
+        self,
+        node: Any,
+        kind: Any,
+        kids: Sequence[Any],
+        aux: Any = None,
+        ykids: Sequence[Sequence[Any]] = (),
+        keys: Sequence[Key] | None = None,
+        state: Any = None,
+    ) -> None:
+        """Open ``node``: its children are visited next (``check`` first)."""
+        self.check(node)
+        self.on_path[id(node)] = len(self.stack)
+        self.stack.append(Frame(node, kind, kids, aux, ykids, keys, state))
+
+    def check(self, node: Any) -> None:
+        """Raise the cycle error, with both paths, if ``node`` is open: it contains itself."""
+        first = self.on_path.get(id(node))
+        if first is not None:
+            self.fail(cycle_error(self.op, self.path(), self.path(first)))
+
+
+#: ``visit(cursor, value, other_trees_values)``: ``(True, result)`` for a value done at
+#: once, or ``(False, None)`` after ``cursor.push`` opened it.
+Visit = Callable[[Cursor, Any, Sequence[Any]], tuple[bool, Any]]
+#: ``leave(cursor, frame)``: the result of an open node once its children are done.
+Leave = Callable[[Cursor, Frame], Any]
+
+
+def traverse(
+    visit: Visit,
+    leave: Leave,
+    x: Any,
+    ys: Sequence[Any] = (),
+    *,
+    op: str,
+    relocate: bool = False,
+    prefix: KeyPath = (),
+) -> Any:
+    """The one traversal: visit ``x`` (and the aligned ``ys``) depth-first, with an
+    explicit stack, so any depth is walked; return ``leave``'s result for the root.
+
+    ``visit`` decides what a value is: done at once (a leaf, a cached repeat, an
+    excluded value) or a node it opens with ``cursor.push``, whose children are then
+    visited in order, their results appended to ``frame.out``; ``leave`` turns an open
+    node into its result when its last child is done. Paths (``cursor.path()``), the
+    cycle check and errors with paths (``cursor.fail``) are the cursor's; ``op`` names
+    the operation in messages, ``prefix`` is prepended to every path, and ``relocate``
+    (a subtree handed over by an acceleration) raises the walk's own errors as
+    ``Relocate``. Errors raised by ``visit``'s callbacks (``f``, ``exclude``) propagate
+    unchanged.
+    """
+    cursor = Cursor(op, relocate, prefix)
+    stack = cursor.stack
+    on_path = cursor.on_path
+    done, result = visit(cursor, x, ys)
+    if done:
+        return result
+    while True:
+        frame = stack[-1]
+        out = frame.out
+        i = len(out)
+        if i < len(frame.kids):
+            yvals = [yk[i] for yk in frame.ykids] if frame.ykids else ()
+            done, value = visit(cursor, frame.kids[i], yvals)
+            if done:
+                out.append(value)
+            continue
+        stack.pop()
+        del on_path[id(frame.node)]
+        value = leave(cursor, frame)
+        if not stack:
+            return value
+        stack[-1].out.append(value)
+
+
+class Align:
+    """An alignment mode for ``map_tree``: how the values of several tree arguments
+    meet at one position (treelize's strict/inner/outer/left).
+
+    ``node(first, rest, path)`` gets the arguments' values at a position and returns
+    ``None`` when all are leaves (the engine then calls ``f(first, *rest)``), or
+    ``(lead, kids, aux, rest_kids, keys)``: the node checked for cycles, the first
+    argument's value under each aligned key, what ``unflatten`` needs, the other
+    arguments' values (``rest_kids[j][i]``) and the keys (for paths). The engine
+    rebuilds the position with ``align.unflatten(aux, results)``. ``path()`` gives the
+    position's path for error messages.
+    """
+
+    def node(
+        self, first: Any, rest: Sequence[Any], path: Callable[[], KeyPath]
+    ) -> tuple[Any, Sequence[Any], Any, list[Sequence[Any]], Sequence[Key]] | None:
+        raise NotImplementedError(f"{type(self).__name__} must define node")
+
+    def unflatten(self, aux: Any, children: Sequence[Any]) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must define unflatten")
+
+
+def map_tree(
+    f: Callable[..., Any],
+    x: Any,
+    ys: Sequence[Any] = (),
+    *,
+    exclude: Callable[..., bool] | None,
+    cache: Memo | None,
+    prune: Any = UNSET,
+    structural: bool = False,
+    with_path: bool = False,
+    op: str = "fmap",
+    relocate: bool = False,
+    align: Align | None = None,
+) -> Any:
+    """Map ``f`` over ``x`` (and the aligned ``ys``): fmap's semantics on ``traverse``.
+
+    Semantics (Functors.jl's ``fmap``): a value for which ``exclude`` is true (by
+    default, ``None``: a leaf) is replaced by ``f(value, *ys_values)``
+    (``f(path, value, ...)`` and ``exclude(path, value)`` with ``with_path``; paths are
+    built only for those calls); a leaf that is not excluded is kept;
+    a node is rebuilt from its mapped children (or, with ``structural``, turned into
+    a plain dict/tuple/list). With ``cache`` (a ``Memo``), mutable values are mapped once:
+    a repeat gets the first result, or ``prune``. The first tree decides the structure;
+    the others are read by key. A node that contains itself raises ``StructureError``.
+    With ``relocate`` (``x`` is a subtree handed over by a fast path, so paths would be
+    relative to it), the engine's own errors are raised as ``Relocate`` instead; errors
+    raised by ``f`` or ``exclude`` propagate unchanged either way.
+    With ``align`` (treelize), no tree is first: the ``Align`` strategy reads every
+    argument's value at each position, and ``exclude``, ``cache`` and ``structural``
+    are unused.
+    """
+    use_prune = prune is not UNSET
+
+    def visit(cursor: Cursor, node: Any, yvals: Sequence[Any]) -> tuple[bool, Any]:
+        if align is not None:
+            step = align.node(node, yvals, cursor.path)
+            if step is None:
+                return True, f(node, *yvals)
+            lead, kids, aux, ykids, keys = step
+            cursor.push(lead, align, kids, aux, ykids, keys)
+            return False, None
+        kind = cursor.kind_of(node)
+        ckey = None
+        if cache is not None and (kind.mutable if kind is not None else cacheable(node)):
+            ckey = id(node)
+            hit = cache.results.get(ckey, MISS)
+            if hit is not MISS:
+                return True, prune if use_prune else hit
+        if exclude is None:
+            excluded = kind is None
+        else:
+            excluded = exclude(cursor.path(), node) if with_path else exclude(node)
+        if excluded:
+            value = f(cursor.path(), node, *yvals) if with_path else f(node, *yvals)
+            if ckey is not None:
+                cache.store(node, value)  # type: ignore[union-attr]
+            return True, value
+        if kind is None:
+            return True, node
+        kids, aux = kind.flatten(node)
+        others = cursor.read(kind, yvals, aux, len(kids)) if yvals else ()
+        cursor.push(node, kind, kids, aux, others, None, ckey)
+        return False, None
+
+    def leave(cursor: Cursor, frame: Frame) -> Any:
+        build = frame.kind.structural if structural else frame.kind.unflatten
+        value = build(frame.aux, frame.out)
+        if frame.state is not None:
+            cache.store(frame.node, value)  # type: ignore[union-attr]
+        return value
+
+    return traverse(visit, leave, x, ys, op=op, relocate=relocate)
+
+
+def collect(x: Any, exclude: Callable[[Any], bool] | None) -> list[Any]:
+    """Every node and leaf of ``x`` in depth-first pre-order, mutable ones once.
+
+    An excluded value and its subtree are dropped. A node that contains itself raises
+    ``StructureError`` with its path.
+    """
+    out: list[Any] = []
+    seen: dict[int, Any] = {}
+
+    def visit(cursor: Cursor, value: Any, yvals: Sequence[Any]) -> tuple[bool, Any]:
+        if exclude is not None and exclude(value):
+            return True, None
+        kind = cursor.kind_of(value)
+        if kind is not None:
+            cursor.check(value)
+        if cacheable(value):
+            if id(value) in seen:
+                return True, None
+            seen[id(value)] = value
+        out.append(value)
+        if kind is None:
+            return True, None
+        kids, aux = kind.flatten(value)
+        cursor.push(value, kind, kids, aux)
+        return False, None
+
+    traverse(visit, _leave_nothing, x, op="fcollect")
+    return out
+
+
+def _leave_nothing(cursor: Cursor, frame: Frame) -> None:
+    """A ``leave`` for walks that produce nothing per node."""
+    return None

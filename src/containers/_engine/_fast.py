@@ -1,0 +1,537 @@
+"""The accelerations of the engine: fmap's and fcollect's recursive fast paths.
+
+This stage maps and collects shallow trees by recursion through closures pooled per
+kind of call (``_Mode``, ``_ManyMode``), with the child loops in C (``_speedups``)
+or generated Python (``_loops``), their twins. It owns no semantics of its own: a
+subtree past MAX_FAST_DEPTH goes to ``_core``'s traversal, and an error it finds is
+raised as ``Relocate`` so that the caller runs the traversal again to locate it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, NoReturn
+
+from containers._engine._core import (
+    MAX_FAST_DEPTH,
+    UNSET,
+    Memo,
+    Relocate,
+    collect,
+    map_tree,
+)
+from containers._engine._loops import (
+    MAPPER_ARGS,
+    compile_loop,
+    compile_pair_loop,
+    compile_pair_mapper,
+    compile_tuple_mapper,
+    rebind,
+)
+from containers._errors import ContainerDefinitionError, StructureError
+from containers._registry import (
+    IMMUTABLE_LEAVES,
+    KINDS,
+    LEAF_TYPES,
+    LIST,
+    REGISTRY,
+    TUPLE,
+    Mismatch,
+    NodeKind,
+    kind_of,
+    sort_keys,
+)
+
+__all__ = ["fast_collect", "fast_map", "fast_map_many", "relocate"]
+
+
+def _load_speedups() -> ModuleType | None:
+    """fmap's compiled child loops (``_speedups.c``), unless they were not built (no
+    compiler, another interpreter) or ``CONTAINERS_PURE_PYTHON`` is set: then the
+    generated Python loops, their plain twins, run. Both pass the same tests."""
+    if os.environ.get("CONTAINERS_PURE_PYTHON"):
+        return None
+    try:
+        from containers._engine import _speedups
+    except ImportError:
+        return None
+    return _speedups
+
+
+#: The module of the compiled loops, or None. Read when a mode is built (tests switch it).
+_speedups = _load_speedups()
+
+
+_make_tuple_mapper = compile_tuple_mapper()
+_make_loop = compile_loop()
+_make_pair_mapper = compile_pair_mapper()
+_make_pair_loop = compile_pair_loop()
+#: The free variables of generated functions that ``_Mode`` rebinds to its own cells.
+_SHARED_CELLS = frozenset({"f", "results", "keep", "prune", "use_prune", "loop"})
+
+
+class _Mode:
+    """The fast path's closures for one kind of call, built once and reused (``_take``).
+
+    ``cached`` (an identity cache is used) and ``structural`` (fmapstructure) are fixed
+    per mode. With ``cached``, every value that is not a value type (``immutable``) goes
+    through the identity cache, wherever it is met: sharing holds by construction.
+
+    What changes per call (``f``, the cache, ``prune``) lives in
+    cells that every closure of the mode shares, generated mappers included
+    (``_codegen.rebind``): ``begin`` fills them, ``end`` empties them so that an idle
+    mode holds no tree. Building the closures and mappers anew cost about 60,000
+    instructions per call, the price of mapping some 30 leaves (benchmarks/instructions.py).
+    The loop over a node's children is the compiled ``_speedups.Loop`` when it is
+    built; it cannot read cells, so ``begin`` and ``end`` also hand it the same values
+    (``bind``).
+    """
+
+    __slots__ = ("begin", "born", "dispatch", "end", "key", "mapper_args")
+
+    def __init__(self, cached: bool, structural: bool) -> None:
+        self.key = (_Mode, cached, structural)
+        leaf_types = LEAF_TYPES
+        # Without a cache every leaf goes straight to f, so every leaf type counts as
+        # immutable here.
+        immutable = IMMUTABLE_LEAVES if cached else LEAF_TYPES
+        kinds_get = KINDS.get
+        # Per call (begin, end). The cache's dict and keep-alive list are used inline
+        # (a Memo.store call per value costs: benchmarks/run.py, W3id).
+        f: Callable[..., Any] = _noop
+        cache: Memo | None = None
+        results: dict[int, Any] = _NO_RESULTS
+        keep: Callable[[Any], None] = _noop
+        prune: Any = UNSET
+        use_prune = False
+
+        def begin(f_: Callable[..., Any], cache_: Memo | None, prune_: Any) -> None:
+            nonlocal f, cache, results, keep, prune, use_prune
+            f, cache, prune, use_prune = f_, cache_, prune_, prune_ is not UNSET
+            if cache_ is not None:
+                results, keep = cache_.results, cache_.keep.append
+            bind(f, results, _NO_KEEP if cache_ is None else cache_.keep, prune, use_prune)
+
+        def end() -> None:
+            nonlocal f, cache, results, keep, prune
+            f, cache, results, keep, prune = _noop, None, _NO_RESULTS, _noop, UNSET
+            bind(f, results, _NO_KEEP, prune, False)
+
+        def leaf(c: Any) -> Any:  # a leaf that is not a value: mapped once by identity
+            key = id(c)
+            if key in results:
+                return prune if use_prune else results[key]
+            value = f(c)
+            results[key] = value
+            keep(c)
+            return value
+
+        def deep(x: Any) -> Any:
+            return map_tree(
+                f, x, exclude=None, cache=cache, prune=prune, structural=structural, relocate=True
+            )
+
+        def node(x: Any, depth: int) -> Any:
+            t = type(x)
+            kind = kinds_get(t) or _kind_of(x)
+            if kind is None:  # a leaf of a type seen for the first time
+                return f(x) if t in immutable else leaf(x)
+            ckey = None
+            if kind.mutable:
+                if cached:
+                    ckey = id(x)
+                    if ckey in results:
+                        return prune if use_prune else results[ckey]
+            elif kind.make_mapper is not None:
+                mapper = direct[t] = rebind(kind.make_mapper(self), cells)
+                return mapper(x, depth)
+            if depth > MAX_FAST_DEPTH:
+                value = deep(x)
+            elif t is list:
+                value = loop(x, depth + 1)
+            else:
+                kids, aux = kind.iterate(x)
+                out = loop(kids, depth + 1)
+                value = kind.structural(aux, out) if structural else kind.unflatten(aux, out)
+            if ckey is not None:
+                results[ckey] = value
+                keep(x)
+            return value
+
+        def map_dict(x: dict[Any, Any], depth: int) -> Any:
+            # node's work for a dict, without its calls (kind lookup, iterate, rebuild):
+            # values read from the dict in sorted key order, insertion order kept
+            ckey = None
+            if cached:
+                ckey = id(x)
+                if ckey in results:
+                    return prune if use_prune else results[ckey]
+            if depth > MAX_FAST_DEPTH:
+                value: Any = deep(x)
+            else:
+                keys = list(x)
+                order = sort_keys(keys)
+                if order == keys:
+                    value = dict(zip(keys, loop(x.values(), depth + 1)))
+                else:
+                    value = dict.fromkeys(keys)
+                    value.update(zip(order, loop(map(x.__getitem__, order), depth + 1)))
+            if ckey is not None:
+                results[ckey] = value
+                keep(x)
+            return value
+
+        direct: dict[type, Callable[[Any, int], Any]] = {dict: map_dict}
+        direct_get = direct.get
+        loop: Callable[..., Any] = _noop  # generated below, once mapper_args exists
+        # The cells that generated functions share with this mode: the per-call values
+        # (begin's) and the loop (node's), which mapper_args can only name.
+        cells = {
+            name: cell
+            for function in (begin, node)
+            for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ())
+            if name in _SHARED_CELLS
+        }
+        args = {
+            "f": f,
+            "node": node,
+            "direct": direct_get,
+            "immutable": immutable,
+            "leaf_types": leaf_types,
+            "results": results,
+            "keep": keep,
+            "use_prune": use_prune,
+            "prune": prune,
+            "loop": loop,
+            "max_depth": MAX_FAST_DEPTH,
+            "deep": deep,
+            "structural": structural,
+        }
+        self.mapper_args = tuple(args[name] for name in MAPPER_ARGS)
+        bind: Callable[..., Any]
+        if _speedups is None:
+            loop, bind = rebind(_make_loop(self), cells), _noop
+        else:  # the same loop in C, which reads the call's values from bind's
+            compiled = _speedups.Loop(node, direct, immutable, leaf_types)
+            loop, bind = compiled.run, compiled.bind
+        direct[tuple] = rebind(_make_tuple_mapper(self), cells)
+
+        def dispatch(x: Any, depth: int) -> Any:
+            m = direct_get(type(x))
+            return m(x, depth) if m is not None else node(x, depth)
+
+        self.begin, self.end, self.dispatch = begin, end, dispatch
+
+
+#: ``results`` of a mode between calls and without a cache; never written.
+_NO_RESULTS: dict[int, Any] = {}
+#: The compiled loop's keep-alive list between calls and without a cache; never written.
+_NO_KEEP: list[Any] = []
+#: Idle modes by key (``_Mode.key``, ``_ManyMode.key``: the class and its arguments).
+_idle: dict[tuple[Any, ...], list[Any]] = {}
+#: At most this many idle modes are kept per key: as many as calls of one kind that
+#: usually run at once (nested in ``f``, or on other threads). More are built as needed
+#: and dropped when they return.
+MAX_IDLE = 4
+#: Counts registrations: a mode built before the latest one is not pooled again.
+_generation = 0
+
+
+def _take(key: tuple[Any, ...]) -> Any:
+    """An idle mode of ``key`` (the class and its arguments), or a new one. Each call
+    takes its own, so that fmap called inside ``f`` or on another thread is safe."""
+    try:
+        return _idle[key].pop()
+    except (KeyError, IndexError):
+        mode = key[0](*key[1:])
+        mode.born = _generation
+        return mode
+
+
+def _give(mode: Any) -> None:
+    """Return a mode taken by ``_take``, emptied of the call's values; keep it for the
+    next call unless ``MAX_IDLE`` are kept already or a class was registered since it
+    was built (its mappers would keep a superseded class alive)."""
+    mode.end()
+    pool = _idle.setdefault(mode.key, [])
+    if len(pool) < MAX_IDLE and mode.born == _generation:
+        pool.append(mode)
+
+
+def _forget_idle_modes(kind: NodeKind) -> None:
+    """``REGISTRY`` observer: drop every idle mode when a class is registered. Their
+    ``direct`` tables hold the generated mappers of the classes they met, and with them
+    the classes, which a registration may supersede; modes in use are not pooled again
+    (``_generation``)."""
+    global _generation  # noqa: PLW0603 - the registrations seen, read by _give
+    _generation += 1
+    _idle.clear()
+
+
+REGISTRY.on_register(_forget_idle_modes)
+
+
+def fast_map(
+    f: Callable[..., Any],
+    x: Any,
+    cache: Memo | None,
+    prune: Any,
+    structural: bool = False,
+    op: str = "fmap",
+) -> Any:
+    """fmap(f, x) (or fmapstructure) with exclude=isleaf, recursively.
+
+    Speed (benchmarks/run.py, W2, W3 and W3id): each child's type is tested inline in
+    the parent's loop (or in the class's generated mapper), so an immutable leaf costs
+    one set lookup and the call of ``f``. Node types that are never cached (tuples,
+    frozen containers) are mapped by a function from ``direct``, called straight from
+    the parent; ``node`` handles the rest: first sight of a type, the identity cache
+    for mutable nodes, and the hand-over to the iterative engine past MAX_FAST_DEPTH.
+    """
+    mode: _Mode = _take((_Mode, cache is not None, structural))
+    mode.begin(f, cache, prune)
+    try:
+        return mode.dispatch(x, 0)
+    except Relocate as err:
+        relocate(err, x, (), cache is not None, prune, structural=structural, op=op)
+    finally:
+        _give(mode)
+
+
+class _ManyMode:
+    """fmap(f, x, *ys) with exclude=isleaf: the closures for one kind of call, reused
+    as ``_Mode``'s are (``begin`` binds f, the cache and ``prune``; ``end`` drops them).
+
+    Speed (benchmarks/run.py, W4): a tuple or list facing one of its own type is read
+    directly, and with one extra tree (the common case) ``pair`` maps tuples without
+    looking them up (small ones unrolled, in generated code) and the loop pairs
+    children without building a list per child.
+    """
+
+    __slots__ = ("begin", "born", "end", "key", "run")
+
+    def __init__(self, cached: bool) -> None:
+        self.key = (_ManyMode, cached)
+        leaf_types = LEAF_TYPES
+        # Without a cache every leaf goes straight to f (as in _Mode).
+        immutable = IMMUTABLE_LEAVES if cached else LEAF_TYPES
+        kinds_get = KINDS.get
+        # Per call (begin, end).
+        f: Callable[..., Any] = _noop
+        cache: Memo | None = None
+        prune: Any = UNSET
+        use_prune = False
+
+        def begin(f_: Callable[..., Any], cache_: Memo | None, prune_: Any) -> None:
+            nonlocal f, cache, prune, use_prune
+            f, cache, prune, use_prune = f_, cache_, prune_, prune_ is not UNSET
+            bind(f)
+
+        def end() -> None:
+            nonlocal f, cache, prune
+            f, cache, prune = _noop, None, UNSET
+            bind(f)
+
+        def leaf(c: Any, cys: Any) -> Any:
+            if cache is None or type(c) in immutable:
+                return f(c, *cys)
+            key = id(c)
+            if key in cache.results:
+                return prune if use_prune else cache.results[key]
+            value = f(c, *cys)
+            cache.store(c, value)
+            return value
+
+        def general_pair(x: Any, y: Any, depth: int) -> Any:
+            """``node(x, (y,), depth)`` for a tuple ``x``; facing a tuple, mapped here."""
+            if type(y) is not tuple or len(y) < len(x) or depth > MAX_FAST_DEPTH:
+                return node(x, (y,), depth)
+            return tuple(pair_loop(x, y, depth + 1))
+
+        # Small tuples unrolled, in generated code; its f is this mode's.
+        per_call = dict(zip(begin.__code__.co_freevars, begin.__closure__ or ()))
+        pair = rebind(_make_pair_mapper(f, immutable, general_pair), per_call)
+
+        def node(x: Any, ys: Any, depth: int) -> Any:
+            t = type(x)
+            kind = kinds_get(t) or _kind_of(x)
+            if kind is None:
+                return leaf(x, ys)
+            ckey = None
+            if cache is not None and kind.mutable:
+                ckey = id(x)
+                if ckey in cache.results:
+                    return prune if use_prune else cache.results[ckey]
+            if depth > MAX_FAST_DEPTH:
+                value = map_tree(f, x, ys, exclude=None, cache=cache, prune=prune, relocate=True)
+            else:
+                kids, aux = (x, None) if t is tuple or t is list else kind.flatten(x)
+                n = len(kids)
+                ykids = []
+                for y in ys:
+                    if type(y) is t and (t is tuple or t is list) and len(y) >= n:
+                        ykids.append(y)  # zip ignores the extra trailing elements
+                        continue
+                    try:
+                        ykids.append(kind.read(y, aux, n))
+                    except Mismatch:
+                        # fmap runs the engine again from the root, to say where
+                        raise Relocate(StructureError("fmap: trees differ")) from None
+                depth += 1
+                if len(ykids) == 1:
+                    out = pair_loop(kids, ykids[0], depth)
+                else:
+                    out = [
+                        leaf(c, cys) if type(c) in leaf_types else node(c, cys, depth)
+                        for c, *cys in zip(kids, *ykids)
+                    ]
+                value = (
+                    tuple(out)
+                    if kind is TUPLE
+                    else out
+                    if kind is LIST
+                    else kind.unflatten(aux, out)
+                )
+            if ckey is not None:
+                cache.store(x, value)  # type: ignore[union-attr]
+            return value
+
+        bind: Callable[[Callable[..., Any]], None]
+        if _speedups is None:
+            pair_loop = rebind(
+                _make_pair_loop(f, immutable, leaf_types, leaf, pair, node), per_call
+            )
+            bind = _noop
+        else:  # the same loop in C, which reads f from bind's
+            compiled = _speedups.PairLoop(leaf, pair, node, immutable, leaf_types)
+            pair_loop, bind = compiled.run, compiled.bind
+
+        def run(x: Any, ys: tuple[Any, ...]) -> Any:
+            if len(ys) == 1 and type(x) is tuple:
+                return pair(x, ys[0], 0)
+            return node(x, ys, 0)
+
+        self.begin, self.end, self.run = begin, end, run
+
+
+def fast_map_many(
+    f: Callable[..., Any], x: Any, ys: tuple[Any, ...], cache: Memo | None, prune: Any
+) -> Any:
+    """fmap(f, x, *ys) with exclude=isleaf, recursively (``_ManyMode``)."""
+    mode: _ManyMode = _take((_ManyMode, cache is not None))
+    mode.begin(f, cache, prune)
+    try:
+        return mode.run(x, ys)
+    except Relocate as err:
+        relocate(err, x, ys, cache is not None, prune, structural=False, op="fmap")
+    finally:
+        _give(mode)
+
+
+def _noop(*args: Any) -> None:
+    return None
+
+
+def _kind_of(x: Any) -> Any:
+    """``kind_of(x)`` for the fast paths: an undeclared subclass is the engine's own
+    error, raised as ``Relocate`` so that the public function adds its path."""
+    try:
+        return kind_of(x)
+    except ContainerDefinitionError as err:
+        raise Relocate(err) from None
+
+
+def relocate(
+    err: Relocate,
+    tree: Any,
+    rest: tuple[Any, ...],
+    cache: bool,
+    prune: Any,
+    *,
+    structural: bool,
+    op: str,
+) -> NoReturn:
+    """Raise the error a fast path found (``err``) with its path: run the engine again
+    from the root without calling ``f`` (it may have side effects), which raises it
+    located. Should the tree have changed so that it does not, raise it as found.
+    Errors raised by ``f`` are not ``Relocate`` and pass unchanged."""
+    map_tree(
+        _noop,
+        tree,
+        rest,
+        exclude=None,
+        cache=Memo() if cache else None,
+        prune=prune,
+        structural=structural,
+        op=op,
+    )
+    raise err.error from None
+
+
+class _Redo(Exception):
+    """Raised inside ``fast_collect``: let ``collect`` do this tree (a reference cycle,
+    or a subtree deeper than MAX_FAST_DEPTH)."""
+
+
+def fast_collect(x: Any) -> list[Any]:
+    """fcollect(x) with nothing excluded, recursively; agrees with ``collect``.
+
+    Speed (benchmarks/run.py, fcollect): each child's type is tested in the parent's
+    loop, immutable leaves are appended at once, other leaves and mutable nodes go
+    through ``seen`` (id -> object, which keeps it alive). A mutable node is marked
+    ``_OPEN`` in ``seen`` while its children are collected, so meeting it again inside
+    itself is a cycle; that, a subtree deeper than MAX_FAST_DEPTH and an undeclared
+    subclass raise, and the tree goes to ``collect`` (the error's path, or
+    unlimited depth).
+    """
+    out: list[Any] = []
+    append = out.append
+    seen: dict[int, Any] = {}
+    kinds_get = KINDS.get
+    immutable = IMMUTABLE_LEAVES
+    leaf_types = LEAF_TYPES
+    open_ = _OPEN
+
+    def rec(x: Any, kind: Any, depth: int) -> None:
+        if depth > MAX_FAST_DEPTH:
+            raise _Redo
+        for kid in x if kind is TUPLE or kind is LIST else kind.flatten(x)[0]:
+            t = type(kid)
+            if t in immutable:
+                append(kid)
+                continue
+            k = None if t in leaf_types else kinds_get(t) or _kind_of(kid)
+            if k is None:
+                if t in immutable:  # a value type seen for the first time (kind_of)
+                    append(kid)
+                    continue
+            elif not k.mutable:
+                append(kid)
+                rec(kid, k, depth + 1)  # noqa: F821 - deleted only after the walk
+                continue
+            key = id(kid)
+            if key in seen:
+                if seen[key] is open_:
+                    raise _Redo  # a node inside itself: collect reports the cycle
+                continue
+            append(kid)
+            if k is None:
+                seen[key] = kid
+            else:
+                seen[key] = open_
+                rec(kid, k, depth + 1)  # noqa: F821
+                seen[key] = kid
+
+    try:
+        rec([x], LIST, 0)
+    except (_Redo, Relocate):
+        return collect(x, None)  # finds the cycle or the subclass again, with its path
+    finally:
+        del rec  # a recursive closure is a reference cycle: free it (and seen) now
+    return out
+
+
+#: ``fast_collect``'s mark for a mutable node whose children are being collected.
+_OPEN = object()
