@@ -17,6 +17,13 @@ from containers._decorator import register_node as register_node
 from containers._decorator import spec as spec
 from containers._display import pformat as pformat
 from containers._display import pprint as pprint
+from containers._engine._walks import CachedWalk as CachedWalk
+from containers._engine._walks import CollectWalk as CollectWalk
+from containers._engine._walks import DefaultWalk as DefaultWalk
+from containers._engine._walks import ExcludeWalk as ExcludeWalk
+from containers._engine._walks import StructuralWalk as StructuralWalk
+from containers._engine._walks import Walk as Walk
+from containers._engine._walks import execute as execute
 from containers._errors import ContainerDefinitionError as ContainerDefinitionError
 from containers._errors import ContainersError as ContainersError
 from containers._errors import FormatError as FormatError
@@ -70,13 +77,6 @@ from containers._tree import Tree as Tree
 from containers._treelize import rise as rise
 from containers._treelize import subside as subside
 from containers._treelize import treelize as treelize
-from containers._engine._walks import CachedWalk as CachedWalk
-from containers._engine._walks import CollectWalk as CollectWalk
-from containers._engine._walks import DefaultWalk as DefaultWalk
-from containers._engine._walks import ExcludeWalk as ExcludeWalk
-from containers._engine._walks import StructuralWalk as StructuralWalk
-from containers._engine._walks import Walk as Walk
-from containers._engine._walks import execute as execute
 
 __version__ = "0.1.0"
 

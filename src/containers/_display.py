@@ -1,19 +1,20 @@
 """Display: ``pformat``/``pprint``, an indented view of a tree.
 
-A thin operation over the registry's node kinds: one iterative pass with the engine's
-cycle error, so any depth renders and a cycle is a ``StructureError`` with its path;
-it never changes the tree and calls nothing but ``repr`` on leaves.
+A thin client of the engine's traversal, so any depth renders and a cycle is a
+``StructureError`` with its path; it never changes the tree and calls nothing but
+``repr`` on leaves.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Any, TextIO
 
+from containers._engine._core import Cursor, Frame, traverse
 from containers._errors import type_name
-from containers._paths import AttrKey, Key, KeyPath
+from containers._paths import AttrKey, Key
 from containers._registry import NodeKind, kind_of
-from containers._engine._core import cycle_error
 
 __all__ = ["pformat", "pprint"]
 
@@ -65,25 +66,6 @@ def _open_close(kind: NodeKind) -> tuple[str, str]:
     return _BRACKETS.get(kind.type) or (f"{type_name(kind.type)}(", ")")
 
 
-class _Frame:
-    """One node whose children are being rendered."""
-
-    __slots__ = ("closing", "depth", "i", "kept", "keys", "kids", "kind", "node")
-
-    def __init__(
-        self,
-        node: Any,
-        kind: NodeKind,
-        keys: tuple[Key, ...],
-        kids: Any,
-        depth: int,
-        closing: str,
-        kept: list[tuple[str, Any]],
-    ) -> None:
-        self.node, self.kind, self.keys, self.kids = node, kind, keys, kids
-        self.i, self.depth, self.closing, self.kept = 0, depth, closing, kept
-
-
 def pformat(tree: Any, /, *, width: int = 88, indent: int = 2) -> str:
     """Render ``tree`` as an indented tree: class names, field names and kept values.
 
@@ -127,25 +109,20 @@ def pformat(tree: Any, /, *, width: int = 88, indent: int = 2) -> str:
         StructureError: The tree contains a reference cycle (its path is named).
     """
     lines: list[str] = []
-    stack: list[_Frame] = []
-    on_path: dict[int, int] = {}  # id of a node being rendered -> its depth in the stack
 
-    def path_at(depth: int) -> KeyPath:
-        return tuple(frame.keys[frame.i - 1] for frame in stack[:depth])
-
-    def emit(value: Any, key: Key | None, parent: NodeKind | None) -> None:
-        depth = len(stack)
-        pad = " " * (indent * min(depth, MAX_INDENT_DEPTH))
-        prefix = _label(parent, key) if parent is not None else ""
-        kind = kind_of(value)
+    def visit(cursor: Cursor, value: Any, ys: Sequence[Any]) -> tuple[bool, Any]:
+        pad = " " * (indent * min(cursor.depth, MAX_INDENT_DEPTH))
+        parent = cursor.stack[-1].kind if cursor.stack else None
+        prefix = _label(parent, cursor.key()) if parent is not None else ""
+        comma = "," if parent is not None else ""
+        kind = cursor.kind_of(value)
         if kind is None:
-            lines.append(f"{pad}{prefix}{_leaf(value)}")
-            return
+            lines.append(f"{pad}{prefix}{_leaf(value)}{comma}")
+            return True, None
         if kind.type is type(None):
-            lines.append(f"{pad}{prefix}None")
-            return
-        if id(value) in on_path:
-            raise cycle_error("pformat", path_at(depth), path_at(on_path[id(value)]))
+            lines.append(f"{pad}{prefix}None{comma}")
+            return True, None
+        cursor.check(value)
         kids, aux = kind.flatten(value)
         keys = kind.keys(aux, len(kids))
         kept = list(zip(kind.spec.keep, aux)) if kind.spec is not None else []
@@ -156,27 +133,19 @@ def pformat(tree: Any, /, *, width: int = 88, indent: int = 2) -> str:
             single = ",)" if kind.type is tuple and len(items) == 1 else closing
             line = f"{pad}{prefix}{opening}{', '.join(items)}{single}"
             if len(line) <= width:
-                lines.append(line)
-                return
+                lines.append(line + comma)
+                return True, None
         lines.append(f"{pad}{prefix}{opening}")
-        on_path[id(value)] = depth
-        stack.append(_Frame(value, kind, keys, kids, depth + 1, f"{pad}{closing}", kept))
+        inner = " " * (indent * min(cursor.depth + 1, MAX_INDENT_DEPTH))
+        cursor.push(value, kind, kids, aux, keys=keys, state=(inner, kept, f"{pad}{closing}"))
+        return False, None
 
-    emit(tree, None, None)
-    while stack:
-        frame = stack[-1]
-        i = frame.i
-        if i < len(frame.kids):
-            frame.i = i + 1
-            emit(frame.kids[i], frame.keys[i], frame.kind)
-            if stack[-1] is frame:  # the child took one line; a node child ends later
-                lines[-1] += ","
-            continue
-        pad = " " * (indent * min(frame.depth, MAX_INDENT_DEPTH))
-        lines.extend(f"{pad}{name}={_leaf(v)}," for name, v in frame.kept)
-        stack.pop()
-        del on_path[id(frame.node)]
-        lines.append(frame.closing + ("," if stack else ""))
+    def leave(cursor: Cursor, frame: Frame) -> None:
+        inner, kept, closing = frame.state
+        lines.extend(f"{inner}{name}={_leaf(v)}," for name, v in kept)
+        lines.append(closing + ("," if cursor.stack else ""))
+
+    traverse(visit, leave, tree, op="pformat")
     return "\n".join(lines)
 
 

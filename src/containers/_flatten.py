@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from itertools import chain, cycle, repeat
-from operator import attrgetter, is_, itemgetter
+from operator import itemgetter
 from typing import Any, Generic, TypeVar
 
-from containers._errors import ContainerDefinitionError, StructureError, type_name
+from containers._engine._core import UNSET, Cursor, _Unset, leave_nothing, traverse
+from containers._engine._flat import MIN_RUN, flatten_records
+from containers._errors import StructureError, type_name
 from containers._paths import AttrKey, Key, KeyPath, where
 from containers._registry import (
-    KINDS,
-    LEAF_TYPES,
-    LEAF_TYPES_NONE,
     LIST,
     TUPLE,
     NodeKind,
@@ -26,7 +25,6 @@ from containers._registry import (
     kind_of,
     label,
 )
-from containers._engine._core import MAX_FAST_DEPTH, UNSET, _Unset, cycle_error
 from containers.filters import Filter
 
 __all__ = [
@@ -43,244 +41,6 @@ T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 Record = tuple[NodeKind, Any, int, Any]
 IsLeaf = Callable[[Any], bool] | None
-
-
-def _node_kind(x: Any, leaf_types: set[type], is_leaf: IsLeaf) -> NodeKind | None:
-    if is_leaf is not None and is_leaf(x):
-        return None
-    if type(x) in leaf_types:
-        return None
-    return kind_of(x)
-
-
-def _located_kind(x: Any, leaf_types: set[type], is_leaf: IsLeaf, op: str, path: Any) -> Any:
-    """``_node_kind``, with the path added to an undeclared-subclass error."""
-    try:
-        return _node_kind(x, leaf_types, is_leaf)
-    except ContainerDefinitionError as err:
-        raise ContainerDefinitionError(f"{op}: at {where(path())}: {err}") from None
-
-
-def _mask(nodes: list[bool]) -> Any:
-    """The canonical mask: None (all leaves), True (all nodes) or the tuple."""
-    return None if not any(nodes) else True if all(nodes) else tuple(nodes)
-
-
-def _flatten_iter(
-    root: Any,
-    root_kind: NodeKind,
-    leaves: list[Any],
-    records: list[Any],
-    leaf_types: set[type],
-    is_leaf: IsLeaf,
-    op: str,
-) -> None:
-    """Append the leaves and pre-order records of ``root`` (a node), with a stack."""
-    frames: list[list[Any]] = []  # [node, kind, aux, kids, next index, mask, record slot]
-    on_path: dict[int, int] = {}
-
-    def path_to(depth: int) -> KeyPath:
-        out = []
-        for fr in frames[:depth]:
-            out.append(fr[1].keys(fr[2], len(fr[3]))[fr[4] - 1])
-        return tuple(out)
-
-    def push(node: Any, kind: NodeKind) -> None:
-        if id(node) in on_path:
-            raise cycle_error(op, path_to(len(frames)), path_to(on_path[id(node)]))
-        try:
-            kids, aux = kind.flatten(node)
-        except StructureError as err:
-            if err.path is not None:
-                raise
-            path = path_to(len(frames))
-            raise StructureError(f"{op}: at {where(path)}: {err}", path) from None
-        on_path[id(node)] = len(frames)
-        frames.append([node, kind, aux, kids, 0, [], len(records)])
-        records.append(None)
-
-    push(root, root_kind)
-    while frames:
-        fr = frames[-1]
-        kids = fr[3]
-        i = fr[4]
-        if i < len(kids):
-            fr[4] = i + 1
-            kid = kids[i]
-            kind = _located_kind(kid, leaf_types, is_leaf, op, lambda: path_to(len(frames)))
-            if kind is None:
-                leaves.append(kid)
-                fr[5].append(False)
-            else:
-                fr[5].append(True)
-                push(kid, kind)
-            continue
-        frames.pop()
-        del on_path[id(fr[0])]
-        mask = fr[5]
-        records[fr[6]] = (fr[1], fr[2], len(kids), _mask(mask))
-
-
-def _flatten_fast(
-    x: Any, kind: NodeKind, leaf_types: set[type], records: list[Any] | None
-) -> list[Any]:
-    """Recursive flatten for shallow trees; subtrees past MAX_FAST_DEPTH go iterative.
-
-    Appends the pre-order records to ``records``, or, when it is ``None`` (``leaves``),
-    collects the leaves only.
-    """
-    leaves: list[Any] = []
-    lappend = leaves.append
-    lextend = leaves.extend
-    kinds_get = KINDS.get
-    all_leaves = leaf_types.issuperset  # of map(type, children): a loop in C
-    sequences: dict[type, NodeKind] = {tuple: TUPLE, list: LIST}
-    sequences_get = sequences.get
-
-    def rec(x: Any, kind: NodeKind, depth: int) -> None:
-        kids, aux = (x, None) if kind is TUPLE or kind is LIST else kind.flatten(x)
-        if all_leaves(map(type, kids)):
-            # All children are leaves: one extend, one record (benchmarks/run.py, W1, W5).
-            lextend(kids)
-            if records is not None:
-                records.append((kind, aux, len(kids), None))
-            return
-        if depth > MAX_FAST_DEPTH:
-            sink = [] if records is None else records
-            _flatten_iter(x, kind, leaves, sink, leaf_types, None, "flatten")
-            return
-        if len(kids) >= _MIN_RUN and _flatten_run(kind, aux, kids, leaf_types, lextend, records):
-            return
-        if records is not None:
-            slot = len(records)
-            records.append(None)
-        nodes = 0  # the mask is rebuilt only for a node mixing leaves and nodes
-        for kid in kids:
-            tk = type(kid)
-            if tk in leaf_types:
-                lappend(kid)
-                continue
-            k = sequences_get(tk)
-            if k is not None:
-                # A tuple or list of leaves, done here: no call (benchmarks/run.py, W1).
-                # Two to four children are tested inline: creating map(type, kid) alone
-                # costs more than four tests.
-                n = len(kid)
-                if n == 4:
-                    a, b, c, d = kid
-                    is_leaves = (
-                        type(a) in leaf_types
-                        and type(b) in leaf_types
-                        and type(c) in leaf_types
-                        and type(d) in leaf_types
-                    )
-                elif n == 2:
-                    a, b = kid
-                    is_leaves = type(a) in leaf_types and type(b) in leaf_types
-                elif n == 3:
-                    a, b, c = kid
-                    is_leaves = (
-                        type(a) in leaf_types and type(b) in leaf_types and type(c) in leaf_types
-                    )
-                else:
-                    is_leaves = all_leaves(map(type, kid))
-                if is_leaves:
-                    lextend(kid)
-                    if records is not None:
-                        records.append((k, None, n, None))
-                    nodes += 1
-                    continue
-            k = kinds_get(tk) or kind_of(kid)
-            if k is None:
-                lappend(kid)
-            else:
-                rec(kid, k, depth + 1)  # noqa: F821 - deleted only after the walk
-                nodes += 1
-        if records is not None:
-            mask = (
-                None
-                if not nodes
-                else True
-                if nodes == len(kids)
-                else tuple(
-                    type(kid) not in leaf_types and kind_of(kid) is not None for kid in kids
-                )
-            )
-            records[slot] = (kind, aux, len(kids), mask)
-
-    rec(x, kind, 0)
-    del rec  # a recursive closure is a reference cycle: free it (and records) now
-    return leaves
-
-
-#: The fewest nodes worth the loops in C of a run (a list of layers): below it, their
-#: setup costs more than the node-by-node loop saves (benchmarks/run.py, W3: tuples of
-#: 4 layers).
-_MIN_RUN = 8
-
-
-def _flatten_run(
-    kind: NodeKind,
-    aux: Any,
-    kids: Sequence[Any],
-    leaf_types: set[type],
-    lextend: Callable[[Any], None],
-    records: list[Any] | None,
-) -> bool:
-    """Flatten a node whose children are nodes of one kind, each with leaf children
-    only (a list of layers), in loops in C but for the kind's ``flatten``
-    (benchmarks/split.py); False, having appended nothing, if they are not."""
-    t = type(kids[0])
-    k = KINDS.get(t)
-    if k is None or k is TUPLE or k is LIST or t in leaf_types:
-        return False
-    head = k.flatten(kids[0])
-    if not leaf_types.issuperset(map(type, head[0])):
-        return False
-    if not all(map(is_, map(type, kids), repeat(t))):
-        return False
-    spec = k.spec
-    auxes: Any
-    if spec is not None and len(spec.children) > 1 and len(spec.keep) != 1:
-        # A container's flatten reads its fields (_codegen.plain_flatten): the same
-        # reads by attrgetter run in C, a third of flatten's time for a list of layers
-        # (benchmarks/split.py). An unset field is reported by the node-by-node path.
-        try:
-            lists = list(map(attrgetter(*spec.children), kids))
-            keep = spec.keep and records is not None
-            auxes = list(map(attrgetter(*spec.keep), kids)) if keep else repeat(())
-        except AttributeError:
-            return False
-    else:
-        flat = [head, *map(k.flatten, kids[1:])]
-        lists = list(map(itemgetter(0), flat))
-        auxes = map(itemgetter(1), flat)
-    if not leaf_types.issuperset(map(type, chain.from_iterable(lists))):
-        return False
-    if records is not None:
-        records.append((kind, aux, len(kids), True))
-        records += zip(repeat(k), auxes, map(len, lists), repeat(None))
-    lextend(chain.from_iterable(lists))
-    return True
-
-
-def _flatten(
-    x: Any, is_leaf: IsLeaf, none_is_leaf: bool, op: str, records: list[Any] | None
-) -> list[Any]:
-    """The leaves of ``x``; its pre-order records go to ``records`` unless it is None."""
-    leaf_types = LEAF_TYPES_NONE if none_is_leaf else LEAF_TYPES
-    kind = _located_kind(x, leaf_types, is_leaf, op, tuple)
-    if kind is None:
-        return [x]
-    if is_leaf is None:
-        try:
-            return _flatten_fast(x, kind, leaf_types, records)
-        except (StructureError, ContainerDefinitionError):
-            if records is not None:  # redo from the root, iteratively, to report the
-                records.clear()  # error with its path
-    leaves: list[Any] = []
-    _flatten_iter(x, kind, leaves, [] if records is None else records, leaf_types, is_leaf, op)
-    return leaves
 
 
 def _build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
@@ -435,7 +195,7 @@ def ranked_paths(
     pat = None if first is None else pattern(keys, none)
     if mask is None:
         return list(zip(keys)), [] if pat is None else list(pat)
-    if mask is True and n >= _MIN_RUN and _leaf_run(records, 1, n):
+    if mask is True and n >= MIN_RUN and _leaf_run(records, 1, n):
         _emit_run(records[1], (), keys, pat, pattern, out, ranks)
         return out, ranks
     stack = [[keys, mask, 0, pat]]
@@ -465,7 +225,7 @@ def ranked_paths(
                 ranks += child_pat
         elif (
             child_mask is True
-            and n >= _MIN_RUN
+            and n >= MIN_RUN
             and records[nxt][3] is None
             and _leaf_run(records, nxt, n)
         ):
@@ -710,36 +470,27 @@ def _render_node(kind: NodeKind, aux: Any, keys: Sequence[Key], items: list[str]
 def _up_to(records: Sequence[Record], tree: Any, op: str, prefix: KeyPath = ()) -> list[Any]:
     """The subtrees of ``tree`` at the leaf positions of ``records`` (prefix match).
 
-    Walks the records in pre-order beside the tree, with a stack of open nodes; paths
-    are derived from the stack only for an error message.
+    Walks the tree with the engine, opening the next record at each node position;
+    the open node's mask says which of its children are leaf positions.
     """
     if not records:
         return [tree]
     out: list[Any] = []
-    stack: list[list[Any]] = []  # [keys, mask, the tree's children there, next index]
+    following = iter(records)  # the record of the next node position, in pre-order
 
-    def path_here() -> KeyPath:
-        return prefix + tuple(fr[0][fr[3] - 1] for fr in stack)
+    def visit(cursor: Cursor, value: Any, ys: Sequence[Any]) -> tuple[bool, Any]:
+        if cursor.stack:
+            top = cursor.stack[-1]
+            mask = top.state
+            if mask is None or (mask is not True and not mask[len(top.out)]):
+                out.append(value)
+                return True, None
+        kind, aux, n, mask = next(following)
+        kids = node_children_matching(kind, aux, n, value, cursor.path, op)
+        cursor.push(value, kind, kids, aux, state=mask)
+        return False, None
 
-    def open_(j: int, value: Any) -> None:
-        kind, aux, n, mask = records[j]
-        kids = node_children_matching(kind, aux, n, value, path_here, op)
-        stack.append([kind.keys(aux, n), mask, kids, 0])
-
-    open_(0, tree)
-    j = 1
-    while stack:
-        frame = stack[-1]
-        keys, mask, kids, i = frame
-        if i == len(keys):
-            stack.pop()
-            continue
-        frame[3] = i + 1
-        if mask is None or (mask is not True and not mask[i]):
-            out.append(kids[i])
-        else:
-            open_(j, kids[i])
-            j += 1
+    traverse(visit, leave_nothing, tree, op=op, prefix=prefix)
     return out
 
 
@@ -820,7 +571,7 @@ def flatten(
         StructureError: The tree contains a reference cycle (the message names it).
     """
     records: list[Any] = []
-    leaves = _flatten(tree, is_leaf, none_is_leaf, "flatten", records)
+    leaves = flatten_records(tree, is_leaf, none_is_leaf, "flatten", records)
     return leaves, Structure(tuple(records), len(leaves))
 
 
@@ -888,7 +639,7 @@ def leaves(
         from containers._split import leaves_where  # _split is a later stage
 
         return leaves_where(tree, where, is_leaf, none_is_leaf)
-    return _flatten(tree, is_leaf, none_is_leaf, "leaves", None)
+    return flatten_records(tree, is_leaf, none_is_leaf, "leaves", None)
 
 
 def flatten_with_path(

@@ -1,19 +1,20 @@
 """Operations on shapes (JAX): broadcast a prefix tree, transpose, diff two structures.
 
-Thin operations over ``_flatten``'s Structure and the registry's node kinds; every
-walk here is iterative, so any depth works. Nothing here calls user functions on leaves.
+Thin operations over ``_flatten``'s Structure and the engine's traversal (``diff``), so
+any depth works and a cycle is reported with its path. Nothing here calls user
+functions on leaves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from containers._engine._core import Cursor, leave_nothing, traverse
 from containers._errors import StructureError
 from containers._flatten import Structure, aux_difference, flatten
-from containers._paths import DictKey, KeyPath, keystr
-from containers._registry import kind_of, label
-from containers._engine._core import cycle_error
+from containers._paths import DictKey, Key, KeyPath, keystr
+from containers._registry import label
 
 __all__ = ["assert_same_structure", "broadcast", "diff", "transpose"]
 
@@ -105,65 +106,70 @@ def diff(a: Any, b: Any, /) -> list[tuple[KeyPath, str]]:
         ['c'] -> present only in the second tree
     """
     out: list[tuple[KeyPath, str]] = []
-    on_path: dict[int, int] = {}  # id of a node of `a` being compared -> stack depth
-    # Each frame: [node of a, steps, next step]; a step is (key, child_a, child_b) or
-    # (key, finding). Paths are derived from the stack when a finding needs one.
-    stack: list[list[Any]] = []
 
-    def path_here() -> KeyPath:
-        return tuple(fr[1][fr[2] - 1][0] for fr in stack)
-
-    def compare(va: Any, vb: Any) -> None:
-        ka, kb = kind_of(va), kind_of(vb)
+    def visit(cursor: Cursor, va: Any, ys: Sequence[Any]) -> tuple[bool, Any]:
+        if type(va) is _Finding:
+            out.append((cursor.path(), va.text))
+            return True, None
+        (vb,) = ys
+        ka, kb = cursor.kind_of(va), cursor.kind_of(vb)
         if ka is None and kb is None:
-            return
+            return True, None
         if ka is None or kb is None or ka.type is not kb.type:
-            out.append((path_here(), f"{label(va)} vs {label(vb)}"))
-            return
-        if id(va) in on_path:
-            raise cycle_error("diff", path_here(), path_here()[: on_path[id(va)]])
+            out.append((cursor.path(), f"{label(va)} vs {label(vb)}"))
+            return True, None
+        cursor.check(va)
         kids_a, aux_a = ka.flatten(va)
         kids_b, aux_b = kb.flatten(vb)
         keys_a = ka.keys(aux_a, len(kids_a))
         keys_b = kb.keys(aux_b, len(kids_b))
         index_b = {k: i for i, k in enumerate(keys_b)}
-        steps: list[tuple[Any, ...]] = []
+        # The positions to visit under this node: pairs of children, and findings (a
+        # key only one tree has) reported at their position, in order.
+        keys: list[Key] = []
+        kids: list[Any] = []
+        others: list[Any] = []
         if any(isinstance(k, DictKey) for k in (*keys_a, *keys_b)) and set(keys_a) != set(keys_b):
             set_a = set(keys_a)
             for i, k in enumerate(keys_a):
                 j = index_b.get(k)
-                if j is None:
-                    steps.append((k, "present only in the first tree"))
-                else:
-                    steps.append((k, kids_a[i], kids_b[j]))
-            steps.extend((k, "present only in the second tree") for k in keys_b if k not in set_a)
+                keys.append(k)
+                kids.append(kids_a[i] if j is not None else _ONLY_FIRST)
+                others.append(kids_b[j] if j is not None else None)
+            for k in keys_b:
+                if k not in set_a:
+                    keys.append(k)
+                    kids.append(_ONLY_SECOND)
+                    others.append(None)
         else:
             if len(kids_a) != len(kids_b) or not ka.aux_eq(aux_a, aux_b):
-                out.append(
-                    (path_here(), aux_difference(ka, aux_a, aux_b, len(kids_a), len(kids_b)))
-                )
+                detail = aux_difference(ka, aux_a, aux_b, len(kids_a), len(kids_b))
+                out.append((cursor.path(), detail))
             for i, k in enumerate(keys_a):
                 j = index_b.get(k)
                 if j is not None:
-                    steps.append((k, kids_a[i], kids_b[j]))
-        on_path[id(va)] = len(stack)
-        stack.append([va, steps, 0])
+                    keys.append(k)
+                    kids.append(kids_a[i])
+                    others.append(kids_b[j])
+        cursor.push(va, ka, kids, aux_a, (others,), keys)
+        return False, None
 
-    compare(a, b)
-    while stack:
-        frame = stack[-1]
-        node, steps, i = frame
-        if i == len(steps):
-            stack.pop()
-            del on_path[id(node)]
-            continue
-        frame[2] = i + 1
-        step = steps[i]
-        if len(step) == 2:
-            out.append((path_here(), step[1]))
-        else:
-            compare(step[1], step[2])
+    traverse(visit, leave_nothing, a, (b,), op="diff")
     return out
+
+
+class _Finding:
+    """A difference found at a node's child position (a key only one tree has), visited
+    in its place so that it is reported in order with its path."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+_ONLY_FIRST = _Finding("present only in the first tree")
+_ONLY_SECOND = _Finding("present only in the second tree")
 
 
 def assert_same_structure(a: Any, b: Any, /) -> None:

@@ -13,10 +13,10 @@ from itertools import compress, repeat
 from operator import eq, not_
 from typing import Any, TypeAlias, TypeVar, overload
 
+from containers._engine._core import Memo, map_tree
 from containers._errors import ContainerDefinitionError, StructureError
 from containers._flatten import Structure, flatten, ranked_paths
 from containers._paths import KeyPath, where
-from containers._engine._core import Memo, map_tree
 from containers.filters import (
     _EVERYTHING,
     Filter,

@@ -1,10 +1,10 @@
 """treelize (treevalue's func_treelize), subside and rise: lift a function on leaves.
 
-A thin operation over ``_walk``: ``map_tree`` walks the arguments with ``_Align``, an
+A thin operation over the engine: ``map_tree`` walks the arguments with ``_Align``, an
 alignment mode that decides, at each position, which keys the tree arguments share and
-how the result node is built. It never recurses itself; its one fast path (two plain
-dict trees) hands every other node to ``map_tree``, and ``map_tree`` again finds any
-error with its full path.
+how the result node is built. It never recurses itself; the engine's acceleration for
+two plain dict trees (``_engine._pair``) hands every other node to ``map_tree``, and
+``map_tree`` again finds any error with its full path.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+from containers._engine._core import Align, map_tree
+from containers._engine._pair import fast_pair
 from containers._errors import (
     ContainerDefinitionError,
     StructureError,
@@ -34,7 +36,6 @@ from containers._registry import (
     TUPLE,
     kind_of,
 )
-from containers._engine._core import MAX_FAST_DEPTH, Align, map_tree
 
 __all__ = ["MODES", "NOT_ALLOWED", "rise", "subside", "treelize"]
 
@@ -402,10 +403,6 @@ def _make_leaf(
     return call
 
 
-def _noop(*vals: Any) -> None:
-    return None
-
-
 # --- subside and rise --------------------------------------------------------------------
 
 _SUBSIDED = (LIST, TUPLE, DICT)
@@ -684,7 +681,7 @@ def treelize(
                 and not do_rise
                 and (fast_missing is not _ABSENT or not allow_missing)
             ):
-                result = _fast_pair(func, leaf, values[0], values[1], align, fast_missing)
+                result = fast_pair(func, leaf, values[0], values[1], align, fast_missing, _ABSENT)
             else:
                 result = map_tree(
                     leaf,
@@ -733,93 +730,6 @@ def _expand(
 # --- the fast path: two plain dict trees -------------------------------------------------
 
 
-#: Whether two-argument calls may take ``_fast_pair`` (tests switch it off to run the
+#: Whether two-argument calls may take ``fast_pair`` (tests switch it off to run the
 #: engine, its twin, on the same cases).
 _FAST = True
-
-
-class _Fallback(Exception):
-    """The fast path met an error; ``map_tree`` finds it again with its path."""
-
-
-def _fast_pair(
-    f: Callable[..., Any],
-    leaf: Callable[..., Any],
-    a: Any,
-    b: Any,
-    align: _Align,
-    missing: Any,
-) -> Any:
-    """``treelize``'s walk for two positional arguments, recursive over plain dicts
-    (benchmarks/treelize.py: the engine costs about 4x more per leaf there).
-
-    Its twin is ``map_tree`` with the same ``_Align``: any other node, and any subtree
-    deeper than MAX_FAST_DEPTH, is handed to it; on an error, it runs again from the
-    root with a no-op leaf function to raise the error with its full path. ``f`` is
-    the user's function, called here with both values (an absent one is ``missing``
-    itself, an immutable value); ``leaf`` is what the engine calls (it fills absent
-    values).
-    """
-    mode = align.mode
-    strict = mode == "strict"
-    inner = mode == "inner"
-    outer = mode == "outer"
-    allow = missing is not _ABSENT
-    leaf_types = LEAF_TYPES
-
-    def engine(x: Any, y: Any) -> Any:
-        return map_tree(leaf, x, (y,), exclude=None, cache=None, op="treelize", align=align)
-
-    def pair(x: Any, y: Any, depth: int) -> Any:
-        if type(x) is not dict:
-            if type(y) is dict and type(x) in leaf_types:
-                return {k: child(x, v, depth) for k, v in y.items()}
-            return engine(x, y)
-        if type(y) is not dict:
-            if type(y) in leaf_types:
-                return {k: child(v, y, depth) for k, v in x.items()}
-            return engine(x, y)
-        # Errors are found before any f call at this node, as the engine finds them.
-        if strict:
-            if x.keys() != y.keys():
-                raise _Fallback
-        elif (not allow and not inner) and (
-            not x.keys() <= y.keys() or (outer and not y.keys() <= x.keys())
-        ):
-            raise _Fallback
-        out = {}
-        for k, vx in x.items():
-            vy = y.get(k, _ABSENT)
-            if vy is _ABSENT:
-                if inner:
-                    continue
-                vy = missing
-            if type(vx) in leaf_types and type(vy) in leaf_types:
-                out[k] = f(vx, vy)
-            else:
-                out[k] = child(vx, vy, depth)
-        if outer and not y.keys() <= x.keys():
-            for k, vy in y.items():
-                if k not in x:
-                    out[k] = child(missing, vy, depth)
-        return out
-
-    def child(x: Any, y: Any, depth: int) -> Any:
-        if type(x) in leaf_types and type(y) in leaf_types:
-            return f(x, y)
-        if depth >= MAX_FAST_DEPTH:
-            return engine(x, y)
-        return pair(x, y, depth + 1)
-
-    try:
-        if type(a) is dict or type(b) is dict:
-            return pair(a, b, 0)
-        return engine(a, b)
-    except (_Fallback, StructureError, ContainerDefinitionError) as err:
-        try:
-            map_tree(_noop, a, (b,), exclude=None, cache=None, op="treelize", align=align)
-        except (StructureError, ContainerDefinitionError) as located:
-            raise located from None
-        if isinstance(err, _Fallback):  # pragma: no cover - the engine always finds it
-            raise AssertionError("treelize: the fast path and the engine disagree") from None
-        raise

@@ -21,12 +21,17 @@ __all__ = [
     "MISS",
     "UNSET",
     "Align",
+    "Cursor",
+    "Frame",
     "Memo",
     "Relocate",
     "collect",
     "cycle_error",
+    "leave_nothing",
     "map_tree",
     "mismatch_error",
+    "noop",
+    "traverse",
 ]
 
 
@@ -289,7 +294,7 @@ def traverse(
 
 class Align:
     """An alignment mode for ``map_tree``: how the values of several tree arguments
-    meet at one position (treelize's strict/inner/outer/left).
+    meet at one position (treelize's key rule, ``mode``: strict/inner/outer/left).
 
     ``node(first, rest, path)`` gets the arguments' values at a position and returns
     ``None`` when all are leaves (the engine then calls ``f(first, *rest)``), or
@@ -299,6 +304,8 @@ class Align:
     rebuilds the position with ``align.unflatten(aux, results)``. ``path()`` gives the
     position's path for error messages.
     """
+
+    mode: str
 
     def node(
         self, first: Any, rest: Sequence[Any], path: Callable[[], KeyPath]
@@ -409,10 +416,15 @@ def collect(x: Any, exclude: Callable[[Any], bool] | None) -> list[Any]:
         cursor.push(value, kind, kids, aux)
         return False, None
 
-    traverse(visit, _leave_nothing, x, op="fcollect")
+    traverse(visit, leave_nothing, x, op="fcollect")
     return out
 
 
-def _leave_nothing(cursor: Cursor, frame: Frame) -> None:
+def noop(*args: Any) -> None:
+    """A function that does nothing: the ``f`` of a walk run again only to locate an error."""
+    return
+
+
+def leave_nothing(cursor: Cursor, frame: Frame) -> None:
     """A ``leave`` for walks that produce nothing per node."""
-    return None
+    return

@@ -21,6 +21,7 @@ from containers._engine._core import (
     Relocate,
     collect,
     map_tree,
+    noop,
 )
 from containers._engine._loops import (
     MAPPER_ARGS,
@@ -100,10 +101,10 @@ class _Mode:
         kinds_get = KINDS.get
         # Per call (begin, end). The cache's dict and keep-alive list are used inline
         # (a Memo.store call per value costs: benchmarks/run.py, W3id).
-        f: Callable[..., Any] = _noop
+        f: Callable[..., Any] = noop
         cache: Memo | None = None
         results: dict[int, Any] = _NO_RESULTS
-        keep: Callable[[Any], None] = _noop
+        keep: Callable[[Any], None] = noop
         prune: Any = UNSET
         use_prune = False
 
@@ -116,7 +117,7 @@ class _Mode:
 
         def end() -> None:
             nonlocal f, cache, results, keep, prune
-            f, cache, results, keep, prune = _noop, None, _NO_RESULTS, _noop, UNSET
+            f, cache, results, keep, prune = noop, None, _NO_RESULTS, noop, UNSET
             bind(f, results, _NO_KEEP, prune, False)
 
         def leaf(c: Any) -> Any:  # a leaf that is not a value: mapped once by identity
@@ -185,7 +186,7 @@ class _Mode:
 
         direct: dict[type, Callable[[Any, int], Any]] = {dict: map_dict}
         direct_get = direct.get
-        loop: Callable[..., Any] = _noop  # generated below, once mapper_args exists
+        loop: Callable[..., Any] = noop  # generated below, once mapper_args exists
         # The cells that generated functions share with this mode: the per-call values
         # (begin's) and the loop (node's), which mapper_args can only name.
         cells = {
@@ -212,7 +213,7 @@ class _Mode:
         self.mapper_args = tuple(args[name] for name in MAPPER_ARGS)
         bind: Callable[..., Any]
         if _speedups is None:
-            loop, bind = rebind(_make_loop(self), cells), _noop
+            loop, bind = rebind(_make_loop(self), cells), noop
         else:  # the same loop in C, which reads the call's values from bind's
             compiled = _speedups.Loop(node, direct, immutable, leaf_types)
             loop, bind = compiled.run, compiled.bind
@@ -319,7 +320,7 @@ class _ManyMode:
         immutable = IMMUTABLE_LEAVES if cached else LEAF_TYPES
         kinds_get = KINDS.get
         # Per call (begin, end).
-        f: Callable[..., Any] = _noop
+        f: Callable[..., Any] = noop
         cache: Memo | None = None
         prune: Any = UNSET
         use_prune = False
@@ -331,7 +332,7 @@ class _ManyMode:
 
         def end() -> None:
             nonlocal f, cache, prune
-            f, cache, prune = _noop, None, UNSET
+            f, cache, prune = noop, None, UNSET
             bind(f)
 
         def leaf(c: Any, cys: Any) -> Any:
@@ -403,7 +404,7 @@ class _ManyMode:
             pair_loop = rebind(
                 _make_pair_loop(f, immutable, leaf_types, leaf, pair, node), per_call
             )
-            bind = _noop
+            bind = noop
         else:  # the same loop in C, which reads f from bind's
             compiled = _speedups.PairLoop(leaf, pair, node, immutable, leaf_types)
             pair_loop, bind = compiled.run, compiled.bind
@@ -430,10 +431,6 @@ def fast_map_many(
         _give(mode)
 
 
-def _noop(*args: Any) -> None:
-    return None
-
-
 def _kind_of(x: Any) -> Any:
     """``kind_of(x)`` for the fast paths: an undeclared subclass is the engine's own
     error, raised as ``Relocate`` so that the public function adds its path."""
@@ -458,7 +455,7 @@ def relocate(
     located. Should the tree have changed so that it does not, raise it as found.
     Errors raised by ``f`` are not ``Relocate`` and pass unchanged."""
     map_tree(
-        _noop,
+        noop,
         tree,
         rest,
         exclude=None,

@@ -295,5 +295,3 @@ def exec_source(source: str, g: dict[str, Any], filename: str) -> None:
     """Run generated ``source`` in ``g`` and register it in linecache (tracebacks)."""
     exec(compile(source, filename, "exec"), g)
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-
-

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from containers._engine._core import UNSET, MISS, Memo, mismatch_error
+from containers._engine._core import MISS, UNSET, Memo, mismatch_error
 from containers._errors import StructureError
 from containers._paths import Key, KeyPath, where
 from containers._registry import Mismatch, cacheable, kind_of

@@ -18,9 +18,9 @@ import linecache
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from containers._engine import _fast
 from containers._codegen import _construct, _unpack
 from containers._codegen import plain_unflatten as _plain_unflatten
+from containers._engine import _fast
 from containers._errors import type_name
 from containers._spec import ContainerSpec
 from containers.interop._common import SIMPLE_KEPT

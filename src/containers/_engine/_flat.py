@@ -1,0 +1,246 @@
+"""Flatten's walk: leaves plus pre-order node records, plain and accelerated.
+
+This stage emits what ``Structure`` is made of: the leaves and one record
+``(kind, aux, n, mask)`` per node in pre-order. ``flatten_plain`` is a client of
+``_core.traverse``; ``flatten_fast`` is its acceleration for trees without
+``is_leaf``, recursive down to MAX_FAST_DEPTH and in loops in C where a node's
+children allow, and ``flatten_records`` runs the one or the other. It never builds
+a Structure or maps a function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import chain, repeat
+from operator import attrgetter, is_, itemgetter
+from typing import Any
+
+from containers._engine._core import MAX_FAST_DEPTH, Cursor, Frame, traverse
+from containers._errors import ContainerDefinitionError, StructureError
+from containers._paths import where
+from containers._registry import (
+    KINDS,
+    LEAF_TYPES,
+    LEAF_TYPES_NONE,
+    LIST,
+    TUPLE,
+    NodeKind,
+    kind_of,
+)
+
+__all__ = ["MIN_RUN", "flatten_fast", "flatten_plain", "flatten_records"]
+
+IsLeaf = Callable[[Any], bool] | None
+
+
+def _mask(nodes: list[bool]) -> Any:
+    """The canonical mask: None (all leaves), True (all nodes) or the tuple."""
+    return None if not any(nodes) else True if all(nodes) else tuple(nodes)
+
+
+def flatten_plain(
+    root: Any,
+    leaves: list[Any],
+    records: list[Any],
+    leaf_types: set[type],
+    is_leaf: IsLeaf,
+    op: str,
+) -> None:
+    """Append the leaves and pre-order records of ``root`` to ``leaves`` and ``records``.
+
+    A value is a leaf if ``is_leaf`` says so, its type is in ``leaf_types`` or it is
+    no node. A node's record is filled when it is left; each child's result in
+    ``frame.out`` says whether it is a node, which makes the record's mask.
+    """
+
+    def visit(cursor: Cursor, value: Any, ys: Sequence[Any]) -> tuple[bool, Any]:
+        if (is_leaf is not None and is_leaf(value)) or type(value) in leaf_types:
+            leaves.append(value)
+            return True, False
+        kind = cursor.kind_of(value)
+        if kind is None:
+            leaves.append(value)
+            return True, False
+        cursor.check(value)
+        try:
+            kids, aux = kind.flatten(value)
+        except StructureError as err:
+            if err.path is not None:
+                raise
+            path = cursor.path()
+            raise StructureError(f"{op}: at {where(path)}: {err}", path) from None
+        cursor.push(value, kind, kids, aux, state=len(records))
+        records.append(None)
+        return False, None
+
+    def leave(cursor: Cursor, frame: Frame) -> bool:
+        records[frame.state] = (frame.kind, frame.aux, len(frame.kids), _mask(frame.out))
+        return True
+
+    traverse(visit, leave, root, op=op)
+
+
+def flatten_fast(
+    x: Any, kind: NodeKind, leaf_types: set[type], records: list[Any] | None
+) -> list[Any]:
+    """Recursive flatten for shallow trees; subtrees past MAX_FAST_DEPTH go iterative.
+
+    Appends the pre-order records to ``records``, or, when it is ``None`` (``leaves``),
+    collects the leaves only.
+    """
+    leaves: list[Any] = []
+    lappend = leaves.append
+    lextend = leaves.extend
+    kinds_get = KINDS.get
+    all_leaves = leaf_types.issuperset  # of map(type, children): a loop in C
+    sequences: dict[type, NodeKind] = {tuple: TUPLE, list: LIST}
+    sequences_get = sequences.get
+
+    def rec(x: Any, kind: NodeKind, depth: int) -> None:
+        kids, aux = (x, None) if kind is TUPLE or kind is LIST else kind.flatten(x)
+        if all_leaves(map(type, kids)):
+            # All children are leaves: one extend, one record (benchmarks/run.py, W1, W5).
+            lextend(kids)
+            if records is not None:
+                records.append((kind, aux, len(kids), None))
+            return
+        if depth > MAX_FAST_DEPTH:
+            sink = [] if records is None else records
+            flatten_plain(x, leaves, sink, leaf_types, None, "flatten")
+            return
+        if len(kids) >= MIN_RUN and _flatten_run(kind, aux, kids, leaf_types, lextend, records):
+            return
+        if records is not None:
+            slot = len(records)
+            records.append(None)
+        nodes = 0  # the mask is rebuilt only for a node mixing leaves and nodes
+        for kid in kids:
+            tk = type(kid)
+            if tk in leaf_types:
+                lappend(kid)
+                continue
+            k = sequences_get(tk)
+            if k is not None:
+                # A tuple or list of leaves, done here: no call (benchmarks/run.py, W1).
+                # Two to four children are tested inline: creating map(type, kid) alone
+                # costs more than four tests.
+                n = len(kid)
+                if n == 4:
+                    a, b, c, d = kid
+                    is_leaves = (
+                        type(a) in leaf_types
+                        and type(b) in leaf_types
+                        and type(c) in leaf_types
+                        and type(d) in leaf_types
+                    )
+                elif n == 2:
+                    a, b = kid
+                    is_leaves = type(a) in leaf_types and type(b) in leaf_types
+                elif n == 3:
+                    a, b, c = kid
+                    is_leaves = (
+                        type(a) in leaf_types and type(b) in leaf_types and type(c) in leaf_types
+                    )
+                else:
+                    is_leaves = all_leaves(map(type, kid))
+                if is_leaves:
+                    lextend(kid)
+                    if records is not None:
+                        records.append((k, None, n, None))
+                    nodes += 1
+                    continue
+            k = kinds_get(tk) or kind_of(kid)
+            if k is None:
+                lappend(kid)
+            else:
+                rec(kid, k, depth + 1)  # noqa: F821 - deleted only after the walk
+                nodes += 1
+        if records is not None:
+            mask = (
+                None
+                if not nodes
+                else True
+                if nodes == len(kids)
+                else tuple(
+                    type(kid) not in leaf_types and kind_of(kid) is not None for kid in kids
+                )
+            )
+            records[slot] = (kind, aux, len(kids), mask)
+
+    rec(x, kind, 0)
+    del rec  # a recursive closure is a reference cycle: free it (and records) now
+    return leaves
+
+
+#: The fewest nodes worth the loops in C of a run (a list of layers): below it, their
+#: setup costs more than the node-by-node loop saves (benchmarks/run.py, W3: tuples of
+#: 4 layers).
+MIN_RUN = 8
+
+
+def _flatten_run(
+    kind: NodeKind,
+    aux: Any,
+    kids: Sequence[Any],
+    leaf_types: set[type],
+    lextend: Callable[[Any], None],
+    records: list[Any] | None,
+) -> bool:
+    """Flatten a node whose children are nodes of one kind, each with leaf children
+    only (a list of layers), in loops in C but for the kind's ``flatten``
+    (benchmarks/split.py); False, having appended nothing, if they are not."""
+    t = type(kids[0])
+    k = KINDS.get(t)
+    if k is None or k is TUPLE or k is LIST or t in leaf_types:
+        return False
+    head = k.flatten(kids[0])
+    if not leaf_types.issuperset(map(type, head[0])):
+        return False
+    if not all(map(is_, map(type, kids), repeat(t))):
+        return False
+    spec = k.spec
+    auxes: Any
+    if spec is not None and len(spec.children) > 1 and len(spec.keep) != 1:
+        # A container's flatten reads its fields (_codegen.plain_flatten): the same
+        # reads by attrgetter run in C, a third of flatten's time for a list of layers
+        # (benchmarks/split.py). An unset field is reported by the node-by-node path.
+        try:
+            lists = list(map(attrgetter(*spec.children), kids))
+            keep = spec.keep and records is not None
+            auxes = list(map(attrgetter(*spec.keep), kids)) if keep else repeat(())
+        except AttributeError:
+            return False
+    else:
+        flat = [head, *map(k.flatten, kids[1:])]
+        lists = list(map(itemgetter(0), flat))
+        auxes = map(itemgetter(1), flat)
+    if not leaf_types.issuperset(map(type, chain.from_iterable(lists))):
+        return False
+    if records is not None:
+        records.append((kind, aux, len(kids), True))
+        records += zip(repeat(k), auxes, map(len, lists), repeat(None))
+    lextend(chain.from_iterable(lists))
+    return True
+
+
+def flatten_records(
+    x: Any, is_leaf: IsLeaf, none_is_leaf: bool, op: str, records: list[Any] | None
+) -> list[Any]:
+    """The leaves of ``x``; its pre-order records go to ``records`` unless it is None.
+
+    Without ``is_leaf``, ``flatten_fast`` runs; should it meet an error (a cycle, an
+    undeclared subclass, an unset field), ``flatten_plain`` runs again from the root
+    and raises it with its path.
+    """
+    leaf_types = LEAF_TYPES_NONE if none_is_leaf else LEAF_TYPES
+    sink = [] if records is None else records
+    if is_leaf is None and type(x) not in leaf_types:
+        try:
+            kind = kind_of(x)
+            if kind is not None:
+                return flatten_fast(x, kind, leaf_types, records)
+        except (StructureError, ContainerDefinitionError):
+            sink.clear()
+    leaves: list[Any] = []
+    flatten_plain(x, leaves, sink, leaf_types, is_leaf, op)
+    return leaves
