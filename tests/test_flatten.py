@@ -346,6 +346,23 @@ def test_flatten_up_to_reports_a_different_node_type():
     assert info.value.path == (ct.DictKey("a"), ct.IndexKey(1))
 
 
+def test_flatten_up_to_reports_a_cycle_the_structure_reaches_into():
+    """A node of the tree met again inside itself at a node position of the structure is
+    the cycle error, with both paths; a cycle below a leaf position is just a subtree."""
+    loop: list[Any] = [0]
+    loop[0] = loop
+    with pytest.raises(
+        ct.StructureError,
+        match=exact(
+            "flatten_up_to: the tree has a reference cycle: the object at '[0]' is the same "
+            "object as its ancestor at the root. Trees must be acyclic; break the cycle or "
+            "treat the object as a leaf with exclude=/is_leaf=."
+        ),
+    ):
+        ct.structure([[1]]).flatten_up_to(loop)
+    assert ct.structure([1]).flatten_up_to(loop)[0] is loop
+
+
 def test_flatten_up_to_reports_a_leaf_where_a_node_is_expected():
     """A leaf where the structure has a node is named."""
     with pytest.raises(
