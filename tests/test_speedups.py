@@ -6,7 +6,8 @@ they agree call for call; these check what is particular to the compiled ones: t
 they are built where they can be and left out when asked, that the module declares
 what it is (multi-phase initialisation, subinterpreters, the GIL), that they keep
 nothing alive after a call (returned or raised), that deep trees fit a small thread
-stack, and that their bad-argument errors say what is wrong.
+stack, and that their bad-argument errors say what is wrong. ``IdTable``, the identity
+cache they probe by address, is tested here too, against ``Memo``'s plain dict.
 """
 
 from __future__ import annotations
@@ -31,8 +32,11 @@ import pytest
 
 import containers as ct
 from containers._engine import _fast, _loops
+from containers._engine._core import MAX_FAST_DEPTH, MISS, Memo
 
-compiled = pytest.mark.skipif(_fast._speedups is None, reason="containers._engine._speedups is not built")
+compiled = pytest.mark.skipif(
+    _fast._speedups is None, reason="containers._engine._speedups is not built"
+)
 
 
 def test_built_where_a_compiler_is_found() -> None:
@@ -72,7 +76,7 @@ spec = importlib.util.spec_from_file_location("containers._engine._speedups", {p
 speedups = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(speedups)
 loop = speedups.Loop(print, {{}}, frozenset({{float}}), frozenset({{float}}))
-loop.bind(abs, {{}}, [], None, False)
+loop.bind(abs, speedups.IdTable(), None, False)
 assert loop.run([-1.0, (-2.0, -3.0)], 0) == [1.0, (2.0, 3.0)]
 """
 
@@ -81,7 +85,9 @@ def _load_again() -> ModuleType:
     """A new module object from the built extension's file (``import`` would hand back
     the one in ``sys.modules``)."""
     assert _fast._speedups is not None
-    spec = importlib.util.spec_from_file_location("containers._engine._speedups", _fast._speedups.__file__)
+    spec = importlib.util.spec_from_file_location(
+        "containers._engine._speedups", _fast._speedups.__file__
+    )
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -100,10 +106,16 @@ def test_each_load_makes_its_own_module() -> None:
     assert second.Loop is not first.Loop
     assert second.PairLoop is not first.PairLoop
     assert second.Rebuild is not first.Rebuild
+    assert second.IdTable is not first.IdTable
     for module in (first, second):
         loop = module.Loop(print, {}, frozenset({float}), frozenset({float}))
-        loop.bind(abs, {}, [], None, False)
+        loop.bind(abs, module.IdTable(), None, False)
         assert loop.run([-1.0, (-2.0, -3.0)], 0) == [1.0, (2.0, 3.0)]
+    message = (
+        "table must be an IdTable of this module, or None, not 'containers._speedups.IdTable'"
+    )
+    with pytest.raises(TypeError, match=re.escape(message)):
+        loop.bind(abs, first.IdTable(), None, False)  # one module's loop, another's table
     with pytest.raises(TypeError, match="is not an acceptable base type"):
         type("Sub", (second.Loop,), {})
     with pytest.raises(TypeError, match="immutable type"):
@@ -365,20 +377,233 @@ def test_bad_arguments_are_named() -> None:
     with pytest.raises(TypeError, match=r"^Loop: immutable and leaf_types must be sets$"):
         loop_type(print, {}, [], frozenset())  # type: ignore[arg-type]
     loop = loop_type(print, {}, frozenset(), frozenset())
-    message = "bind(f, results, keep, prune, use_prune): results must be a dict and keep a list"
+    message = (
+        "bind(f, table, prune, use_prune): table must be an IdTable of this module, or None, "
+        "not 'dict'"
+    )
     with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
-        loop.bind(print, [], [], None, False)  # type: ignore[arg-type]
+        loop.bind(print, {}, None, False)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=rf"^{re.escape('bind() takes 4 arguments (5 given)')}$"):
+        loop.bind(print, None, [], None, False)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=rf"^{re.escape('run() takes 2 arguments (1 given)')}$"):
         loop.run([])  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=r"^Loop\.run: the loop was never initialised$"):
         loop_type.__new__(loop_type).run([], 0)
+    with pytest.raises(TypeError, match=r"^Loop\.leaf: the loop was never initialised$"):
+        loop_type.__new__(loop_type).leaf([])
     pair_type = _fast._speedups.PairLoop
-    with pytest.raises(TypeError, match=r"^PairLoop: leaf, pair and node must be callable$"):
-        pair_type(print, print, 1, frozenset(), frozenset())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^PairLoop: pair and node must be callable$"):
+        pair_type(print, 1, frozenset(), frozenset())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^PairLoop: immutable and leaf_types must be sets$"):
-        pair_type(print, print, print, frozenset(), {})  # type: ignore[arg-type]
+        pair_type(print, print, frozenset(), {})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^PairLoop\.run: the loop was never initialised$"):
         pair_type.__new__(pair_type).run([], [], 0)
+
+
+# --- IdTable: the identity cache the compiled loops probe by address ----------------------
+
+
+def _table() -> Any:
+    assert _fast._speedups is not None
+    return _fast._speedups.IdTable()
+
+
+class _Value:
+    """An object equal to every other one of its kind: only identity tells them apart."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Value)
+
+    def __hash__(self) -> int:
+        return 0
+
+
+@compiled
+def test_table_reads_by_id_what_store_wrote() -> None:
+    """``store(obj, value)`` is read back by ``id(obj)``, as the plain twin's dict is;
+    storing again replaces the value; ``clear`` forgets everything."""
+    table, obj, other = _table(), [1], [1]
+    assert (len(table), id(obj) in table, table.get(id(obj)), table.get(id(obj), 7)) == (
+        0,
+        False,
+        None,
+        7,
+    )
+    table.store(obj, "first")
+    table.store(obj, "second")
+    assert (len(table), table[id(obj)], table.get(id(obj), 7), id(obj) in table) == (
+        1,
+        "second",
+        "second",
+        True,
+    )
+    assert id(other) not in table  # equal, but another object
+    assert table.keys() == [obj]
+    table.clear()
+    assert (len(table), id(obj) in table, table.keys()) == (0, False, [])
+    table.store(obj, "again")  # usable after clear
+    assert table[id(obj)] == "again"
+
+
+@compiled
+def test_table_tells_equal_objects_apart() -> None:
+    """Keys are identities: objects that compare and hash equal get entries of their own."""
+    table, values = _table(), [_Value() for _ in range(50)]
+    for i, v in enumerate(values):
+        table.store(v, i)
+    assert [table[id(v)] for v in values] == list(range(50))
+    assert len(table) == 50
+
+
+@compiled
+def test_table_grows_past_many_resizes() -> None:
+    """Thousands of entries (the table doubles from 16 slots, at most half full) are all
+    found again, and ids of objects never stored are not."""
+    table, objects = _table(), [object() for _ in range(5000)]
+    for i, obj in enumerate(objects):
+        table.store(obj, i)
+    assert len(table) == 5000
+    assert all(table.get(id(obj)) == i for i, obj in enumerate(objects))
+    assert not any(
+        id(obj) in table for obj in [object() for _ in range(100)] if obj not in objects
+    )
+    assert sorted(map(id, table.keys())) == sorted(map(id, objects))
+
+
+@compiled
+def test_table_keeps_its_keys_and_values_alive_until_cleared() -> None:
+    """The table holds every key object (so no other object can take its address while it
+    is in there) and every value, until ``clear`` or the table's end releases them."""
+
+    class Obj:
+        pass
+
+    table, key, value = _table(), Obj(), Obj()
+    key_ref, value_ref = weakref.ref(key), weakref.ref(value)
+    table.store(key, value)
+    del key, value
+    gc.collect()
+    assert key_ref() is not None
+    assert value_ref() is not None
+    assert table[id(key_ref())] is value_ref()
+    table.clear()
+    assert (key_ref(), value_ref()) == (None, None)
+    table.store(Obj(), Obj())
+    last = weakref.ref(table.keys()[0])
+    del table
+    assert last() is None
+
+
+@compiled
+def test_table_survives_code_run_by_a_release() -> None:
+    """A value whose release runs Python code (``__del__``) that clears or writes the
+    table, while the table replaces or clears it, leaves a consistent table."""
+    table = _table()
+
+    class Meddler:
+        def __del__(self) -> None:
+            table.clear()
+            table.store(marker, "written during a release")
+
+    marker, obj = object(), object()
+    table.store(obj, Meddler())
+    table.store(obj, "replacement")  # releases the Meddler: it clears and writes
+    assert (len(table), table.get(id(marker))) == (1, "written during a release")
+    table.store(obj, Meddler())
+    table.clear()  # releases the Meddler again, on a table already detached
+    assert (len(table), table.get(id(marker)), id(obj) in table) == (
+        1,
+        "written during a release",
+        False,
+    )
+
+
+@compiled
+def test_table_misuse_is_named() -> None:
+    """Keys are ids: anything else is a TypeError saying so; an int no object can have
+    is simply absent; the methods say how many arguments they take."""
+    assert _fast._speedups is not None
+    table = _table()
+    message = "IdTable: keys are ids of objects (int), not 'str'"
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        table.get("x")
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        "x" in table  # noqa: B015 - the test is the error
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        table["x"]
+    with pytest.raises(KeyError, match=r"^12345$"):
+        table[12345]
+    assert (table.get(2**80, "absent"), -1 in table) == ("absent", False)
+    with pytest.raises(TypeError, match=rf"^{re.escape('store() takes 2 arguments (1 given)')}$"):
+        table.store(1)
+    with pytest.raises(
+        TypeError, match=rf"^{re.escape('get() takes 1 or 2 arguments (3 given)')}$"
+    ):
+        table.get(1, 2, 3)
+    with pytest.raises(TypeError, match=r"^IdTable\(\) takes no arguments$"):
+        _fast._speedups.IdTable({})
+    with pytest.raises(TypeError, match="is not an acceptable base type"):
+        type("Sub", (_fast._speedups.IdTable,), {})
+
+
+@compiled
+def test_memo_is_the_table_where_it_is_built() -> None:
+    """With the extension built, every ``Memo`` keeps its results in an ``IdTable``; its
+    interface (read by id, ``store``, ``keep``, ``clear``) is the plain twin's."""
+    assert _fast._speedups is not None
+    memo, obj = Memo(), [1]
+    assert type(memo.results) is _fast._speedups.IdTable
+    memo.store(obj, "result")
+    assert (memo.results.get(id(obj), MISS), memo.keep) == ("result", [obj])
+    memo.clear()
+    assert (memo.results.get(id(obj), MISS), memo.keep) == (MISS, [])
+
+
+def test_plain_memo_is_a_dict_and_a_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the extension (``Memo.table`` None), ``Memo`` is the plain twin: a dict by
+    id and a list of the objects, cleared together."""
+    monkeypatch.setattr(Memo, "table", None)
+    memo, obj = Memo(), [1]
+    memo.store(obj, "result")
+    assert (memo.results, memo.keep) == ({id(obj): "result"}, [obj])
+    memo.clear()
+    assert (memo.results, memo.keep) == ({}, [])
+
+
+@pytest.mark.parametrize("engine", ["compiled", "generated"])
+def test_one_table_under_every_path(engine: str) -> None:
+    """A leaf object met by the C loop (in a list), by a class's generated mapper and by
+    the engine past MAX_FAST_DEPTH is mapped once: all three read the one cache."""
+    if engine == "compiled" and _fast._speedups is None:
+        pytest.skip("containers._engine._speedups is not built")
+    saved = _fast._speedups, _fast._idle
+    _fast._speedups, _fast._idle = (saved[0] if engine == "compiled" else None), {}
+    try:
+
+        @ct.container(children=["a", "b"])
+        class Pair:
+            a: Any
+            b: Any
+
+        shared, calls = _Value(), []
+
+        def f(x: Any) -> Any:
+            calls.append(x)
+            return [x]
+
+        deep: Any = shared
+        for _ in range(MAX_FAST_DEPTH + 5):
+            deep = [deep]
+        out = ct.fmap(f, [shared, Pair(shared, shared), deep])
+        assert len(calls) == 1
+        first = out[0]
+        inner = out[2]
+        for _ in range(MAX_FAST_DEPTH + 5):
+            inner = inner[0]
+        assert out[1].a is first and out[1].b is first and inner is first
+        assert ct.fmap(f, [shared, Pair(shared, 1)], prune=None)[1].a is None
+    finally:
+        _fast._speedups, _fast._idle = saved
 
 
 # --- Rebuild: interop's rebuild of a frozen class ------------------------------------------

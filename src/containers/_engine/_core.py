@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 from containers._errors import ContainerDefinitionError, StructureError
 from containers._paths import Key, KeyPath, where
@@ -60,24 +60,45 @@ def _ordinal(i: int) -> str:
 
 class Memo:
     """fmap's identity cache: results by ``id``, and the objects those ids belong to,
-    kept alive so that no id is reused while the walk runs."""
+    kept alive so that no id is reused while the walk runs.
 
-    __slots__ = ("keep", "results")
+    ``results`` is read by id (``get``, ``in``, ``[]``); ``store`` writes it. Here it
+    is a dict, with a list of the objects: the plain twin. When the compiled loops are
+    built, ``_fast`` sets ``Memo.table`` to ``_speedups.IdTable``: then ``results`` is
+    one, keyed by address and holding the objects itself, so that the compiled loops
+    and the generated mappers share it without an int per lookup (benchmarks/run.py,
+    W3id).
+    """
+
+    __slots__ = ("_keep", "results")
+    #: The compiled table's type, or None for the plain dict and list (set by ``_fast``).
+    table: ClassVar[Callable[[], Any] | None] = None
 
     def __init__(self) -> None:
-        self.results: dict[int, Any] = {}
-        self.keep: list[Any] = []
+        table = Memo.table
+        self.results: Any = {} if table is None else table()
+        self._keep: list[Any] | None = [] if table is None else None
+
+    @property
+    def keep(self) -> list[Any]:
+        """The objects whose results are stored: the plain twin's own list (which
+        callers may append to), or a new list of the compiled table's keys."""
+        return self.results.keys() if self._keep is None else self._keep
 
     def store(self, obj: Any, value: Any) -> None:
         """Remember ``value`` as the result for ``obj``."""
-        self.results[id(obj)] = value
-        self.keep.append(obj)
+        if self._keep is None:
+            self.results.store(obj, value)
+        else:
+            self.results[id(obj)] = value
+            self._keep.append(obj)
 
     def clear(self) -> None:
         """Forget everything: a finished walk's closures may live on until the cyclic
         garbage collector runs, and must not keep the tree and its results alive."""
         self.results.clear()
-        self.keep.clear()
+        if self._keep is not None:
+            self._keep.clear()
 
 
 #: What ``Memo.results.get`` returns for an object not mapped yet (None is a result).

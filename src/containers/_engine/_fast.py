@@ -63,6 +63,8 @@ def _load_speedups() -> ModuleType | None:
 
 #: The module of the compiled loops, or None. Read when a mode is built (tests switch it).
 _speedups = _load_speedups()
+if _speedups is not None:  # the identity cache the compiled loops probe by address
+    Memo.table = _speedups.IdTable
 
 
 _make_tuple_mapper = compile_tuple_mapper()
@@ -70,7 +72,7 @@ _make_loop = compile_loop()
 _make_pair_mapper = compile_pair_mapper()
 _make_pair_loop = compile_pair_loop()
 #: The free variables of generated functions that ``_Mode`` rebinds to its own cells.
-_SHARED_CELLS = frozenset({"f", "results", "keep", "prune", "use_prune", "loop"})
+_SHARED_CELLS = frozenset({"f", "results", "keep", "prune", "use_prune", "loop", "leaf"})
 
 
 class _Mode:
@@ -87,7 +89,9 @@ class _Mode:
     instructions per call, the price of mapping some 30 leaves (benchmarks/instructions.py).
     The loop over a node's children is the compiled ``_speedups.Loop`` when it is
     built; it cannot read cells, so ``begin`` and ``end`` also hand it the same values
-    (``bind``).
+    (``bind``). The cache is then a ``_speedups.IdTable`` (``Memo.table``), and a
+    leaf that is not a value goes through it in one call, ``Loop.leaf``, from the
+    generated mappers too.
     """
 
     __slots__ = ("begin", "born", "dispatch", "end", "key", "mapper_args")
@@ -99,12 +103,14 @@ class _Mode:
         # immutable here.
         immutable = IMMUTABLE_LEAVES if cached else LEAF_TYPES
         kinds_get = KINDS.get
-        # Per call (begin, end). The cache's dict and keep-alive list are used inline
-        # (a Memo.store call per value costs: benchmarks/run.py, W3id).
+        # Per call (begin, end). The cache's results (read by id) and, with the plain
+        # dict, its keep-alive list are used inline (a Memo.store call per value costs:
+        # benchmarks/run.py, W3id); keep is None when results is the compiled table,
+        # which holds the objects itself and is written with results.store.
         f: Callable[..., Any] = noop
         cache: Memo | None = None
-        results: dict[int, Any] = _NO_RESULTS
-        keep: Callable[[Any], None] = noop
+        results: Any = _NO_RESULTS
+        keep: Callable[[Any], None] | None = noop
         prune: Any = UNSET
         use_prune = False
 
@@ -112,22 +118,30 @@ class _Mode:
             nonlocal f, cache, results, keep, prune, use_prune
             f, cache, prune, use_prune = f_, cache_, prune_, prune_ is not UNSET
             if cache_ is not None:
-                results, keep = cache_.results, cache_.keep.append
-            bind(f, results, _NO_KEEP if cache_ is None else cache_.keep, prune, use_prune)
+                results = cache_.results
+                # the compiled table holds its objects itself: no list to append to
+                keep = cache_.keep.append if type(results) is dict else None
+            bind(f, None if cache_ is None else results, prune, use_prune)
 
         def end() -> None:
             nonlocal f, cache, results, keep, prune
             f, cache, results, keep, prune = noop, None, _NO_RESULTS, noop, UNSET
-            bind(f, results, _NO_KEEP, prune, False)
+            bind(f, None, prune, False)
 
-        def leaf(c: Any) -> Any:  # a leaf that is not a value: mapped once by identity
+        def plain_leaf(c: Any) -> Any:  # a leaf that is not a value: mapped once by identity
             key = id(c)
             if key in results:
                 return prune if use_prune else results[key]
             value = f(c)
-            results[key] = value
-            keep(c)
+            if keep is None:
+                results.store(c, value)
+            else:
+                results[key] = value
+                keep(c)
             return value
+
+        # The compiled loop's leaf(x) replaces plain_leaf when it is built (below).
+        leaf: Callable[[Any], Any] = plain_leaf
 
         def deep(x: Any) -> Any:
             return map_tree(
@@ -157,8 +171,11 @@ class _Mode:
                 out = loop(kids, depth + 1)
                 value = kind.structural(aux, out) if structural else kind.unflatten(aux, out)
             if ckey is not None:
-                results[ckey] = value
-                keep(x)
+                if keep is None:
+                    results.store(x, value)
+                else:
+                    results[ckey] = value
+                    keep(x)
             return value
 
         def map_dict(x: dict[Any, Any], depth: int) -> Any:
@@ -180,8 +197,11 @@ class _Mode:
                     value = dict.fromkeys(keys)
                     value.update(zip(order, loop(map(x.__getitem__, order), depth + 1)))
             if ckey is not None:
-                results[ckey] = value
-                keep(x)
+                if keep is None:
+                    results.store(x, value)
+                else:
+                    results[ckey] = value
+                    keep(x)
             return value
 
         direct: dict[type, Callable[[Any, int], Any]] = {dict: map_dict}
@@ -203,6 +223,7 @@ class _Mode:
             "leaf_types": leaf_types,
             "results": results,
             "keep": keep,
+            "leaf": leaf,
             "use_prune": use_prune,
             "prune": prune,
             "loop": loop,
@@ -216,7 +237,7 @@ class _Mode:
             loop, bind = rebind(_make_loop(self), cells), noop
         else:  # the same loop in C, which reads the call's values from bind's
             compiled = _speedups.Loop(node, direct, immutable, leaf_types)
-            loop, bind = compiled.run, compiled.bind
+            loop, bind, leaf = compiled.run, compiled.bind, compiled.leaf
         direct[tuple] = rebind(_make_tuple_mapper(self), cells)
 
         def dispatch(x: Any, depth: int) -> Any:
@@ -228,8 +249,6 @@ class _Mode:
 
 #: ``results`` of a mode between calls and without a cache; never written.
 _NO_RESULTS: dict[int, Any] = {}
-#: The compiled loop's keep-alive list between calls and without a cache; never written.
-_NO_KEEP: list[Any] = []
 #: Idle modes by key (``_Mode.key``, ``_ManyMode.key``: the class and its arguments).
 _idle: dict[tuple[Any, ...], list[Any]] = {}
 #: At most this many idle modes are kept per key: as many as calls of one kind that
@@ -328,12 +347,12 @@ class _ManyMode:
         def begin(f_: Callable[..., Any], cache_: Memo | None, prune_: Any) -> None:
             nonlocal f, cache, prune, use_prune
             f, cache, prune, use_prune = f_, cache_, prune_, prune_ is not UNSET
-            bind(f)
+            bind(f, None if cache_ is None else cache_.results, prune, use_prune)
 
         def end() -> None:
             nonlocal f, cache, prune
             f, cache, prune = noop, None, UNSET
-            bind(f)
+            bind(f, None, prune, False)
 
         def leaf(c: Any, cys: Any) -> Any:
             if cache is None or type(c) in immutable:
@@ -399,14 +418,14 @@ class _ManyMode:
                 cache.store(x, value)  # type: ignore[union-attr]
             return value
 
-        bind: Callable[[Callable[..., Any]], None]
+        bind: Callable[..., None]
         if _speedups is None:
             pair_loop = rebind(
                 _make_pair_loop(f, immutable, leaf_types, leaf, pair, node), per_call
             )
             bind = noop
-        else:  # the same loop in C, which reads f from bind's
-            compiled = _speedups.PairLoop(leaf, pair, node, immutable, leaf_types)
+        else:  # the same loop in C, which reads f and the cache from bind's
+            compiled = _speedups.PairLoop(pair, node, immutable, leaf_types)
             pair_loop, bind = compiled.run, compiled.bind
 
         def run(x: Any, ys: tuple[Any, ...]) -> Any:

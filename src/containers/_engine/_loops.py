@@ -47,6 +47,7 @@ MAPPER_ARGS = (
     "leaf_types",
     "results",
     "keep",
+    "leaf",
     "use_prune",
     "prune",
     "loop",
@@ -63,8 +64,11 @@ def map_child(value: str, target: str, depth: str) -> list[str]:
     """Lines setting ``target`` to fmap's result for the child in variable ``value``.
 
     An immutable leaf (a value) is passed to ``f``; every other leaf goes through the
-    identity cache, inline (``results`` by id, ``keep`` holding the keys' objects,
-    ``prune`` for repeats); a node goes to its mapper in ``direct`` or to ``node``.
+    identity cache: with the compiled table (``keep`` is None) in one call, ``leaf``
+    (``_speedups.Loop.leaf``); with the plain dict inline (``results`` by id, ``keep``
+    holding the keys' objects, ``prune`` for repeats), where a call of a Python
+    function would cost more than the lines (benchmarks/run.py, W3id). A node goes to
+    its mapper in ``direct`` or to ``node``.
     """
     return [f"_t = type({value})", *_map_typed_child(value, target, depth)]
 
@@ -75,12 +79,15 @@ def _map_typed_child(value: str, target: str, depth: str) -> list[str]:
         "if _t in immutable:",
         f"    {target} = f({value})",
         "elif _t in leaf_types:",
-        f"    _k = id({value})",
-        "    if _k in results:",  # a bytecode, not a call like results.get
-        f"        {target} = prune if use_prune else results[_k]",
+        "    if keep is None:",
+        f"        {target} = leaf({value})",
         "    else:",
-        f"        {target} = results[_k] = f({value})",
-        f"        keep({value})",
+        f"        _k = id({value})",
+        "        if _k in results:",  # a bytecode, not a call like results.get
+        f"            {target} = prune if use_prune else results[_k]",
+        "        else:",
+        f"            {target} = results[_k] = f({value})",
+        f"            keep({value})",
         "else:",
         "    _m = direct(_t)",
         f"    {target} = _m({value}, {depth}) if _m is not None else node({value}, {depth})",

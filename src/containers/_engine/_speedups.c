@@ -4,21 +4,28 @@
    (`_codegen.loop_source()`, its plain twin, used whenever this module is missing or
    CONTAINERS_PURE_PYTHON is set): map each child of one node and return the results
    as a list. A tuple of one to four immutable leaves is mapped in place; an immutable
-   leaf goes to `f`; every other leaf goes to `f` through the identity cache (`results`
-   by id, `keep` holding the objects), so sharing holds by construction; a node goes to
-   its type's mapper in `direct`, or to `node`. `PairLoop.run(kids, ykids, depth)` is the same
-   for fmap with one extra tree (`_codegen.pair_loop_source()`). Everything else
-   (nodes, depth, errors and their paths) stays in Python, in `_fmap._Mode` and
-   `_fmap._ManyMode`, which own the loops and set their per-call values with `bind`.
+   leaf goes to `f`; every other leaf goes to `f` through the identity cache, an
+   `IdTable` (below), so sharing holds by construction; a node goes to its type's
+   mapper in `direct`, or to `node`. `PairLoop.run(kids, ykids, depth)` is the same
+   for fmap with one extra tree (`_codegen.pair_loop_source()`). `Loop.leaf(x)` is
+   the cached call alone, for the generated per-class mappers. Everything else
+   (nodes, depth, errors and their paths) stays in Python, in `_fast._Mode` and
+   `_fast._ManyMode`, which own the loops and set their per-call values with `bind`.
+
+   `IdTable` is the identity cache itself when this module is built (`_core.Memo`
+   holds one instead of its dict and keep-list): results keyed by the objects'
+   addresses, the objects held, so the loops probe it without making an int per
+   lookup, and the Python side (`Memo`, the closures of `_fast`, the generated
+   mappers through `Loop.leaf`) reads and writes the same table.
 
    Speed (benchmarks/instructions.py, W2 and W4): the type tests and calls of the
    Python loop cost about as many instructions in the interpreter as `f` itself; here
    they cost a few dozen. Calling a Python `f` from C costs a little more than from
    Python, far less than the bytecode it replaces.
 
-   Both types share one layout: an array of references (the REF_* slots; each type
-   uses some) and the identity cache's `use_prune`. A run takes its own references to
-   all of them first, so that nothing `f` does (even re-initialising the loop) frees
+   Both loop types share one layout: an array of references (the REF_* slots; each
+   type uses some) and the identity cache's `use_prune`. A run takes its own references
+   to all of them first, so that nothing `f` does (even re-initialising the loop) frees
    what the run is using.
 
    `Rebuild(cls, fields, unpack, kept_first)` is one container class's rebuild as
@@ -32,8 +39,8 @@
    tree_unflatten).
 
    The module uses multi-phase initialisation (PEP 489) and keeps no Python object in
-   a C static: its two types are heap types made by each module object, and its one
-   constant lives in the module's state, so it can be imported in subinterpreters,
+   a C static: its types are heap types made by each module object, and its state
+   (a constant, the IdTable type) lives in the module's state, so it can be imported in subinterpreters,
    each with its own GIL (3.12+). It needs the GIL: a loop's references are read and
    replaced without locks, so on a free-threaded build (3.13+) importing it turns the
    GIL back on. */
@@ -41,6 +48,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stddef.h> /* offsetof */
+#include <stdint.h> /* uint64_t, uintptr_t */
 #if PY_VERSION_HEX < 0x030C0000
 #include <structmember.h>
 #define Py_T_PYSSIZET T_PYSSIZET
@@ -55,16 +63,301 @@
    mapper (as `_codegen.UNROLLED_TUPLE_LENGTH` in the Python loop). */
 #define UNROLLED 4
 
+/* --- IdTable: fmap's identity cache, keyed by address -------------------------------
+
+   The compiled twin of `_core.Memo`'s dict and keep-list: each cached object's result,
+   found by the object's address. It holds a strong reference to every key object (and
+   value) until cleared, so no address in it can be reused by another object while it
+   lives: an address is as good a key as `id()`, without making an int per lookup, and
+   without a second list to keep the objects alive (benchmarks/run.py, W3id).
+
+   Open addressing with linear probing over a power-of-two array, at most half full.
+   Entries are never removed one by one, only all at once (`clear`), so an empty slot
+   ends every probe and no tombstones are needed. Python reads it by id, as it read
+   the dict (`get(id, default)`, `id in table`, `table[id]`), and writes it with
+   `store(obj, value)`; the loops below probe it directly. */
+
+typedef struct {
+    PyObject *key; /* NULL: an empty slot */
+    PyObject *value;
+} Entry;
+
+typedef struct {
+    PyObject_HEAD
+    Entry *entries; /* NULL until the first store, and after clear */
+    size_t mask;    /* the number of slots - 1 (0 when entries is NULL) */
+    Py_ssize_t used;
+} IdTableObject;
+
+/* The module's state: a depth past every mapper's limit, as a Python int, and the
+   module's IdTable type. */
+typedef struct {
+    PyObject *handover_depth;
+    PyTypeObject *table_type;
+} ModuleState;
+
+/* The slots allocated at the first store. */
+#define TABLE_MIN_SLOTS 16
+
+/* The slot of key, or of the empty slot that ends its probe. */
+static Entry *
+table_find(const IdTableObject *self, const void *key)
+{
+    /* Objects are 16-byte aligned, so the low 4 bits say nothing. The next bits are
+       kept in order: objects allocated one after another (a tree's leaves, usually)
+       take nearby slots, so a walk writes the table nearly in order instead of
+       missing the CPU cache at each store (benchmarks/run.py, W3id at 100k: a
+       multiplicative hash made each store a cache miss, as slow as the dict). Higher
+       bits are folded in so that objects a power of two apart (page-aligned ones)
+       still spread over the slots. */
+    uintptr_t h = (uintptr_t)key >> 4;
+    size_t i = (size_t)(h ^ (h >> 16) ^ (h >> 32)) & self->mask;
+    while (self->entries[i].key != NULL && self->entries[i].key != key) {
+        i = (i + 1) & self->mask;
+    }
+    return &self->entries[i];
+}
+
+/* The value stored for key (borrowed), or NULL if there is none; never an error. */
+static PyObject *
+table_lookup(const IdTableObject *self, const void *key)
+{
+    return self->entries == NULL ? NULL : table_find(self, key)->value;
+}
+
+/* Twice as many slots (or the first ones); -1 with MemoryError. No Python code runs
+   here: entries move, references do not change hands. */
+static int
+table_grow(IdTableObject *self)
+{
+    size_t n = self->entries == NULL ? TABLE_MIN_SLOTS : 2 * (self->mask + 1);
+    Entry *old = self->entries, *entries = PyMem_Calloc(n, sizeof(Entry));
+    size_t old_n = old == NULL ? 0 : self->mask + 1;
+    if (entries == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->entries = entries;
+    self->mask = n - 1;
+    for (size_t i = 0; i < old_n; i++) {
+        if (old[i].key != NULL) {
+            *table_find(self, old[i].key) = old[i];
+        }
+    }
+    PyMem_Free(old);
+    return 0;
+}
+
+/* Remember value as key's result (replacing any); -1 on error. */
+static int
+table_store(IdTableObject *self, PyObject *key, PyObject *value)
+{
+    if (self->entries == NULL || (size_t)(self->used + 1) * 2 > self->mask + 1) {
+        if (table_grow(self) < 0) {
+            return -1;
+        }
+    }
+    Entry *e = table_find(self, key);
+    Py_INCREF(value);
+    if (e->key == NULL) {
+        Py_INCREF(key);
+        e->key = key;
+        e->value = value;
+        self->used++;
+    }
+    else {
+        /* the old value's release may run Python code (a __del__): the table is
+           complete before it does */
+        Py_SETREF(e->value, value);
+    }
+    return 0;
+}
+
+/* Forget everything. The entries are detached first, so that Python code run by
+   their release (a __del__) finds an empty, usable table. */
+static int
+IdTable_clear(IdTableObject *self)
+{
+    Entry *entries = self->entries;
+    size_t n = entries == NULL ? 0 : self->mask + 1;
+    self->entries = NULL;
+    self->mask = 0;
+    self->used = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (entries[i].key != NULL) {
+            Py_DECREF(entries[i].key);
+            Py_DECREF(entries[i].value);
+        }
+    }
+    PyMem_Free(entries);
+    return 0;
+}
+
+static int
+IdTable_traverse(IdTableObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    for (size_t i = 0; self->entries != NULL && i <= self->mask; i++) {
+        Py_VISIT(self->entries[i].key);
+        Py_VISIT(self->entries[i].value);
+    }
+    return 0;
+}
+
+static void
+IdTable_dealloc(IdTableObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    IdTable_clear(self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+static PyObject *
+IdTable_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    if (PyTuple_GET_SIZE(args) != 0 || (kwds != NULL && PyDict_GET_SIZE(kwds) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "IdTable() takes no arguments");
+        return NULL;
+    }
+    return type->tp_alloc(type, 0); /* zeroed: empty */
+}
+
+/* The value stored for the object whose id is the int `id` (borrowed), or NULL: with
+   TypeError if id is not an int, with no error if nothing is stored for it. */
+static PyObject *
+table_lookup_id(const IdTableObject *self, PyObject *id)
+{
+    if (!PyLong_Check(id)) {
+        PyErr_Format(PyExc_TypeError, "IdTable: keys are ids of objects (int), not '%.100s'",
+                     Py_TYPE(id)->tp_name);
+        return NULL;
+    }
+    void *key = PyLong_AsVoidPtr(id);
+    if (key == NULL && PyErr_Occurred()) {
+        PyErr_Clear(); /* too large to be an address: no object has that id */
+        return NULL;
+    }
+    return table_lookup(self, key);
+}
+
+static PyObject *
+IdTable_get(IdTableObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_Format(PyExc_TypeError, "get() takes 1 or 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *value = table_lookup_id(self, args[0]);
+    if (value == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        value = nargs == 2 ? args[1] : Py_None;
+    }
+    Py_INCREF(value);
+    return value;
+}
+
+static PyObject *
+IdTable_subscript(IdTableObject *self, PyObject *id)
+{
+    PyObject *value = table_lookup_id(self, id);
+    if (value == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetObject(PyExc_KeyError, id);
+        }
+        return NULL;
+    }
+    Py_INCREF(value);
+    return value;
+}
+
+static int
+IdTable_contains(IdTableObject *self, PyObject *id)
+{
+    return table_lookup_id(self, id) != NULL ? 1 : PyErr_Occurred() ? -1 : 0;
+}
+
+static Py_ssize_t
+IdTable_length(IdTableObject *self)
+{
+    return self->used;
+}
+
+static PyObject *
+IdTable_store(IdTableObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "store() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (table_store(self, args[0], args[1]) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+IdTable_clear_method(IdTableObject *self, PyObject *Py_UNUSED(ignored))
+{
+    IdTable_clear(self);
+    Py_RETURN_NONE;
+}
+
+/* The key objects, as a new list (Memo.keep, for tests and debugging). */
+static PyObject *
+IdTable_keys(IdTableObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *keys = PyList_New(self->used);
+    Py_ssize_t k = 0;
+    for (size_t i = 0; keys != NULL && self->entries != NULL && i <= self->mask; i++) {
+        if (self->entries[i].key != NULL) {
+            Py_INCREF(self->entries[i].key);
+            PyList_SET_ITEM(keys, k++, self->entries[i].key);
+        }
+    }
+    return keys;
+}
+
+static PyMethodDef IdTable_methods[] = {
+    {"get", (PyCFunction)(void (*)(void))IdTable_get, METH_FASTCALL,
+     "get(id, default=None): the result stored for the object with this id, or default."},
+    {"store", (PyCFunction)(void (*)(void))IdTable_store, METH_FASTCALL,
+     "store(obj, value): remember value as obj's result, holding both."},
+    {"keys", (PyCFunction)IdTable_keys, METH_NOARGS,
+     "keys(): a new list of the objects whose results are stored."},
+    {"clear", (PyCFunction)IdTable_clear_method, METH_NOARGS,
+     "clear(): forget every result and release every object."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot IdTable_slots[] = {
+    {Py_tp_doc, (void *)PyDoc_STR("IdTable(): fmap's identity cache keyed by address, holding "
+                                  "its objects (the compiled twin of _core.Memo's dict and "
+                                  "keep list). Read by id, written by store(obj, value).")},
+    {Py_tp_new, IdTable_new},
+    {Py_tp_dealloc, IdTable_dealloc},
+    {Py_tp_traverse, IdTable_traverse},
+    {Py_tp_clear, IdTable_clear},
+    {Py_tp_methods, IdTable_methods},
+    {Py_mp_subscript, IdTable_subscript},
+    {Py_mp_length, IdTable_length},
+    {Py_sq_contains, IdTable_contains},
+    {0, NULL},
+};
+
+/* --- Loop and PairLoop: fmap's child loops ------------------------------------------ */
+
 enum {
     REF_F,          /* the mapped function (bind) */
     REF_IMMUTABLE,  /* set of leaf types never cached */
     REF_LEAF_TYPES, /* set of all leaf types */
     REF_NODE,       /* Loop: node(x, depth); PairLoop: node(x, (y,), depth) */
     REF_DIRECT,     /* Loop: dict, type -> mapper(x, depth) */
-    REF_RESULTS,    /* Loop: dict, id -> result, the identity cache (bind) */
-    REF_KEEP,       /* Loop: list, the cached objects, kept alive (bind) */
-    REF_PRUNE,      /* Loop: what a repeat becomes when use_prune (bind) */
-    REF_LEAF,       /* PairLoop: leaf(x, (y,)), which owns the identity cache */
+    REF_TABLE,      /* the identity cache, an IdTable, or None without one (bind) */
+    REF_PRUNE,      /* what a repeat becomes when use_prune (bind) */
     REF_PAIR,       /* PairLoop: pair(x, y, depth), for a tuple */
     N_REFS
 };
@@ -72,7 +365,7 @@ enum {
 typedef struct {
     PyObject_HEAD
     PyObject *refs[N_REFS];
-    int use_prune; /* Loop (bind) */
+    int use_prune; /* (bind) */
 } LoopObject;
 
 /* One run's view of a loop: its own references and scalars. */
@@ -118,6 +411,16 @@ set_ref(LoopObject *self, int slot, PyObject *value)
     Py_XSETREF(self->refs[slot], value);
 }
 
+/* The per-call values of a loop no call has bound: no function, no table. */
+static void
+set_unbound(LoopObject *self)
+{
+    set_ref(self, REF_F, Py_None);
+    set_ref(self, REF_TABLE, Py_None);
+    set_ref(self, REF_PRUNE, Py_None);
+    self->use_prune = 0;
+}
+
 /* The checks common to both constructors; -1 with TypeError if one fails. */
 static int
 check_callables_and_sets(const char *type, const char *names, PyObject **callables, int n,
@@ -146,97 +449,80 @@ Loop_init(LoopObject *self, PyObject *args, PyObject *kwds)
         check_callables_and_sets("Loop", "node", &node, 1, immutable, leaf_types) < 0) {
         return -1;
     }
-    PyObject *results = PyDict_New();
-    PyObject *keep = PyList_New(0);
-    if (results == NULL || keep == NULL) {
-        Py_XDECREF(results);
-        Py_XDECREF(keep);
-        return -1;
-    }
     set_ref(self, REF_NODE, node);
     set_ref(self, REF_DIRECT, direct);
     set_ref(self, REF_IMMUTABLE, immutable);
     set_ref(self, REF_LEAF_TYPES, leaf_types);
-    set_ref(self, REF_F, Py_None);
-    Py_XSETREF(self->refs[REF_RESULTS], results);
-    Py_XSETREF(self->refs[REF_KEEP], keep);
-    set_ref(self, REF_PRUNE, Py_None);
-    self->use_prune = 0;
+    set_unbound(self);
     return 0;
 }
 
 static int
 PairLoop_init(LoopObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *names[] = {"leaf", "pair", "node", "immutable", "leaf_types", NULL};
-    PyObject *callables[3], *immutable, *leaf_types;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO:PairLoop", names, &callables[0],
-                                     &callables[1], &callables[2], &immutable, &leaf_types) ||
-        check_callables_and_sets("PairLoop", "leaf, pair and node", callables, 3, immutable,
+    static char *names[] = {"pair", "node", "immutable", "leaf_types", NULL};
+    PyObject *callables[2], *immutable, *leaf_types;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO:PairLoop", names, &callables[0],
+                                     &callables[1], &immutable, &leaf_types) ||
+        check_callables_and_sets("PairLoop", "pair and node", callables, 2, immutable,
                                  leaf_types) < 0) {
         return -1;
     }
-    set_ref(self, REF_LEAF, callables[0]);
-    set_ref(self, REF_PAIR, callables[1]);
-    set_ref(self, REF_NODE, callables[2]);
+    set_ref(self, REF_PAIR, callables[0]);
+    set_ref(self, REF_NODE, callables[1]);
     set_ref(self, REF_IMMUTABLE, immutable);
     set_ref(self, REF_LEAF_TYPES, leaf_types);
-    set_ref(self, REF_F, Py_None);
+    set_unbound(self);
     return 0;
 }
 
 static PyObject *
 Loop_bind(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5) {
-        PyErr_Format(PyExc_TypeError, "bind() takes 5 arguments (%zd given)", nargs);
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "bind() takes 4 arguments (%zd given)", nargs);
         return NULL;
     }
-    if (!PyDict_Check(args[1]) || !PyList_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "bind(f, results, keep, prune, use_prune): "
-                                          "results must be a dict and keep a list");
+    /* the types cannot be subclassed, so self's type is the one its module made */
+    ModuleState *state = PyType_GetModuleState(Py_TYPE(self));
+    if (args[1] != Py_None && !Py_IS_TYPE(args[1], state->table_type)) {
+        PyErr_Format(PyExc_TypeError, "bind(f, table, prune, use_prune): table must be an "
+                                      "IdTable of this module, or None, not '%.100s'",
+                     Py_TYPE(args[1])->tp_name);
         return NULL;
     }
-    int use_prune = PyObject_IsTrue(args[4]);
+    int use_prune = PyObject_IsTrue(args[3]);
     if (use_prune < 0) {
         return NULL;
     }
     set_ref(self, REF_F, args[0]);
-    set_ref(self, REF_RESULTS, args[1]);
-    set_ref(self, REF_KEEP, args[2]);
-    set_ref(self, REF_PRUNE, args[3]);
+    set_ref(self, REF_TABLE, args[1]);
+    set_ref(self, REF_PRUNE, args[2]);
     self->use_prune = use_prune;
     Py_RETURN_NONE;
 }
 
+/* f(x), or f(x, y) when y is not NULL, for a leaf that is not a value: the cached
+   result (or prune), or f's, stored. Without a table, f's. */
 static PyObject *
-PairLoop_bind(LoopObject *self, PyObject *f)
+map_cached(const Run *run, PyObject *x, PyObject *y)
 {
-    set_ref(self, REF_F, f);
-    Py_RETURN_NONE;
-}
-
-/* f(x) for a leaf that is not a value: the cached result, or f's, stored. */
-static PyObject *
-map_cached(const Run *run, PyObject *x)
-{
-    PyObject *key = PyLong_FromVoidPtr(x); /* id(x) */
-    if (key == NULL) {
-        return NULL;
-    }
-    PyObject *r = PyDict_GetItemWithError(run->refs[REF_RESULTS], key); /* borrowed */
-    if (r != NULL) {
-        r = run->use_prune ? run->refs[REF_PRUNE] : r;
-        Py_INCREF(r);
-    }
-    else if (!PyErr_Occurred()) {
-        r = PyObject_CallOneArg(run->refs[REF_F], x);
-        if (r != NULL && (PyDict_SetItem(run->refs[REF_RESULTS], key, r) < 0 ||
-                          PyList_Append(run->refs[REF_KEEP], x) < 0)) {
-            Py_CLEAR(r);
+    PyObject *table = run->refs[REF_TABLE];
+    int cached = table != Py_None;
+    if (cached) {
+        PyObject *r = table_lookup((IdTableObject *)table, x); /* borrowed */
+        if (r != NULL) {
+            r = run->use_prune ? run->refs[REF_PRUNE] : r;
+            Py_INCREF(r);
+            return r;
         }
     }
-    Py_DECREF(key);
+    PyObject *argv[2] = {x, y};
+    PyObject *r = PyObject_Vectorcall(run->refs[REF_F], argv, y ? 2 : 1, NULL);
+    /* probed again: f may have stored into the table, or cleared it */
+    if (r != NULL && cached && table_store((IdTableObject *)table, x, r) < 0) {
+        Py_CLEAR(r);
+    }
     return r;
 }
 
@@ -304,7 +590,7 @@ map_child(const Run *run, PyObject *x, PyObject *y, PyObject *depth)
         return NULL;
     }
     if (is) {
-        return map_cached(run, x);
+        return map_cached(run, x, NULL);
     }
     PyObject *mapper = PyDict_GetItemWithError(run->refs[REF_DIRECT], type); /* borrowed */
     if (mapper == NULL) {
@@ -347,13 +633,15 @@ map_pair_child(const Run *run, PyObject *x, PyObject *y, PyObject *depth)
     if (is < 0) {
         return NULL;
     }
+    if (is) {
+        return map_cached(run, x, y);
+    }
     PyObject *ys = PyTuple_Pack(1, y);
     if (ys == NULL) {
         return NULL;
     }
     PyObject *argv[3] = {x, ys, depth};
-    PyObject *r = is ? PyObject_Vectorcall(run->refs[REF_LEAF], argv, 2, NULL)
-                     : PyObject_Vectorcall(run->refs[REF_NODE], argv, 3, NULL);
+    PyObject *r = PyObject_Vectorcall(run->refs[REF_NODE], argv, 3, NULL);
     Py_DECREF(ys);
     return r;
 }
@@ -368,11 +656,6 @@ typedef PyObject *(*map_one)(const Run *, PyObject *, PyObject *, PyObject *);
    iterative engine (each mapper's `depth > max_depth` test) instead of one C level
    deeper. The reserve is what the engine, `f` and numpy need from there on. */
 #define STACK_RESERVE (24 * 1024)
-
-/* The module's state: a depth past every mapper's limit, as a Python int. */
-typedef struct {
-    PyObject *handover_depth;
-} ModuleState;
 
 #if defined(__linux__)
 /* The lowest usable address of this thread's stack, found once per thread (NULL if
@@ -407,19 +690,45 @@ stack_is_low(void)
 }
 #endif
 
+/* Take the run's own references to all of self's; -1 with TypeError if self was never
+   initialised. */
+static int
+run_take(LoopObject *self, const char *what, Run *run)
+{
+    if (self->refs[REF_F] == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s: the loop was never initialised", what);
+        return -1;
+    }
+    run->use_prune = self->use_prune;
+    for (int i = 0; i < N_REFS; i++) {
+        run->refs[i] = self->refs[i];
+        Py_XINCREF(run->refs[i]);
+    }
+    return 0;
+}
+
+static void
+run_release(Run *run)
+{
+    for (int i = 0; i < N_REFS; i++) {
+        Py_XDECREF(run->refs[i]);
+    }
+}
+
 /* The list of map(run, x, y, depth) for the children x of kids, each facing the next
    child y of ykids when ykids is not NULL (as zip pairs them: the first tree's next
    child is read first, and the shorter tree ends the loop). */
 static PyObject *
-run_loop(LoopObject *self, const char *type, PyObject *kids, PyObject *ykids,
+run_loop(LoopObject *self, const char *what, PyObject *kids, PyObject *ykids,
          PyObject *depth, map_one map)
 {
-    if (self->refs[REF_F] == NULL) {
-        PyErr_Format(PyExc_TypeError, "%s.run: the loop was never initialised", type);
+    Run run;
+    if (run_take(self, what, &run) < 0) {
         return NULL;
     }
     PyObject *xs = PyObject_GetIter(kids);
     if (xs == NULL) {
+        run_release(&run);
         return NULL;
     }
     PyObject *ys = ykids == NULL ? NULL : PyObject_GetIter(ykids);
@@ -427,17 +736,13 @@ run_loop(LoopObject *self, const char *type, PyObject *kids, PyObject *ykids,
     if (out == NULL) {
         Py_XDECREF(ys);
         Py_DECREF(xs);
+        run_release(&run);
         return NULL;
     }
     if (stack_is_low()) {
         /* the nodes below go to the iterative engine (the types cannot be subclassed,
            so self's type is the one its module made) */
         depth = ((ModuleState *)PyType_GetModuleState(Py_TYPE(self)))->handover_depth;
-    }
-    Run run = {.use_prune = self->use_prune};
-    for (int i = 0; i < N_REFS; i++) {
-        run.refs[i] = self->refs[i];
-        Py_XINCREF(run.refs[i]);
     }
     PyObject *x;
     while ((x = PyIter_Next(xs)) != NULL) {
@@ -459,9 +764,7 @@ run_loop(LoopObject *self, const char *type, PyObject *kids, PyObject *ykids,
     if (out != NULL && PyErr_Occurred()) {
         Py_CLEAR(out); /* an iterator raised */
     }
-    for (int i = 0; i < N_REFS; i++) {
-        Py_XDECREF(run.refs[i]);
-    }
+    run_release(&run);
     Py_XDECREF(ys);
     Py_DECREF(xs);
     return out;
@@ -474,7 +777,7 @@ Loop_run(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(PyExc_TypeError, "run() takes 2 arguments (%zd given)", nargs);
         return NULL;
     }
-    return run_loop(self, "Loop", args[0], NULL, args[1], map_child);
+    return run_loop(self, "Loop.run", args[0], NULL, args[1], map_child);
 }
 
 static PyObject *
@@ -484,21 +787,41 @@ PairLoop_run(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(PyExc_TypeError, "run() takes 3 arguments (%zd given)", nargs);
         return NULL;
     }
-    return run_loop(self, "PairLoop", args[0], args[1], args[2], map_pair_child);
+    return run_loop(self, "PairLoop.run", args[0], args[1], args[2], map_pair_child);
+}
+
+/* f(x) through the identity cache, for a leaf that is not a value: the generated
+   mappers' call (`_loops.map_child`), so that they share the loop's table and cost
+   one call per leaf (benchmarks/run.py, W3id). */
+static PyObject *
+Loop_leaf(LoopObject *self, PyObject *x)
+{
+    Run run;
+    if (run_take(self, "Loop.leaf", &run) < 0) {
+        return NULL;
+    }
+    PyObject *r = map_cached(&run, x, NULL);
+    run_release(&run);
+    return r;
 }
 
 static PyMethodDef Loop_methods[] = {
     {"run", (PyCFunction)(void (*)(void))Loop_run, METH_FASTCALL,
      "run(kids, depth) -> list: each child of one node, mapped."},
+    {"leaf", (PyCFunction)Loop_leaf, METH_O,
+     "leaf(x): f(x) through the identity cache (a leaf that is not a value)."},
     {"bind", (PyCFunction)(void (*)(void))Loop_bind, METH_FASTCALL,
-     "bind(f, results, keep, prune, use_prune): the values of one fmap call."},
+     "bind(f, table, prune, use_prune): the values of one fmap call (table: an IdTable, "
+     "or None without a cache)."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyMethodDef PairLoop_methods[] = {
     {"run", (PyCFunction)(void (*)(void))PairLoop_run, METH_FASTCALL,
      "run(kids, ykids, depth) -> list: each child of one node facing another's, mapped."},
-    {"bind", (PyCFunction)PairLoop_bind, METH_O, "bind(f): the function of one fmap call."},
+    {"bind", (PyCFunction)(void (*)(void))Loop_bind, METH_FASTCALL,
+     "bind(f, table, prune, use_prune): the values of one fmap call (table: an IdTable, "
+     "or None without a cache)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -515,7 +838,7 @@ static PyType_Slot Loop_slots[] = {
 };
 
 static PyType_Slot PairLoop_slots[] = {
-    {Py_tp_doc, (void *)PyDoc_STR("PairLoop(leaf, pair, node, immutable, leaf_types): fmap's "
+    {Py_tp_doc, (void *)PyDoc_STR("PairLoop(pair, node, immutable, leaf_types): fmap's "
                                   "child loop with one extra tree, for _fmap._ManyMode.")},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_init, PairLoop_init},
@@ -839,6 +1162,13 @@ done:
    cannot be subclassed or changed. */
 #define LOOP_FLAGS (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE)
 
+static PyType_Spec IdTable_spec = {
+    .name = "containers._speedups.IdTable",
+    .basicsize = sizeof(IdTableObject),
+    .flags = LOOP_FLAGS,
+    .slots = IdTable_slots,
+};
+
 static PyType_Spec Loop_spec = {
     .name = "containers._speedups.Loop",
     .basicsize = sizeof(LoopObject),
@@ -883,16 +1213,22 @@ static PyType_Spec Rebuild_spec = {
     .slots = Rebuild_slots,
 };
 
-/* Make a type for this module object and add it; -1 on error. */
+/* Make a type for this module object and add it; -1 on error. With kept, also store a
+   new reference to it there. */
 static int
-add_type(PyObject *module, PyType_Spec *spec)
+add_type(PyObject *module, PyType_Spec *spec, PyTypeObject **kept)
 {
     PyObject *type = PyType_FromModuleAndSpec(module, spec, NULL);
     if (type == NULL) {
         return -1;
     }
     int r = PyModule_AddType(module, (PyTypeObject *)type);
-    Py_DECREF(type);
+    if (kept != NULL && r == 0) {
+        *kept = (PyTypeObject *)type;
+    }
+    else {
+        Py_DECREF(type);
+    }
     return r;
 }
 
@@ -901,8 +1237,10 @@ speedups_exec(PyObject *module)
 {
     ModuleState *state = PyModule_GetState(module);
     state->handover_depth = PyLong_FromLong(1L << 30);
-    if (state->handover_depth == NULL || add_type(module, &Loop_spec) < 0 ||
-        add_type(module, &PairLoop_spec) < 0 || add_type(module, &Rebuild_spec) < 0 ||
+    if (state->handover_depth == NULL ||
+        add_type(module, &IdTable_spec, &state->table_type) < 0 ||
+        add_type(module, &Loop_spec, NULL) < 0 || add_type(module, &PairLoop_spec, NULL) < 0 ||
+        add_type(module, &Rebuild_spec, NULL) < 0 ||
         PyModule_AddIntConstant(module, "UNROLLED", UNROLLED) < 0) {
         return -1;
     }
@@ -912,14 +1250,18 @@ speedups_exec(PyObject *module)
 static int
 speedups_traverse(PyObject *module, visitproc visit, void *arg)
 {
-    Py_VISIT(((ModuleState *)PyModule_GetState(module))->handover_depth);
+    ModuleState *state = PyModule_GetState(module);
+    Py_VISIT(state->handover_depth);
+    Py_VISIT(state->table_type);
     return 0;
 }
 
 static int
 speedups_clear(PyObject *module)
 {
-    Py_CLEAR(((ModuleState *)PyModule_GetState(module))->handover_depth);
+    ModuleState *state = PyModule_GetState(module);
+    Py_CLEAR(state->handover_depth);
+    Py_CLEAR(state->table_type);
     return 0;
 }
 
