@@ -487,6 +487,10 @@ def _up_to(records: Sequence[Record], tree: Any, op: str, prefix: KeyPath = ()) 
                 return True, None
         kind, aux, n, mask = next(following)
         kids = node_children_matching(kind, aux, n, value, cursor.path, op)
+        if mask is None:  # leaf positions only: done here, without opening the node
+            cursor.check(value)
+            out.extend(kids)
+            return True, None
         cursor.push(value, kind, kids, aux, state=mask)
         return False, None
 

@@ -247,9 +247,12 @@ class Cursor:
         keys: Sequence[Key] | None = None,
         state: Any = None,
     ) -> None:
-        """Open ``node``: its children are visited next (``check`` first)."""
-        self.check(node)
-        self.on_path[id(node)] = len(self.stack)
+        """Open ``node``: its children are visited next. If it is open already (it
+        contains itself), the cycle error is raised as ``check`` raises it."""
+        on_path = self.on_path
+        if id(node) in on_path:
+            self.check(node)
+        on_path[id(node)] = len(self.stack)
         self.stack.append(Frame(node, kind, kids, aux, ykids, keys, state))
 
     def check(self, node: Any) -> None:

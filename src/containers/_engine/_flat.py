@@ -53,15 +53,16 @@ def flatten_plain(
     ``frame.out`` says whether it is a node, which makes the record's mask.
     """
 
+    kinds_get = KINDS.get
+
     def visit(cursor: Cursor, value: Any, ys: Sequence[Any]) -> tuple[bool, Any]:
         if (is_leaf is not None and is_leaf(value)) or type(value) in leaf_types:
             leaves.append(value)
             return True, False
-        kind = cursor.kind_of(value)
+        kind = kinds_get(type(value)) or cursor.kind_of(value)
         if kind is None:
             leaves.append(value)
             return True, False
-        cursor.check(value)
         try:
             kids, aux = kind.flatten(value)
         except StructureError as err:

@@ -1,13 +1,13 @@
-/* containers._speedups: fmap's child loops in C, an optional accelerator.
+/* containers._engine._speedups: fmap's child loops in C, an optional accelerator.
 
    `Loop.run(kids, depth)` does what the generated Python loop does
-   (`_codegen.loop_source()`, its plain twin, used whenever this module is missing or
+   (`_loops.loop_source()`, its plain twin, used whenever this module is missing or
    CONTAINERS_PURE_PYTHON is set): map each child of one node and return the results
    as a list. A tuple of one to four immutable leaves is mapped in place; an immutable
    leaf goes to `f`; every other leaf goes to `f` through the identity cache, an
    `IdTable` (below), so sharing holds by construction; a node goes to its type's
    mapper in `direct`, or to `node`. `PairLoop.run(kids, ykids, depth)` is the same
-   for fmap with one extra tree (`_codegen.pair_loop_source()`). `Loop.leaf(x)` is
+   for fmap with one extra tree (`_loops.pair_loop_source()`). `Loop.leaf(x)` is
    the cached call alone, for the generated per-class mappers. Everything else
    (nodes, depth, errors and their paths) stays in Python, in `_fast._Mode` and
    `_fast._ManyMode`, which own the loops and set their per-call values with `bind`.
@@ -60,7 +60,7 @@
 #endif
 
 /* A tuple of at most this many immutable leaves is mapped without a call of its
-   mapper (as `_codegen.UNROLLED_TUPLE_LENGTH` in the Python loop). */
+   mapper (as `_loops.UNROLLED_TUPLE_LENGTH` in the Python loop). */
 #define UNROLLED 4
 
 /* --- IdTable: fmap's identity cache, keyed by address -------------------------------
@@ -649,7 +649,7 @@ map_pair_child(const Run *run, PyObject *x, PyObject *y, PyObject *depth)
 typedef PyObject *(*map_one)(const Run *, PyObject *, PyObject *, PyObject *);
 
 /* The loops recurse in C through the nodes' Python mappers, about 1 KB of C stack per
-   level, down to the fast path's depth limit (_walk.MAX_FAST_DEPTH). A thread may have
+   level, down to the fast path's depth limit (_core.MAX_FAST_DEPTH). A thread may have
    far less stack than that needs (threading.stack_size(64 * 1024)): when less than
    STACK_RESERVE bytes remain below a loop, it hands its children to their mappers with
    HANDOVER_DEPTH, past any depth limit, so that every node among them goes to the
@@ -827,7 +827,7 @@ static PyMethodDef PairLoop_methods[] = {
 
 static PyType_Slot Loop_slots[] = {
     {Py_tp_doc, (void *)PyDoc_STR("Loop(node, direct, immutable, leaf_types): fmap's child "
-                                  "loop for one mode of _fmap._Mode.")},
+                                  "loop for one mode of _fast._Mode.")},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_init, Loop_init},
     {Py_tp_dealloc, Loop_dealloc},
@@ -839,7 +839,7 @@ static PyType_Slot Loop_slots[] = {
 
 static PyType_Slot PairLoop_slots[] = {
     {Py_tp_doc, (void *)PyDoc_STR("PairLoop(pair, node, immutable, leaf_types): fmap's "
-                                  "child loop with one extra tree, for _fmap._ManyMode.")},
+                                  "child loop with one extra tree, for _fast._ManyMode.")},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_init, PairLoop_init},
     {Py_tp_dealloc, Loop_dealloc},
@@ -1163,21 +1163,21 @@ done:
 #define LOOP_FLAGS (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE)
 
 static PyType_Spec IdTable_spec = {
-    .name = "containers._speedups.IdTable",
+    .name = "containers._engine._speedups.IdTable",
     .basicsize = sizeof(IdTableObject),
     .flags = LOOP_FLAGS,
     .slots = IdTable_slots,
 };
 
 static PyType_Spec Loop_spec = {
-    .name = "containers._speedups.Loop",
+    .name = "containers._engine._speedups.Loop",
     .basicsize = sizeof(LoopObject),
     .flags = LOOP_FLAGS,
     .slots = Loop_slots,
 };
 
 static PyType_Spec PairLoop_spec = {
-    .name = "containers._speedups.PairLoop",
+    .name = "containers._engine._speedups.PairLoop",
     .basicsize = sizeof(LoopObject),
     .flags = LOOP_FLAGS,
     .slots = PairLoop_slots,
@@ -1207,7 +1207,7 @@ static PyType_Slot Rebuild_slots[] = {
 };
 
 static PyType_Spec Rebuild_spec = {
-    .name = "containers._speedups.Rebuild",
+    .name = "containers._engine._speedups.Rebuild",
     .basicsize = sizeof(RebuildObject),
     .flags = LOOP_FLAGS | Py_TPFLAGS_HAVE_VECTORCALL,
     .slots = Rebuild_slots,
@@ -1286,9 +1286,9 @@ static PyModuleDef_Slot speedups_slots[] = {
 
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "containers._speedups",
+    .m_name = "containers._engine._speedups",
     .m_doc = PyDoc_STR("fmap's child loops and interop's rebuild in C (optional; see "
-                       "_fmap._Mode, _fmap._ManyMode and interop._generated)."),
+                       "_fast._Mode, _fast._ManyMode and interop._generated)."),
     .m_size = sizeof(ModuleState),
     .m_slots = speedups_slots,
     .m_traverse = speedups_traverse,

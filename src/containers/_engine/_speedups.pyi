@@ -1,5 +1,5 @@
 # fmap's compiled child loops and interop's rebuild (_speedups.c); optional, see
-# _fmap._load_speedups.
+# _fast._load_speedups.
 from collections.abc import Callable, Iterable
 from typing import Any
 
