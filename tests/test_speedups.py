@@ -111,9 +111,7 @@ def test_each_load_makes_its_own_module() -> None:
         loop = module.Loop(print, {}, frozenset({float}), frozenset({float}))
         loop.bind(abs, module.IdTable(), None, False)
         assert loop.run([-1.0, (-2.0, -3.0)], 0) == [1.0, (2.0, 3.0)]
-    message = (
-        "table must be an IdTable of this module, or None, not 'containers._engine._speedups.IdTable'"
-    )
+    message = "table must be an IdTable of this module, or None, not 'containers._engine._speedups.IdTable'"
     with pytest.raises(TypeError, match=re.escape(message)):
         loop.bind(abs, first.IdTable(), None, False)  # one module's loop, another's table
     with pytest.raises(TypeError, match="is not an acceptable base type"):
