@@ -33,11 +33,6 @@ __all__ = ["MIN_RUN", "flatten_fast", "flatten_plain", "flatten_records"]
 IsLeaf = Callable[[Any], bool] | None
 
 
-def _mask(nodes: list[bool]) -> Any:
-    """The canonical mask: None (all leaves), True (all nodes) or the tuple."""
-    return None if not any(nodes) else True if all(nodes) else tuple(nodes)
-
-
 def flatten_plain(
     root: Any,
     leaves: list[Any],
@@ -75,7 +70,11 @@ def flatten_plain(
         return False, None
 
     def leave(cursor: Cursor, frame: Frame) -> bool:
-        records[frame.state] = (frame.kind, frame.aux, len(frame.kids), _mask(frame.out))
+        # out holds True for each node child: the mask is None (all leaves), True (all
+        # nodes) or the tuple.
+        out = frame.out
+        mask = None if True not in out else True if False not in out else tuple(out)
+        records[frame.state] = (frame.kind, frame.aux, len(out), mask)
         return True
 
     traverse(visit, leave, root, op=op)
