@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import pickle
-from collections import OrderedDict, namedtuple
+from collections import OrderedDict, deque, namedtuple
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import attrs
@@ -25,9 +25,10 @@ from hypothesis import strategies as st
 import containers as ct
 from containers import _codegen
 from containers._engine import _fast
-from containers._engine._fast import fast_collect
-from containers._registry import kind_of
 from containers._engine._core import UNSET, Memo, collect, map_tree
+from containers._engine._fast import fast_collect
+from containers._engine._flat import flatten_records
+from containers._registry import kind_of
 
 settings.register_profile(
     "containers", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -85,11 +86,12 @@ def _instance(cls: type, draw: st.DrawFn, child: st.SearchStrategy[Any]) -> Any:
     return cls(**values)
 
 
+arrays_st = st.builds(lambda n: np.arange(n, dtype="float32"), st.integers(0, 3))
 leaves_st = st.one_of(
     st.integers(-5, 5),
     st.floats(allow_nan=False, width=32),
     st.text(max_size=3),
-    st.builds(lambda n: np.arange(n, dtype="float32"), st.integers(0, 3)),
+    arrays_st,
 )
 
 
@@ -114,6 +116,78 @@ def trees(draw: st.DrawFn) -> Any:
         )
 
     return draw(st.recursive(leaves_st, extend, max_leaves=12))
+
+
+class Opaque:
+    """An unregistered object: a leaf that fmap maps once by identity, as an array."""
+
+
+#: The most positions (nodes and leaves, repeats included) of a shared tree's pool
+#: member, so that reuse does not grow trees exponentially.
+MAX_POSITIONS = 40
+
+
+@st.composite
+def shared_trees(draw: st.DrawFn) -> Any:
+    """A random tree in which the same objects sit at several positions.
+
+    A pool of leaves (arrays, opaque objects, numbers, strings) grows by nodes of every
+    kind (lists, tuples, dicts, namedtuples, deques, instances of random containers,
+    frozen and not, and runs of one repeated child) whose children are earlier
+    members: so members are shared as siblings, at different depths and under other
+    shared members, and no member contains itself. The root is one more such node.
+    """
+    with_children = container_classes().filter(lambda cls: ct.spec(cls).children)
+    classes = draw(st.lists(with_children, min_size=1, max_size=3))
+    leaves = st.one_of(leaves_st, st.builds(Opaque), st.just(None))
+    pool = [draw(arrays_st), Opaque(), *draw(st.lists(leaves, max_size=3))]
+
+    def node(child: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+        kids = st.lists(child, min_size=2, max_size=4)
+        instances = st.sampled_from(classes).flatmap(
+            lambda cls: st.composite(lambda d: _instance(cls, d, child))()
+        )
+        return st.one_of(
+            instances,
+            kids,
+            kids.map(tuple),
+            kids.map(deque),
+            st.dictionaries(st.text(max_size=2), child, min_size=2, max_size=4),
+            st.dictionaries(st.integers(0, 5), child, min_size=2, max_size=4).map(
+                lambda d: OrderedDict(sorted(d.items(), reverse=True))
+            ),
+            st.builds(Point, child, child),
+            instances,  # twice as likely as each other kind
+            # siblings: a run of one child, long enough for flatten's runs (MIN_RUN)
+            st.tuples(child, st.integers(2, 9)).map(lambda c: [c[0]] * c[1]),
+        )
+
+    def child() -> st.SearchStrategy[Any]:
+        # the latest member often (chains of members, nested and shared), and the
+        # members the cache maps once (arrays, opaque objects, lists, dicts...) too
+        mutables = tuple(v for v in pool if _mutable(v))
+        return st.one_of(
+            st.just(pool[-1]), st.sampled_from(tuple(pool)), st.sampled_from(mutables)
+        )
+
+    for _ in range(draw(st.integers(2, 8))):
+        member = draw(node(child()))
+        if len(_positions(member)) <= MAX_POSITIONS:
+            pool.append(member)
+    return draw(node(child()))
+
+
+def _positions(tree: Any) -> list[Any]:
+    """Every node and leaf of ``tree`` in pre-order, at every position it sits."""
+    out = []
+    stack = [tree]
+    while stack:
+        value = stack.pop()
+        out.append(value)
+        kind = kind_of(value)
+        if kind is not None:
+            stack.extend(reversed(kind.flatten(value)[0]))
+    return out
 
 
 def same(a: Any, b: Any) -> bool:
@@ -392,3 +466,243 @@ def test_agrees_with_its_twin_call_for_call(tree: Any) -> None:
         assert all(a is b for call, twin in zip(calls, twin_calls) for a, b in zip(call, twin))
         assert same(out, twin_out)
         assert _sharing(out) == _sharing(twin_out)
+
+
+# --- shared objects: every acceleration keeps its twin's sharing ------------------------
+
+
+class _Recorder:
+    """An f that records the arguments of each call and returns a fresh Box per call,
+    so that an output shows which call made each of its leaves."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.boxes: list[Box] = []
+
+    def __call__(self, *args: Any) -> Box:
+        self.calls.append(args)
+        self.boxes.append(Box(args))
+        return self.boxes[-1]
+
+
+def _fingerprint(out: Any, boxes: list[Box]) -> list[Any]:
+    """Each node and leaf of ``out`` at every position: the number of the call of f
+    that returned it, or else its type and the first position of the same object."""
+    made = {id(box): k for k, box in enumerate(boxes)}
+    first: dict[int, int] = {}
+    return [
+        ("f", made[id(v)]) if id(v) in made else (type(v), first.setdefault(id(v), i))
+        for i, v in enumerate(_positions(out))
+    ]
+
+
+def _calling(fn: Any, *args: Any, python: bool = False, **options: Any) -> Any:
+    """``f -> fn(f, *args, **options)``, with the generated Python loop if ``python``."""
+
+    def run(f: Any) -> Any:
+        with python_loop() if python else nullcontext():
+            return fn(f, *args, **options)
+
+    return run
+
+
+def _agree(run: Any, twin: Any) -> None:
+    """``run`` and ``twin`` (each ``f -> output``) call f alike, argument by argument
+    by identity and in order, and give outputs alike in structure and sharing."""
+    f, g = _Recorder(), _Recorder()
+    out, twin_out = run(f), twin(g)
+    assert [tuple(map(id, call)) for call in f.calls] == [tuple(map(id, c)) for c in g.calls]
+    assert ct.structure(out) == ct.structure(twin_out)
+    assert _fingerprint(out, f.boxes) == _fingerprint(twin_out, g.boxes)
+
+
+#: (cache, prune) of each run: the cache on, off, and on with prune.
+_CACHES = [(True, UNSET), (False, UNSET), (True, "pruned")]
+
+
+@pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
+@given(shared_trees())
+def test_fast_map_agrees_with_map_tree_on_shared_trees(tree: Any) -> None:
+    """fast_map calls f as map_tree does and gives its output and sharing, with the
+    cache on and off, with prune, for fmap and fmapstructure."""
+    for (cached, prune), structural in itertools.product(_CACHES, [False, True]):
+        _agree(
+            _calling(_fast.fast_map, tree, Memo() if cached else None, prune, structural),
+            _calling(
+                map_tree,
+                tree,
+                exclude=None,
+                cache=Memo() if cached else None,
+                prune=prune,
+                structural=structural,
+            ),
+        )
+
+
+@pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
+@given(shared_trees(), st.booleans())
+def test_fast_map_many_agrees_with_map_tree_on_shared_trees(tree: Any, shared: bool) -> None:
+    """fast_map_many calls f as map_tree(ys=...) does and gives its output and sharing,
+    with the cache on and off and with prune, over one or two other trees."""
+    other = ct.fmap(Box, tree, cache=shared)
+    for (cached, prune), ys in itertools.product(_CACHES, [(other,), (other, tree)]):
+        _agree(
+            _calling(_fast.fast_map_many, tree, ys, Memo() if cached else None, prune),
+            _calling(
+                map_tree, tree, ys, exclude=None, cache=Memo() if cached else None, prune=prune
+            ),
+        )
+
+
+@pytest.mark.skipif(_fast._speedups is None, reason="containers._engine._speedups is not built")
+@given(shared_trees())
+def test_compiled_loop_agrees_with_its_twin_on_shared_trees(tree: Any) -> None:
+    """fmap and fmapstructure call f alike and give the same output and sharing with
+    the compiled loop and with the generated Python loop, cache on and off, with prune
+    and with several trees."""
+    other = ct.fmap(Box, tree)
+    for fn, trees_, options in [
+        (ct.fmap, (tree,), {}),
+        (ct.fmap, (tree,), {"cache": False}),
+        (ct.fmap, (tree,), {"prune": "pruned"}),
+        (ct.fmapstructure, (tree,), {}),
+        (ct.fmapstructure, (tree,), {"cache": False}),
+        (ct.fmap, (tree, other), {}),
+        (ct.fmap, (tree, other), {"cache": False}),
+        (ct.fmap, (tree, other, tree), {"prune": "pruned"}),
+    ]:
+        _agree(_calling(fn, *trees_, **options), _calling(fn, *trees_, python=True, **options))
+
+
+def _mutable(value: Any) -> bool:
+    """Whether fmap's contract maps ``value`` once by identity: anything but None, a
+    number, a string, a tuple (namedtuples too) or a frozen container."""
+    if value is None or isinstance(value, int | float | str | tuple):
+        return False
+    container = dataclasses.is_dataclass(value) or attrs.has(type(value))
+    return not (container and ct.spec(value).frozen)
+
+
+#: ``_first_visits``'s default: a repeat of a mutable object is left out.
+_SKIP = object()
+
+
+def _first_visits(tree: Any, repeat: Any = _SKIP) -> list[Any]:
+    """The nodes and leaves of ``tree`` in pre-order, a mutable object only at its first
+    position: a repeat and what is under it are left out, or replaced by ``repeat``."""
+    out = []
+    seen: set[int] = set()
+    stack = [tree]
+    while stack:
+        value = stack.pop()
+        if _mutable(value):
+            if id(value) in seen:
+                if repeat is not _SKIP:
+                    out.append(repeat)
+                continue
+            seen.add(id(value))
+        out.append(value)
+        kind = kind_of(value)
+        if kind is not None:
+            stack.extend(reversed(kind.flatten(value)[0]))
+    return out
+
+
+@given(shared_trees())
+def test_fast_collect_agrees_with_collect_on_shared_trees(tree: Any) -> None:
+    """fast_collect and collect give the same objects in the same order: every node and
+    leaf in pre-order, each mutable object once, at its first position."""
+    fast = fast_collect(tree)
+    assert list(map(id, fast)) == list(map(id, collect(tree, None)))
+    assert list(map(id, fast)) == list(map(id, _first_visits(tree)))
+
+
+@given(shared_trees())
+def test_flatten_fast_agrees_with_flatten_plain_on_shared_trees(tree: Any) -> None:
+    """flatten_fast and flatten_plain give the same leaves by identity, a shared one at
+    each of its positions, and the same records."""
+    for none_is_leaf in (False, True):
+        records: list[Any] = []
+        plain_records: list[Any] = []
+        fast = flatten_records(tree, None, none_is_leaf, "flatten", records)
+        plain = flatten_records(tree, lambda v: False, none_is_leaf, "flatten", plain_records)
+        assert list(map(id, fast)) == list(map(id, plain))
+        assert records == plain_records
+        leaves_only = flatten_records(tree, None, none_is_leaf, "leaves", None)
+        assert list(map(id, leaves_only)) == list(map(id, plain))
+    positions = [v for v in _positions(tree) if kind_of(v) is None]
+    assert list(map(id, ct.leaves(tree))) == list(map(id, positions))
+
+
+def _same_as(tree: Any) -> list[int]:
+    """For each position of ``tree`` in pre-order, the first position of the same object."""
+    first: dict[int, int] = {}
+    return [first.setdefault(id(v), i) for i, v in enumerate(_positions(tree))]
+
+
+def _mapped_same_as(tree: Any, cached: bool) -> list[int]:
+    """``_same_as`` of fmap's output on ``tree``, as the contract makes it: only None (the
+    one None) and, with the cache, a repeat of a mutable object and everything under it
+    are objects met before; every other position is mapped apart."""
+    out: list[int] = []
+    spans: dict[int, tuple[int, int]] = {}  # a mutable object's first positions
+    nones: list[int] = []
+
+    def visit(value: Any) -> None:
+        if cached and _mutable(value) and id(value) in spans:
+            start, stop = spans[id(value)]
+            out.extend(out[start:stop])
+            return
+        start = len(out)
+        if value is None:
+            nones.append(start)
+        out.append(nones[0] if value is None else start)
+        kind = kind_of(value)
+        for child in [] if kind is None else kind.flatten(value)[0]:
+            visit(child)
+        if cached and _mutable(value):
+            spans[id(value)] = start, len(out)
+
+    visit(tree)
+    return out
+
+
+@pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
+@given(shared_trees())
+def test_fmap_shares_outputs_exactly_where_inputs_share_mutable_objects(tree: Any) -> None:
+    """fmap calls f once per mutable object met (not under a repeat of a mutable node)
+    and per position of a value, and two positions of its output hold one object
+    exactly where the input repeats one mutable object (or below such a repeat):
+    shared values, tuples and frozen containers are mapped apart; prune replaces
+    exactly those repeats."""
+    f = _Recorder()
+    out = ct.fmap(f, tree)
+    called = [v for v in _first_visits(tree) if kind_of(v) is None]
+    assert [id(call[0]) for call in f.calls] == list(map(id, called))
+    assert _same_as(out) == _mapped_same_as(tree, cached=True)
+    pruned = _positions(ct.fmap(_Recorder(), tree, prune=_PRUNED))
+    assert [_PRUNED if v is _PRUNED else _kind_or_f(v, Box) for v in pruned] == [
+        _PRUNED if v is _PRUNED else _kind_or_f(v, object)
+        for v in _first_visits(tree, repeat=_PRUNED)
+    ]
+
+
+#: fmap's ``prune`` value in the contract test: an object nothing else is.
+_PRUNED = object()
+
+
+def _kind_or_f(value: Any, leaf: type) -> Any:
+    """``"f"`` for a leaf (an instance of ``leaf``), else the node's type."""
+    return "f" if kind_of(value) is None and isinstance(value, leaf) else type(value)
+
+
+@pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
+@given(shared_trees())
+def test_fmap_without_cache_maps_every_position_apart(tree: Any) -> None:
+    """With cache=False, fmap calls f once per leaf position, shared or not, and no two
+    positions of its output hold one object (but None)."""
+    f = _Recorder()
+    out = ct.fmap(f, tree, cache=False)
+    positions = [v for v in _positions(tree) if kind_of(v) is None]
+    assert [id(call[0]) for call in f.calls] == list(map(id, positions))
+    assert _same_as(out) == _mapped_same_as(tree, cached=False)
