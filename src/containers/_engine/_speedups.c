@@ -111,7 +111,11 @@ table_find(const IdTableObject *self, const void *key)
        bits are folded in so that objects a power of two apart (page-aligned ones)
        still spread over the slots. */
     uintptr_t h = (uintptr_t)key >> 4;
-    size_t i = (size_t)(h ^ (h >> 16) ^ (h >> 32)) & self->mask;
+    h ^= h >> 16;
+#if SIZEOF_VOID_P > 4
+    h ^= h >> 32; /* a shift by the type's width would be undefined on 32-bit builds */
+#endif
+    size_t i = (size_t)h & self->mask;
     while (self->entries[i].key != NULL && self->entries[i].key != key) {
         i = (i + 1) & self->mask;
     }
