@@ -84,7 +84,7 @@ class _Mode:
 
     What changes per call (``f``, the cache, ``prune``) lives in
     cells that every closure of the mode shares, generated mappers included
-    (``_codegen.rebind``): ``begin`` fills them, ``end`` empties them so that an idle
+    (``_loops.rebind``): ``begin`` fills them, ``end`` empties them so that an idle
     mode holds no tree. Building the closures and mappers anew cost about 60,000
     instructions per call, the price of mapping some 30 leaves (benchmarks/instructions.py).
     The loop over a node's children is the compiled ``_speedups.Loop`` when it is
