@@ -3,7 +3,8 @@
 The laws every operation must keep (functor identity and composition, round trips,
 kept fields, folds), and the agreement of each fast path with its plain statement:
 generated code with its getattr twin, fmap's fast path with the iterative engine and
-with the composed walk objects.
+with the composed walk objects, each acceleration with its twin on trees with shared
+objects (by result, calls of f and sharing), and the identity cache's contract.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pickle
 from collections import OrderedDict, deque, namedtuple
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from types import ModuleType
 from typing import Any
 
 import attrs
@@ -413,11 +415,18 @@ def test_generated_code_agrees_with_plain_twin(cls: type, data: st.DataObject) -
 # --- fmap's compiled child loop and its twin ------------------------------------------
 
 
+#: fmap's compiled loops as imported, or None where they are not built. Tests that
+#: compare them with their twin set them themselves: the module-scoped ``engine``
+#: fixture leaves the generated Python loops in place once its "python" run started.
+COMPILED = _fast._speedups
+
+
 @contextmanager
-def python_loop() -> Iterator[None]:
-    """fmap with the generated Python loop, in fresh modes; the compiled one after."""
+def fmap_loops(speedups: ModuleType | None) -> Iterator[None]:
+    """fmap with the compiled loops ``speedups``, or with the generated Python loops if
+    None, in fresh modes; the loops in place before after."""
     saved = _fast._speedups, _fast._idle
-    _fast._speedups, _fast._idle = None, {}
+    _fast._speedups, _fast._idle = speedups, {}
     try:
         yield
     finally:
@@ -446,7 +455,7 @@ def _sharing(tree: Any) -> list[int]:
     return out
 
 
-@pytest.mark.skipif(_fast._speedups is None, reason="containers._engine._speedups is not built")
+@pytest.mark.skipif(COMPILED is None, reason="containers._engine._speedups is not built")
 @given(trees())
 def test_agrees_with_its_twin_call_for_call(tree: Any) -> None:
     """Same calls of f in the same order, equal results, the same sharing, with the cache
@@ -459,8 +468,9 @@ def test_agrees_with_its_twin_call_for_call(tree: Any) -> None:
         ((tree, ct.fmap(bump, tree)), {}),
         ((tree, tree), {"cache": False}),
     ]:
-        calls, out = _calls_and_result(trees_, **options)
-        with python_loop():
+        with fmap_loops(COMPILED):
+            calls, out = _calls_and_result(trees_, **options)
+        with fmap_loops(None):
             twin_calls, twin_out = _calls_and_result(trees_, **options)
         assert len(calls) == len(twin_calls)
         assert all(a is b for call, twin in zip(calls, twin_calls) for a, b in zip(call, twin))
@@ -496,11 +506,15 @@ def _fingerprint(out: Any, boxes: list[Box]) -> list[Any]:
     ]
 
 
-def _calling(fn: Any, *args: Any, python: bool = False, **options: Any) -> Any:
-    """``f -> fn(f, *args, **options)``, with the generated Python loop if ``python``."""
+#: ``_calling``'s default: the loops the ``engine`` fixture put in place.
+_CURRENT = object()
+
+
+def _calling(fn: Any, *args: Any, loops: Any = _CURRENT, **options: Any) -> Any:
+    """``f -> fn(f, *args, **options)``, with fmap's ``loops`` if given (``fmap_loops``)."""
 
     def run(f: Any) -> Any:
-        with python_loop() if python else nullcontext():
+        with nullcontext() if loops is _CURRENT else fmap_loops(loops):
             return fn(f, *args, **options)
 
     return run
@@ -554,7 +568,7 @@ def test_fast_map_many_agrees_with_map_tree_on_shared_trees(tree: Any, shared: b
         )
 
 
-@pytest.mark.skipif(_fast._speedups is None, reason="containers._engine._speedups is not built")
+@pytest.mark.skipif(COMPILED is None, reason="containers._engine._speedups is not built")
 @given(shared_trees())
 def test_compiled_loop_agrees_with_its_twin_on_shared_trees(tree: Any) -> None:
     """fmap and fmapstructure call f alike and give the same output and sharing with
@@ -571,7 +585,10 @@ def test_compiled_loop_agrees_with_its_twin_on_shared_trees(tree: Any) -> None:
         (ct.fmap, (tree, other), {"cache": False}),
         (ct.fmap, (tree, other, tree), {"prune": "pruned"}),
     ]:
-        _agree(_calling(fn, *trees_, **options), _calling(fn, *trees_, python=True, **options))
+        _agree(
+            _calling(fn, *trees_, loops=COMPILED, **options),
+            _calling(fn, *trees_, loops=None, **options),
+        )
 
 
 def _mutable(value: Any) -> bool:
