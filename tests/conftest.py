@@ -27,6 +27,26 @@ def engine(request: pytest.FixtureRequest) -> Iterator[str]:
     _fast._speedups, _fast._idle = saved
 
 
+#: The compiled loops as imported (None without the extension or with
+#: CONTAINERS_PURE_PYTHON): what a test that does not ask for ``engine`` runs with.
+_AS_IMPORTED = _fast._speedups
+
+
+@pytest.fixture(autouse=True)
+def _loops_as_imported(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that does not ask for ``engine`` runs with the loops as imported, even
+    while a module's ``engine`` run (module-scoped) has switched them: otherwise such
+    a test in that module would silently run the Python loop on both sides of a
+    comparison with the compiled one."""
+    if "engine" in request.fixturenames or _fast._speedups is _AS_IMPORTED:
+        yield
+        return
+    saved = _fast._speedups, _fast._idle
+    _fast._speedups, _fast._idle = _AS_IMPORTED, {}
+    yield
+    _fast._speedups, _fast._idle = saved
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run the interop tests and examples last (stable order otherwise).
 
