@@ -723,3 +723,36 @@ def test_fmap_without_cache_maps_every_position_apart(tree: Any) -> None:
     positions = [v for v in _positions(tree) if kind_of(v) is None]
     assert [id(call[0]) for call in f.calls] == list(map(id, positions))
     assert _same_as(out) == _mapped_same_as(tree, cached=False)
+
+
+# --- flatten's compiled walk and its twin ---------------------------------------------
+
+
+#: flatten's compiled walk as imported, or None where it is not built (the ``engine``
+#: fixture may have switched ``_fast._speedups`` off when this runs).
+COMPILED_FLATTEN = None if _fast._speedups is None else _fast._speedups.flatten
+
+
+@pytest.mark.skipif(COMPILED_FLATTEN is None, reason="containers._engine._speedups is not built")
+@given(st.one_of(trees(), shared_trees()))
+def test_compiled_flatten_agrees_with_flatten_fast(tree: Any) -> None:
+    """_speedups.flatten gives flatten_fast's leaves (the same objects, in order) and
+    records, and the same leaves without records, with None a node and a leaf."""
+    # imported here: this section is appended to a file others edit at its top
+    from containers._engine._flat import C_CONTEXT, flatten_fast
+    from containers._registry import LEAF_TYPES, LEAF_TYPES_NONE
+
+    assert COMPILED_FLATTEN is not None
+    for leaf_types in (LEAF_TYPES, LEAF_TYPES_NONE):
+        kind = kind_of(tree)
+        if type(tree) in leaf_types or kind is None:
+            continue
+        records: list[Any] = []
+        twin_records: list[Any] = []
+        leaves = COMPILED_FLATTEN(tree, kind, leaf_types, records, C_CONTEXT)
+        twin = flatten_fast(tree, kind, leaf_types, twin_records)
+        assert list(map(id, leaves)) == list(map(id, twin))
+        assert [r[0] for r in records] == [r[0] for r in twin_records]
+        assert [r[1:] for r in records] == [r[1:] for r in twin_records]
+        alone = COMPILED_FLATTEN(tree, kind, leaf_types, None, C_CONTEXT)
+        assert list(map(id, alone)) == list(map(id, twin))

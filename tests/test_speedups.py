@@ -22,8 +22,9 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+import tracemalloc
 import weakref
-from collections import OrderedDict, deque
+from collections import OrderedDict, deque, namedtuple
 from types import ModuleType
 from typing import Any
 
@@ -31,8 +32,9 @@ import numpy as np
 import pytest
 
 import containers as ct
-from containers._engine import _fast, _loops
+from containers._engine import _fast, _flat, _loops
 from containers._engine._core import MAX_FAST_DEPTH, MISS, Memo
+from containers._registry import KINDS, LEAF_TYPES, LEAF_TYPES_NONE, LIST, NodeKind, kind_of
 
 compiled = pytest.mark.skipif(
     _fast._speedups is None, reason="containers._engine._speedups is not built"
@@ -750,3 +752,318 @@ def test_rebuild_bad_arguments_are_named() -> None:
         rebuild((), (1,), x=1)
     with pytest.raises(TypeError, match="is not an acceptable base type"):
         type("Sub", (rebuild_type,), {})
+
+
+# --- flatten: the compiled twin of _flat.flatten_fast ------------------------------------
+
+
+#: The compiled module as imported (an ``engine`` fixture may switch ``_fast._speedups``).
+_SPEEDUPS = _fast._speedups
+
+
+def _flatten_with(compiled_walk: bool, tree: Any, none_is_leaf: bool, records: Any) -> Any:
+    """The leaves of ``tree`` by ``_speedups.flatten`` or by ``flatten_fast``, its twin;
+    records appended to ``records`` unless it is None. An error is returned, not raised."""
+    leaf_types = LEAF_TYPES_NONE if none_is_leaf else LEAF_TYPES
+    kind = kind_of(tree)
+    try:
+        if compiled_walk:
+            assert _SPEEDUPS is not None
+            return _SPEEDUPS.flatten(tree, kind, leaf_types, records, _flat.C_CONTEXT)
+        return _flat.flatten_fast(tree, kind, leaf_types, records)
+    except Exception as err:  # compared by the caller, type and message
+        return err
+
+
+def _same_flatten(tree: Any) -> None:
+    """Both walks give the same leaves (the same objects, in order), the same records
+    and the same leaves without records, or the same error, with None a node and a leaf."""
+    for none_is_leaf in (False, True):
+        results = []
+        for compiled_walk in (True, False):
+            records: list[Any] = []
+            leaves = _flatten_with(compiled_walk, tree, none_is_leaf, records)
+            alone = _flatten_with(compiled_walk, tree, none_is_leaf, None)
+            results.append((leaves, records, alone))
+        (c_leaves, c_records, c_alone), (p_leaves, p_records, p_alone) = results
+        if isinstance(p_leaves, Exception):
+            assert (type(c_leaves), str(c_leaves)) == (type(p_leaves), str(p_leaves))
+            assert (type(c_alone), str(c_alone)) == (type(p_alone), str(p_alone))
+            continue
+        assert list(map(id, c_leaves)) == list(map(id, p_leaves))
+        assert list(map(id, c_alone)) == list(map(id, p_leaves))
+        assert len(c_records) == len(p_records)
+        for c, p in zip(c_records, p_records):
+            assert c[0] is p[0]
+            assert c[1:] == p[1:]
+
+
+def _nested(depth: int, make: Any) -> Any:
+    tree: Any = 1.0
+    for i in range(depth):
+        tree = make(tree, i)
+    return tree
+
+
+Pair = namedtuple("Pair", ["a", "b"])
+
+
+@ct.container(children=["w", "b"], keep=["name"])
+class _Layer:
+    w: Any
+    b: Any
+    name: str = "l"
+
+
+@compiled
+@pytest.mark.parametrize(
+    "tree",
+    [
+        [],
+        (),
+        {},
+        None,
+        [None, [], (), {}],
+        1.0,
+        (1, 2.0, "s", b"b", True, None),
+        [(1.0, 2.0), [3.0, (4.0, [5.0])], {"b": 6, "a": (7,)}],
+        {"b": [1, (2, 3)], "a": {"y": None, "x": [4]}, 3: 5},
+        OrderedDict([("z", 1), ("a", [2, 3])]),
+        deque([1, (2, 3)], maxlen=5),
+        Pair(1, [2, (3, 4)]),
+        [Pair((1, 2), None), Pair(3, 4)],
+        _Layer(np.zeros(2), [1.0, 2.0]),
+        [_Layer(1.0, 2.0) for _ in range(9)],  # a run: _flatten_run takes it
+        [_Layer(1.0, 2.0) for _ in range(8)] + [_Layer(1.0, [2.0])],  # almost a run
+        [(1.0, 2.0, 3.0, 4.0)] * 9,  # eight or more tuples: no run
+        [1.0, object(), "s", np.ones(3), (object(),)],
+        [1, [2, 3], 4, (5, [6]), 7],  # mixed leaves and nodes: a tuple mask
+        [[1, 2]] * 3,
+        _nested(150, lambda t, i: [t, i]),
+        _nested(150, lambda t, i: {"k": (t, float(i))}),
+        _nested(150, lambda t, i: [t]),
+    ],
+)
+def test_flatten_agrees_with_flatten_fast(tree: Any) -> None:
+    """The compiled flatten gives flatten_fast's leaves (the same objects) and records,
+    or the same error, on edge cases and past the depth where both hand over."""
+    _same_flatten(tree)
+
+
+@compiled
+def test_flatten_agrees_on_a_very_deep_tree() -> None:
+    """A list nested 100,000 deep: both walks hand it to the plain walk at the same
+    depth, and give the same leaves and records."""
+    _same_flatten(_nested(100_000, lambda t, i: [t, i]))
+
+
+class _Odd:
+    """A node type of a test kind (below), whose ``flatten`` is a function of the test."""
+
+    def __init__(self, *kids: Any) -> None:
+        self.kids = list(kids)
+
+
+@contextlib.contextmanager
+def _odd_kind(flatten: Any) -> Any:
+    """Make ``_Odd`` a node whose kind flattens with ``flatten``, for the block."""
+    kind = NodeKind(
+        _Odd,
+        "an _Odd",
+        flatten=flatten,
+        unflatten=lambda aux, ch: _Odd(*ch),
+        read=lambda y, aux, n: list(y.kids),
+        structural=lambda aux, ch: _Odd(*ch),
+        mutable=True,
+    )
+    KINDS[_Odd] = kind
+    try:
+        yield kind
+    finally:
+        del KINDS[_Odd]
+
+
+@compiled
+def test_flatten_raises_what_a_node_flatten_raises() -> None:
+    """A node's flatten that raises, or returns no pair: both walks raise the same."""
+
+    def boom(x: Any) -> Any:
+        raise ValueError("boom")
+
+    for flatten, error in [
+        (boom, "boom"),
+        (lambda x: (x.kids,), "not enough values to unpack"),
+        (lambda x: (x.kids, 1, 2), "too many values to unpack"),
+        (lambda x: 3, "cannot unpack non-iterable int object"),
+        (lambda x: (3, None), "'int' object is not iterable"),
+    ]:
+        with _odd_kind(flatten):
+            tree = [1.0, (_Odd(2.0),)]
+            for compiled_walk in (True, False):
+                err = _flatten_with(compiled_walk, tree, False, [])
+                assert isinstance(err, (ValueError, TypeError))
+                assert error in str(err)
+            _same_flatten(tree)
+
+
+@compiled
+def test_flatten_takes_any_iterable_of_children() -> None:
+    """A node's flatten may give its children as any sized iterable (here a deque and a
+    dict view), as in the Python walk; aux is kept as given. An iterator is no
+    sequence of children: both walks raise TypeError for it."""
+    with _odd_kind(lambda x: (deque(x.kids), ("aux", len(x.kids)))):
+        _same_flatten([_Odd(1.0, [2.0, _Odd()]), _Odd(3.0)])
+    with _odd_kind(lambda x: ({"a": x.kids[0]}.values(), None)):
+        _same_flatten(_Odd((1.0, 2.0)))
+    with _odd_kind(lambda x: (iter(x.kids), None)):
+        for compiled_walk in (True, False):
+            err = _flatten_with(compiled_walk, [_Odd(1.0, [2.0])], False, [])
+            assert isinstance(err, TypeError)
+            assert "has no len()" in str(err)
+
+
+@compiled
+def test_flatten_survives_a_node_flatten_that_changes_the_tree() -> None:
+    """A node's flatten that empties or extends the list being walked: the compiled
+    walk reads the list as a Python for loop does (its length at each step), and gives
+    what flatten_fast gives; nothing is freed while it is used."""
+    outer: list[Any] = []
+
+    def grab(x: Any) -> Any:
+        outer.clear()  # the only reference to the children after this one
+        outer.extend([object(), [1.0, object()]])
+        return x.kids, None
+
+    for compiled_walk in (True, False):
+        outer[:] = [1.0, _Odd(2.0), [3.0, 4.0], object(), _Odd()]
+        with _odd_kind(grab):
+            records: list[Any] = []
+            leaves = _flatten_with(compiled_walk, outer, False, records)
+        assert not isinstance(leaves, Exception)
+        if compiled_walk:
+            compiled_result = (len(leaves), [r[2:] for r in records])
+        else:
+            assert (len(leaves), [r[2:] for r in records]) == compiled_result
+
+
+@compiled
+def test_flatten_reports_a_cycle_with_its_path() -> None:
+    """A cycle goes past the depth limit in the compiled walk, to the plain walk, whose
+    error flatten_records relocates: the user sees the located cycle error."""
+    tree: dict[str, Any] = {"a": [1, 2]}
+    tree["a"].append(tree)
+    with pytest.raises(ct.StructureError, match=r"^flatten: the tree has a reference cycle"):
+        ct.flatten(tree)
+    with pytest.raises(ct.StructureError, match=r"^leaves: .* at \"\['a'\]\[2\]\""):
+        ct.leaves(tree)
+
+
+@compiled
+def test_flatten_raises_for_an_undeclared_subclass() -> None:
+    """kind_of's error for an undeclared subclass of a container propagates from the
+    compiled walk, and flatten reports it with its path."""
+
+    class Sub(_Layer):
+        pass
+
+    tree = [1.0, (Sub(1.0, 2.0),)]
+    _same_flatten(tree)
+    with pytest.raises(ct.ContainerDefinitionError, match="'Sub' is a subclass"):
+        ct.leaves(tree)
+
+
+@compiled
+def test_flatten_follows_the_engine_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """flatten_records reads ``_fast._speedups`` at each call, as the tests' engine
+    fixture switches it: None runs flatten_fast."""
+    calls: list[Any] = []
+    real = _flat.flatten_fast
+    monkeypatch.setattr(_fast, "_speedups", _SPEEDUPS)
+    monkeypatch.setattr(_flat, "flatten_fast", lambda *a: calls.append(a) or real(*a))
+    ct.leaves([1, (2, 3)])
+    assert calls == []
+    monkeypatch.setattr(_fast, "_speedups", None)
+    assert ct.leaves([1, (2, 3)]) == [1, 2, 3]
+    assert len(calls) == 1
+
+
+@compiled
+def test_flatten_keeps_nothing_alive() -> None:
+    """After a call, returned or raised, the compiled flatten holds nothing of the tree,
+    and many calls do not grow memory."""
+    tree = {"a": [(np.zeros(1), 2.0)] * 3, "b": [_Layer(np.ones(1), [1.0])], "c": Pair(1, None)}
+    refs = _watch(tree)
+    for _ in range(3):
+        ct.flatten(tree)
+        ct.leaves(tree)
+    cyclic: list[Any] = [tree]
+    cyclic.append(cyclic)
+    with pytest.raises(ct.StructureError):
+        ct.flatten(cyclic)
+    del tree, cyclic
+    gc.collect()
+    assert _all_freed(refs)
+
+    small = {"k": [(1.0, 2.0, 3.0, 4.0)] * 5, "m": [1, [2, (3,)]]}
+    for _ in range(2_000):  # warm up: caches, freelists
+        ct.flatten(small)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(20_000):
+            ct.flatten(small)
+            ct.leaves(small)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 64 * 1024
+
+
+@compiled
+def test_flatten_of_deep_trees_fits_a_small_thread_stack() -> None:
+    """The compiled flatten recurses in C down to MAX_FAST_DEPTH: in a thread with
+    64 KB of stack it flattens a list 10,000 deep and dicts nested 2,000 deep."""
+    code = textwrap.dedent(
+        """
+        import threading
+        import containers as ct
+
+        def work():
+            deep = [1.0]
+            for _ in range(10_000):
+                deep = [deep, 2.0]
+            mixed = {"a": (1.0, 2.0)}
+            for _ in range(2_000):
+                mixed = {"k": [(mixed, 1.0)]}
+            for tree in (deep, mixed):
+                leaves, s = ct.flatten(tree)
+                assert ct.leaves(tree) == leaves and leaves[0] == 1.0
+            print("ok")
+
+        threading.stack_size(64 * 1024)
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "ok\n", "")
+
+
+@compiled
+def test_flatten_bad_arguments_are_named() -> None:
+    """Wrong arguments to the compiled flatten raise TypeError saying what is wrong."""
+    assert _SPEEDUPS is not None
+    flatten = _SPEEDUPS.flatten
+    with pytest.raises(TypeError, match=r"^flatten\(\) takes 5 arguments \(1 given\)$"):
+        flatten([])
+    with pytest.raises(TypeError, match="leaf_types must be a set, records a list or None"):
+        flatten([], LIST, [float], None, _flat.C_CONTEXT)
+    with pytest.raises(TypeError, match="leaf_types must be a set, records a list or None"):
+        flatten([], LIST, LEAF_TYPES, (), _flat.C_CONTEXT)
+    with pytest.raises(TypeError, match="context must be a tuple"):
+        flatten([], LIST, LEAF_TYPES, None, [])
+    with pytest.raises(TypeError, match="flatten context"):
+        flatten([], LIST, LEAF_TYPES, None, (1, 2))

@@ -4,8 +4,9 @@ This stage emits what ``Structure`` is made of: the leaves and one record
 ``(kind, aux, n, mask)`` per node in pre-order. ``flatten_plain`` is a client of
 ``_core.traverse``; ``flatten_fast`` is its acceleration for trees without
 ``is_leaf``, recursive down to MAX_FAST_DEPTH and in loops in C where a node's
-children allow, and ``flatten_records`` runs the one or the other. It never builds
-a Structure or maps a function.
+children allow; it is itself the plain twin of ``_speedups.flatten``, the same walk
+in C, used where the extension is built. ``flatten_records`` runs one of them. It
+never builds a Structure or maps a function.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from itertools import chain, repeat
 from operator import attrgetter, is_, itemgetter
 from typing import Any
 
+from containers._engine import _fast
 from containers._engine._core import MAX_FAST_DEPTH, Cursor, Frame, traverse
 from containers._errors import ContainerDefinitionError, StructureError
 from containers._paths import where
@@ -223,12 +225,36 @@ def _flatten_run(
     return True
 
 
+def _deep(x: Any, leaves: list[Any], records: list[Any] | None, leaf_types: set[type]) -> None:
+    """The compiled walk's handover of a subtree past MAX_FAST_DEPTH, as in ``flatten_fast``."""
+    flatten_plain(x, leaves, [] if records is None else records, leaf_types, None, "flatten")
+
+
+def _run(
+    kind: NodeKind,
+    aux: Any,
+    kids: Sequence[Any],
+    leaf_types: set[type],
+    leaves: list[Any],
+    records: list[Any] | None,
+) -> bool:
+    """``_flatten_run`` for the compiled walk, which holds the leaves' list."""
+    return _flatten_run(kind, aux, kids, leaf_types, leaves.extend, records)
+
+
+#: What the compiled twin of ``flatten_fast`` (``_speedups.flatten``) reads besides the
+#: tree: the registry's kinds by exact type, ``kind_of``, the kinds it walks itself,
+#: the handovers to Python, and the limits.
+C_CONTEXT = (KINDS, kind_of, TUPLE, LIST, _deep, _run, MIN_RUN, MAX_FAST_DEPTH)
+
+
 def flatten_records(
     x: Any, is_leaf: IsLeaf, none_is_leaf: bool, op: str, records: list[Any] | None
 ) -> list[Any]:
     """The leaves of ``x``; its pre-order records go to ``records`` unless it is None.
 
-    Without ``is_leaf``, ``flatten_fast`` runs; should it meet an error (a cycle, an
+    Without ``is_leaf``, ``flatten_fast`` runs (``_speedups.flatten``, its compiled
+    twin, where the extension is built); should it meet an error (a cycle, an
     undeclared subclass, an unset field), ``flatten_plain`` runs again from the root
     and raises it with its path.
     """
@@ -238,6 +264,10 @@ def flatten_records(
         try:
             kind = kind_of(x)
             if kind is not None:
+                speedups = _fast._speedups  # read per call: tests switch it
+                if speedups is not None:
+                    found: list[Any] = speedups.flatten(x, kind, leaf_types, records, C_CONTEXT)
+                    return found
                 return flatten_fast(x, kind, leaf_types, records)
         except (StructureError, ContainerDefinitionError):
             sink.clear()

@@ -1,9 +1,18 @@
-# fmap's compiled child loops and interop's rebuild (_speedups.c); optional, see
-# _fast._load_speedups.
+# fmap's compiled child loops, flatten's walk and interop's rebuild (_speedups.c);
+# optional, see _fast._load_speedups.
 from collections.abc import Callable, Iterable
 from typing import Any
 
 UNROLLED: int
+
+def flatten(
+    x: Any,
+    kind: Any,
+    leaf_types: set[type] | frozenset[type],
+    records: list[Any] | None,
+    context: tuple[Any, ...],
+    /,
+) -> list[Any]: ...
 
 class IdTable:
     def __init__(self) -> None: ...
