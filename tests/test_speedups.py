@@ -269,30 +269,31 @@ def test_deep_trees_fit_a_small_thread_stack() -> None:
     engine). Run in a thread with 128 KB of stack, musl's default (Alpine), on trees
     past the limit (a list 1,000 deep, and dicts, lists and tuples nested 900 deep),
     with one tree and two. (With a limit of 200 this crashed.)"""
-    code = textwrap.dedent(
-        """
-        import threading
-        import containers as ct
+    work = """
+        deep = inner = []
+        for _ in range(1_000):
+            child = [1.0]
+            inner.append(child)
+            inner = child
+        mixed = {"a": (1.0, 2.0)}
+        for _ in range(300):
+            mixed = {"k": [(mixed, 1.0)]}
+        for tree in (deep, mixed):
+            assert ct.leaves(ct.fmap(lambda v: v + 1, tree))[0] == 2.0
+            assert ct.leaves(ct.fmap(lambda a, b: a + b, tree, tree))[0] == 2.0
+    """
+    _assert_runs_in_a_thread(work, stack_kb=128)
 
-        def work():
-            deep = inner = []
-            for _ in range(1_000):
-                child = [1.0]
-                inner.append(child)
-                inner = child
-            mixed = {"a": (1.0, 2.0)}
-            for _ in range(300):
-                mixed = {"k": [(mixed, 1.0)]}
-            for tree in (deep, mixed):
-                assert ct.leaves(ct.fmap(lambda v: v + 1, tree))[0] == 2.0
-                assert ct.leaves(ct.fmap(lambda a, b: a + b, tree, tree))[0] == 2.0
-            print("ok")
 
-        threading.stack_size(128 * 1024)
-        thread = threading.Thread(target=work)
-        thread.start()
-        thread.join()
-        """
+def _assert_runs_in_a_thread(work: str, *, stack_kb: int) -> None:
+    """Run ``work`` (statements using ``ct``) in a child process, in a thread with
+    ``stack_kb`` KB of stack: it must finish without a crash or an error."""
+    body = textwrap.indent(textwrap.dedent(work), " " * 4)
+    code = (
+        "import threading\nimport containers as ct\n\ndef work():\n"
+        f"{body}    print('ok')\n\n"
+        f"threading.stack_size({stack_kb} * 1024)\n"
+        "thread = threading.Thread(target=work)\nthread.start()\nthread.join()\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], check=False, capture_output=True, text=True
@@ -1023,33 +1024,18 @@ def test_flatten_keeps_nothing_alive() -> None:
 def test_flatten_of_deep_trees_fits_a_small_thread_stack() -> None:
     """The compiled flatten recurses in C down to MAX_FAST_DEPTH: in a thread with
     64 KB of stack it flattens a list 10,000 deep and dicts nested 2,000 deep."""
-    code = textwrap.dedent(
-        """
-        import threading
-        import containers as ct
-
-        def work():
-            deep = [1.0]
-            for _ in range(10_000):
-                deep = [deep, 2.0]
-            mixed = {"a": (1.0, 2.0)}
-            for _ in range(2_000):
-                mixed = {"k": [(mixed, 1.0)]}
-            for tree in (deep, mixed):
-                leaves, s = ct.flatten(tree)
-                assert ct.leaves(tree) == leaves and leaves[0] == 1.0
-            print("ok")
-
-        threading.stack_size(64 * 1024)
-        thread = threading.Thread(target=work)
-        thread.start()
-        thread.join()
-        """
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], check=False, capture_output=True, text=True
-    )
-    assert (done.returncode, done.stdout, done.stderr) == (0, "ok\n", "")
+    work = """
+        deep = [1.0]
+        for _ in range(10_000):
+            deep = [deep, 2.0]
+        mixed = {"a": (1.0, 2.0)}
+        for _ in range(2_000):
+            mixed = {"k": [(mixed, 1.0)]}
+        for tree in (deep, mixed):
+            leaves, s = ct.flatten(tree)
+            assert ct.leaves(tree) == leaves and leaves[0] == 1.0
+    """
+    _assert_runs_in_a_thread(work, stack_kb=64)
 
 
 @compiled
