@@ -122,7 +122,6 @@ def pformat(tree: Any, /, *, width: int = 88, indent: int = 2) -> str:
         if kind.type is type(None):
             lines.append(f"{pad}{prefix}None{comma}")
             return True, None
-        cursor.check(value)
         kids, aux = kind.flatten(value)
         keys = kind.keys(aux, len(kids))
         kept = list(zip(kind.spec.keep, aux)) if kind.spec is not None else []

@@ -118,7 +118,6 @@ def diff(a: Any, b: Any, /) -> list[tuple[KeyPath, str]]:
         if ka is None or kb is None or ka.type is not kb.type:
             out.append((cursor.path(), f"{label(va)} vs {label(vb)}"))
             return True, None
-        cursor.check(va)
         kids_a, aux_a = ka.flatten(va)
         kids_b, aux_b = kb.flatten(vb)
         keys_a = ka.keys(aux_a, len(kids_a))

@@ -107,8 +107,7 @@ def flatten_fast(
                 records.append((kind, aux, len(kids), None))
             return
         if depth > MAX_FAST_DEPTH:
-            sink = [] if records is None else records
-            flatten_plain(x, leaves, sink, leaf_types, None, "flatten")
+            _deep(x, leaves, records, leaf_types)
             return
         if len(kids) >= MIN_RUN and _flatten_run(kind, aux, kids, leaf_types, lextend, records):
             return
@@ -226,7 +225,8 @@ def _flatten_run(
 
 
 def _deep(x: Any, leaves: list[Any], records: list[Any] | None, leaf_types: set[type]) -> None:
-    """The compiled walk's handover of a subtree past MAX_FAST_DEPTH, as in ``flatten_fast``."""
+    """The hand-over of a subtree past MAX_FAST_DEPTH to the plain walk (``flatten_fast``
+    and its compiled twin)."""
     flatten_plain(x, leaves, [] if records is None else records, leaf_types, None, "flatten")
 
 
