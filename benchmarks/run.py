@@ -28,7 +28,7 @@ import adapters
 from adapters import Lib
 from measure import check, check_isolated, first_difference, interleave
 from report import Cell, Run, render, size_label
-from workloads import HAND, WORKLOADS, Case, Op, Workload
+from workloads import F_ONLY, HAND, WORKLOADS, Case, Op, Workload
 
 FULL_SIZES = (100, 1_000, 10_000, 100_000)
 QUICK_SIZES = (100, 1_000)
@@ -171,6 +171,8 @@ def checked_ops(workload: Workload, libs: Sequence[Lib], case: Case, run: Run) -
     hand_op = workload.bind(HAND, case)
     expected = workload.view(HAND, hand_op())
     ops = {HAND.name: hand_op}
+    if workload.f_only is not None:
+        ops[F_ONLY.name] = workload.f_only(case)  # a floor, not a tree: never compared
     for lib in libs:
         if not workload.supports(lib):
             continue
@@ -230,7 +232,9 @@ def benchmark(settings: Settings) -> Run:
         workloads={
             w.name: {"title": w.title, "unit": w.unit, "deep": w.deep} for w in settings.workloads
         },
-        libs={lib.name: {"version": lib.version, "note": lib.note} for lib in [HAND, *libs]},
+        libs={
+            lib.name: {"version": lib.version, "note": lib.note} for lib in [HAND, F_ONLY, *libs]
+        },
         notes=notes,
         cells=[],
     )

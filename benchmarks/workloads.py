@@ -38,6 +38,11 @@ def add(a: Any, b: Any) -> Any:
 
 Linear, MLP = HAND_MODEL = frozen_dataclasses()  # frozen dataclasses, registered nowhere
 HAND = Lib(name="hand", model=HAND_MODEL, note="structure-specific comprehensions")
+F_ONLY = Lib(
+    name="f-only",
+    note="the bare f calls: list(map(f, leaves)) over the leaves, listed beforehand; "
+    "a library's overhead is its time minus this",
+)
 
 
 def hand_flatten(tree: dict[str, list[tuple[float, ...]]]) -> tuple[list[float], list[str]]:
@@ -94,6 +99,20 @@ def hand_map2_mlps(f: Fn, mlps: list[Any], others: list[Any]) -> list[Any]:
 
 def hand_fmapstructure_mlps(f: Fn, mlps: list[Any]) -> list[dict[str, Any]]:
     return [{"layers": tuple([{"w": f(x.w), "b": f(x.b)} for x in m.layers])} for m in mlps]
+
+
+def mlp_arrays(mlps: list[Any]) -> list[Any]:
+    """The arrays of hand-model W3 trees, in tree order: the leaves f is called on."""
+    return [a for m in mlps for x in m.layers for a in (x.w, x.b)]
+
+
+def f_calls(f: Fn, *leaf_lists: list[Any]) -> Op:
+    """The f-only call: f over leaves listed beforehand, as a tree_map calls it."""
+
+    def op() -> object:
+        return list(map(f, *leaf_lists))
+
+    return op
 
 
 def hand_fcollect_mlps(mlps: list[Any]) -> list[Any]:
@@ -260,6 +279,8 @@ class Workload:
     units_per_n: int = 1
     deep: bool = False  # N is a depth; checked in a child process (a crash is reported)
     on_classes: bool = False  # runs on the W3 trees, in each library's own classes
+    # The same f calls on the same leaves, without a tree (F_ONLY), for workloads with f.
+    f_only: Callable[[Case], Op] | None = None
 
     def supports(self, lib: Lib) -> bool:
         """Whether `lib` has the functions (and the W3 classes) this workload needs."""
@@ -304,6 +325,7 @@ def _w3_map(name: str, title: str, f: Fn, held: bool) -> Workload:
         unit="array",
         units_per_n=2,
         on_classes=True,
+        f_only=lambda case: f_calls(f, mlp_arrays(case.w3(HAND_MODEL, 0, held))),
     )
 
 
@@ -342,6 +364,7 @@ WORKLOADS: tuple[Workload, ...] = (
         uses=("tree_map",),
         hand=(hand_map,),
         args=lambda case, lib: (inc, case.w1()),
+        f_only=lambda case: f_calls(inc, hand_leaves(case.w1())),
     ),
     *(
         _w3_map(name + held_suffix, f"{what} over {W3_TREE}{held_title}", f, held)
@@ -357,6 +380,7 @@ WORKLOADS: tuple[Workload, ...] = (
         uses=("tree_map",),
         hand=(hand_map2,),
         args=lambda case, lib: (add, case.w1(0), case.w1(1)),
+        f_only=lambda case: f_calls(add, hand_leaves(case.w1(0)), hand_leaves(case.w1(1))),
     ),
     Workload(
         "W4c",
@@ -367,6 +391,9 @@ WORKLOADS: tuple[Workload, ...] = (
         unit="array",
         units_per_n=2,
         on_classes=True,
+        f_only=lambda case: f_calls(
+            add, *(mlp_arrays(case.w3(HAND_MODEL, which)) for which in range(2))
+        ),
     ),
     Workload(
         "W6id",
@@ -375,6 +402,9 @@ WORKLOADS: tuple[Workload, ...] = (
         hand=(hand_map_params,),
         args=lambda case, lib: (lib.array_fn(identity), case.params()),
         unit="array",
+        f_only=lambda case: f_calls(
+            identity, [a for v in case.params().values() for a in (v["bias"], v["kernel"])]
+        ),
     ),
     Workload(
         "W5",
@@ -392,6 +422,7 @@ WORKLOADS: tuple[Workload, ...] = (
         unit="array",
         units_per_n=2,
         on_classes=True,
+        f_only=lambda case: f_calls(identity, mlp_arrays(case.w3(HAND_MODEL))),
     ),
     Workload(
         "fcollect",
@@ -439,5 +470,6 @@ WORKLOADS: tuple[Workload, ...] = (
         args=lambda case, lib: (inc, case.deep()),
         unit="level",
         deep=True,
+        f_only=lambda case: f_calls(inc, hand_deep_flatten(case.deep())[0]),
     ),
 )

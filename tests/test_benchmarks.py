@@ -33,7 +33,8 @@ def test_quick_benchmark_runs_and_containers_agrees_with_hand(tmp_path: Path) ->
     out = tmp_path / "quick.json"
     result = run_script("run.py", "--quick", "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "### Targets (issue 4)" in result.stdout
+    assert "### Targets" in result.stdout
+    assert "overhead above f-only <= 1/5 of torch-py's" in result.stdout
     cells = json.loads(out.read_text())["cells"]
     ours = [c for c in cells if c["lib"].startswith("containers")]
     workloads = {c["workload"] for c in ours}
@@ -41,6 +42,63 @@ def test_quick_benchmark_runs_and_containers_agrees_with_hand(tmp_path: Path) ->
     assert expected | {"deep-fmap"} <= workloads
     bad = {(c["workload"], c["n"], c["lib"]): c["status"] for c in ours if c["status"] != "ok"}
     assert bad == {}
+    floors = {c["workload"] for c in cells if c["lib"] == "f-only" and c["status"] == "ok"}
+    assert floors == {
+        *("W2", "W3", "W3id", "W3-held", "W3id-held", "W4", "W4c", "W6id"),
+        *("fmapstructure", "deep-fmap"),
+    }
+
+
+def test_f_only_makes_the_workloads_f_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The f-only floor calls f once per leaf the workload maps, on the same leaves."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import workloads
+
+    case = workloads.Case(40)
+    for workload in workloads.WORKLOADS:
+        if workload.f_only is not None and not workload.deep:
+            assert len(workload.f_only(case)()) == workload.units(40), workload.name
+    (w2,) = [w for w in workloads.WORKLOADS if w.name == "W2"]
+    assert w2.f_only is not None
+    mapped = workloads.hand_map(workloads.inc, case.w1())
+    assert w2.f_only(case)() == workloads.hand_leaves(mapped)
+
+
+def test_report_targets_read_overhead_and_growth_as_defined(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Overhead is time above the f-only floor; growth counts only where hand's is small."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import report
+
+    def cell(workload: str, n: int, lib: str, ns: float) -> report.Cell:
+        return report.Cell(workload, n, lib, 1, "ok", 1, [ns])
+
+    run = report.Run(
+        meta={},
+        workloads={"A": {"title": "a", "unit": "leaf"}, "B": {"title": "b", "unit": "leaf"}},
+        libs={},
+        notes=[],
+        cells=[
+            cell("A", 1_000, "f-only", 100),
+            cell("A", 1_000, "containers", 150),
+            cell("A", 1_000, "torch-py", 400),
+            # B: containers grows 2x, but so does hand: not counted against growth
+            cell("B", 1_000, "hand", 10),
+            cell("B", 100_000, "hand", 20),
+            cell("B", 1_000, "containers", 10),
+            cell("B", 100_000, "containers", 20),
+            cell("A", 1_000, "hand", 10),
+            cell("A", 100_000, "hand", 11),
+            cell("A", 100_000, "containers", 210),
+        ],
+    )
+    assert report.median_overhead_ratio([run], "A", 1_000, "containers", "torch-py") == 50 / 300
+    table = report.targets_table([run])
+    overhead = next(line for line in table.splitlines() if "overhead above f-only" in line)
+    assert "0.17 (A)" in overhead and "PASS" in overhead
+    growth = next(line for line in table.splitlines() if "per-leaf cost at 100k" in line)
+    assert "1.40 (A)" in growth and "MISS" in growth
 
 
 def test_w3_arrays_are_the_trees_own_unless_held(monkeypatch: pytest.MonkeyPatch) -> None:
