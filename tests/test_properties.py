@@ -756,3 +756,16 @@ def test_compiled_flatten_agrees_with_flatten_fast(tree: Any) -> None:
         assert [r[1:] for r in records] == [r[1:] for r in twin_records]
         alone = COMPILED_FLATTEN(tree, kind, leaf_types, None, C_CONTEXT)
         assert list(map(id, alone)) == list(map(id, twin))
+
+
+@pytest.mark.skipif(COMPILED_FLATTEN is None, reason="containers._engine._speedups is not built")
+@given(st.one_of(trees(), shared_trees()), st.booleans())
+def test_compiled_leaf_paths_agree_with_ranked_paths(tree: Any, none_is_leaf: bool) -> None:
+    """_speedups.leaf_paths gives ranked_paths' key paths for a Structure's records."""
+    from containers._flatten import PATHS_CONTEXT, ranked_paths
+
+    assert _fast._speedups is not None
+    records = ct.structure(tree, none_is_leaf=none_is_leaf)._records
+    compiled = _fast._speedups.leaf_paths(records, PATHS_CONTEXT)
+    assert compiled == ranked_paths(records, None, 0)[0]
+    assert len(compiled) == len(ct.leaves(tree, none_is_leaf=none_is_leaf))

@@ -816,35 +816,36 @@ class _Layer:
     name: str = "l"
 
 
+#: Trees that reach every branch of the compiled flatten and leaf_paths.
+EDGE_TREES = [
+    [],
+    (),
+    {},
+    None,
+    [None, [], (), {}],
+    1.0,
+    (1, 2.0, "s", b"b", True, None),
+    [(1.0, 2.0), [3.0, (4.0, [5.0])], {"b": 6, "a": (7,)}],
+    {"b": [1, (2, 3)], "a": {"y": None, "x": [4]}, 3: 5},
+    OrderedDict([("z", 1), ("a", [2, 3])]),
+    deque([1, (2, 3)], maxlen=5),
+    Pair(1, [2, (3, 4)]),
+    [Pair((1, 2), None), Pair(3, 4)],
+    _Layer(np.zeros(2), [1.0, 2.0]),
+    [_Layer(1.0, 2.0) for _ in range(9)],  # a run: _flatten_run takes it
+    [_Layer(1.0, 2.0) for _ in range(8)] + [_Layer(1.0, [2.0])],  # almost a run
+    [(1.0, 2.0, 3.0, 4.0)] * 9,  # eight or more tuples: no run
+    [1.0, object(), "s", np.ones(3), (object(),)],
+    [1, [2, 3], 4, (5, [6]), 7],  # mixed leaves and nodes: a tuple mask
+    [[1, 2]] * 3,
+    _nested(150, lambda t, i: [t, i]),
+    _nested(150, lambda t, i: {"k": (t, float(i))}),
+    _nested(150, lambda t, i: [t]),
+]
+
+
 @compiled
-@pytest.mark.parametrize(
-    "tree",
-    [
-        [],
-        (),
-        {},
-        None,
-        [None, [], (), {}],
-        1.0,
-        (1, 2.0, "s", b"b", True, None),
-        [(1.0, 2.0), [3.0, (4.0, [5.0])], {"b": 6, "a": (7,)}],
-        {"b": [1, (2, 3)], "a": {"y": None, "x": [4]}, 3: 5},
-        OrderedDict([("z", 1), ("a", [2, 3])]),
-        deque([1, (2, 3)], maxlen=5),
-        Pair(1, [2, (3, 4)]),
-        [Pair((1, 2), None), Pair(3, 4)],
-        _Layer(np.zeros(2), [1.0, 2.0]),
-        [_Layer(1.0, 2.0) for _ in range(9)],  # a run: _flatten_run takes it
-        [_Layer(1.0, 2.0) for _ in range(8)] + [_Layer(1.0, [2.0])],  # almost a run
-        [(1.0, 2.0, 3.0, 4.0)] * 9,  # eight or more tuples: no run
-        [1.0, object(), "s", np.ones(3), (object(),)],
-        [1, [2, 3], 4, (5, [6]), 7],  # mixed leaves and nodes: a tuple mask
-        [[1, 2]] * 3,
-        _nested(150, lambda t, i: [t, i]),
-        _nested(150, lambda t, i: {"k": (t, float(i))}),
-        _nested(150, lambda t, i: [t]),
-    ],
-)
+@pytest.mark.parametrize("tree", EDGE_TREES)
 def test_flatten_agrees_with_flatten_fast(tree: Any) -> None:
     """The compiled flatten gives flatten_fast's leaves (the same objects) and records,
     or the same error, on edge cases and past the depth where both hand over."""
@@ -1053,3 +1054,136 @@ def test_flatten_bad_arguments_are_named() -> None:
         flatten([], LIST, LEAF_TYPES, None, [])
     with pytest.raises(TypeError, match="flatten context"):
         flatten([], LIST, LEAF_TYPES, None, (1, 2))
+
+
+# --- leaf_paths: a Structure's key paths -----------------------------------------------
+
+
+def _same_paths(records: Any) -> list[Any]:
+    """The compiled leaf_paths and ranked_paths give equal paths, or the same error."""
+    from containers._flatten import PATHS_CONTEXT, ranked_paths
+
+    assert _fast._speedups is not None
+    results = []
+    for run in (
+        lambda: _fast._speedups.leaf_paths(records, PATHS_CONTEXT),
+        lambda: ranked_paths(records, None, 0)[0],
+    ):
+        try:
+            results.append(run())
+        except Exception as error:  # compared below, by type and message
+            results.append(error)
+    compiled_paths, plain_paths = results
+    if isinstance(plain_paths, Exception):
+        assert (type(compiled_paths), str(compiled_paths)) == (
+            type(plain_paths),
+            str(plain_paths),
+        )
+        return []
+    assert compiled_paths == plain_paths
+    assert all(type(path) is tuple for path in compiled_paths)
+    return list(compiled_paths)
+
+
+@compiled
+@pytest.mark.parametrize("tree", EDGE_TREES)
+def test_leaf_paths_agree_with_ranked_paths(tree: Any) -> None:
+    """The compiled leaf_paths gives ranked_paths' key paths, on records of both None
+    conventions, as a tuple (a Structure's) and as a list."""
+    for none_is_leaf in (False, True):
+        records = ct.structure(tree, none_is_leaf=none_is_leaf)._records
+        paths = _same_paths(records)
+        assert _same_paths(list(records)) == paths
+        assert len(paths) == len(ct.leaves(tree, none_is_leaf=none_is_leaf))
+
+
+@compiled
+def test_leaf_paths_of_a_very_deep_tree() -> None:
+    """Records are flat: a list nested 100,000 deep has one path of 100,000 keys."""
+    tree = _nested(100_000, lambda t, i: [t])
+    (path,) = _same_paths(ct.structure(tree)._records)
+    assert len(path) == 100_000
+
+
+@compiled
+def test_leaf_paths_call_keys_once_per_node_and_raise_what_it_raises() -> None:
+    """A kind's ``keys`` is called once per node, in record order, as in ranked_paths
+    (sequences of one length share one call); what it raises goes through."""
+    seen: list[Any] = []
+
+    def keys(aux: Any, n: int) -> tuple[Any, ...]:
+        seen.append(aux)
+        return tuple(ct.DictKey(f"{aux}{i}") for i in range(n))
+
+    kind = NodeKind(
+        _Odd,
+        "an _Odd",
+        flatten=lambda x: (x.kids, len(x.kids)),
+        unflatten=lambda aux, ch: _Odd(*ch),
+        read=lambda y, aux, n: list(y.kids),
+        structural=lambda aux, ch: _Odd(*ch),
+        mutable=True,
+        keys=keys,
+    )
+    KINDS[_Odd] = kind
+    try:
+        records = ct.structure([_Odd(1.0, _Odd(2.0)), (3.0, 4.0), (5.0, 6.0)])._records
+        paths = _same_paths(records)
+        assert seen == [2, 1, 2, 1]  # the compiled walk, then the plain one
+        assert ct.keystr(paths[1]) == "[0]['21']['10']"
+
+        def broken(aux: Any, n: int) -> Any:
+            raise ValueError(f"no keys for {aux}")
+
+        KINDS[_Odd] = NodeKind(
+            _Odd,
+            "an _Odd",
+            flatten=lambda x: (x.kids, len(x.kids)),
+            unflatten=lambda aux, ch: _Odd(*ch),
+            read=lambda y, aux, n: list(y.kids),
+            structural=lambda aux, ch: _Odd(*ch),
+            mutable=True,
+            keys=broken,
+        )
+        with pytest.raises(ValueError, match="no keys for 1"):
+            _fast._speedups.leaf_paths(ct.structure([_Odd(1.0)])._records, (None, LIST, "keys"))
+    finally:
+        del KINDS[_Odd]
+
+
+@compiled
+def test_leaf_paths_reject_malformed_records() -> None:
+    """Records that no Structure holds raise a clear error instead of reading past them."""
+    from containers._flatten import PATHS_CONTEXT
+
+    leaf_paths = _fast._speedups.leaf_paths
+    (record,) = ct.structure([1.0, 2.0])._records
+    with pytest.raises(TypeError, match=r"a record must be a tuple \(kind, aux, n, mask\)"):
+        leaf_paths([record[:3]], PATHS_CONTEXT)
+    with pytest.raises(IndexError, match="the records end inside a node"):
+        leaf_paths([(record[0], None, 1, True)], PATHS_CONTEXT)
+    with pytest.raises(TypeError, match="records must be a tuple or a list"):
+        leaf_paths(iter([record]), PATHS_CONTEXT)
+
+
+@compiled
+def test_leaf_paths_keep_nothing_alive() -> None:
+    """Many calls of the compiled leaf_paths do not grow memory, raised or returned."""
+    from containers._flatten import PATHS_CONTEXT
+
+    records = ct.structure({"k": [(1.0, 2.0)] * 3, "m": [1, [2, (3,)]], "n": Pair(1, 2)})._records
+    leaf_paths = _fast._speedups.leaf_paths
+    bad = [(records[0][0], records[0][1], records[0][2], True)]
+    for _ in range(2_000):
+        leaf_paths(records, PATHS_CONTEXT)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(20_000):
+            leaf_paths(records, PATHS_CONTEXT)
+            with contextlib.suppress(IndexError):
+                leaf_paths(bad, PATHS_CONTEXT)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 64 * 1024

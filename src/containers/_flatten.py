@@ -13,6 +13,7 @@ from itertools import chain, cycle, repeat
 from operator import itemgetter
 from typing import Any, Generic, TypeVar
 
+from containers._engine import _fast
 from containers._engine._core import UNSET, Cursor, _Unset, leave_nothing, traverse
 from containers._engine._flat import MIN_RUN, flatten_records
 from containers._errors import StructureError, type_name
@@ -148,8 +149,17 @@ def _ends(records: Sequence[Record]) -> list[int]:
     return ends
 
 
+#: What the compiled twin of ``_leaf_paths`` (``_speedups.leaf_paths``) reads besides
+#: the records: the kinds whose keys depend on the length alone, and the method name.
+PATHS_CONTEXT = (TUPLE, LIST, "keys")
+
+
 def _leaf_paths(records: Sequence[Record]) -> list[KeyPath]:
-    """The key path of every leaf, in flatten order."""
+    """The key path of every leaf, in flatten order (in C where the extension is built)."""
+    speedups = _fast._speedups  # read per call: tests switch it
+    if speedups is not None:
+        paths: list[KeyPath] = speedups.leaf_paths(records, PATHS_CONTEXT)
+        return paths
     return ranked_paths(records, None, 0)[0]
 
 

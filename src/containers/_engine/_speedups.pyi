@@ -1,6 +1,6 @@
-# fmap's compiled child loops, flatten's walk and interop's rebuild (_speedups.c);
+# fmap's compiled child loops, flatten's walk, a Structure's key paths and interop's rebuild (_speedups.c);
 # optional, see _fast._load_speedups.
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 UNROLLED: int
@@ -13,6 +13,7 @@ def flatten(
     context: tuple[Any, ...],
     /,
 ) -> list[Any]: ...
+def leaf_paths(records: Sequence[Any], context: tuple[Any, Any, str], /) -> list[Any]: ...
 
 class IdTable:
     def __init__(self) -> None: ...
