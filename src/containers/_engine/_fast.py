@@ -401,10 +401,9 @@ class _ManyMode:
 
         def node(x: Any, ys: Any, depth: int) -> Any:
             t = type(x)
-            if len(ys) == 1:
-                mapper = mappers_get(t)
-                if mapper is not None:
-                    return mapper(x, ys[0], depth)
+            mapper = mappers_get(t)
+            if mapper is not None and len(ys) == 1:
+                return mapper(x, ys[0], depth)
             kind = kinds_get(t) or _kind_of(x)
             if kind is None:
                 return leaf(x, ys)
