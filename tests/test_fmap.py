@@ -601,6 +601,26 @@ def test_generated_tuple_code_is_shown_in_tracebacks(
     assert line.strip() == source
 
 
+def test_a_class_pair_mapper_is_shown_in_tracebacks() -> None:
+    """Two-tree fmap maps a declared class with its generated pair mapper, registered in
+    linecache with the class's code: f's error shows the line that called it."""
+    import linecache
+    import traceback
+
+    def boom(a: Any, b: Any) -> Any:
+        raise KeyError(a)
+
+    with pytest.raises(KeyError) as info:
+        ct.fmap(boom, [Layer(1)], [Layer(2)])
+    frames = traceback.extract_tb(info.value.__traceback__)
+    generated = [fr for fr in frames if fr.filename.startswith("<containers generated ")]
+    assert generated, [fr.filename for fr in frames]
+    assert generated[-1].name == "map_pair_node"
+    assert ".Layer #" in generated[-1].filename
+    line = linecache.getline(generated[-1].filename, generated[-1].lineno)
+    assert line.strip() == "_c0 = f(_x0, _y0)"
+
+
 def test_results_are_freed_when_fmap_returns() -> None:
     """fmap keeps nothing alive after it returns, even with the cyclic GC off: the
     identity cache is emptied and flatten frees its records."""

@@ -769,3 +769,172 @@ def test_compiled_leaf_paths_agree_with_ranked_paths(tree: Any, none_is_leaf: bo
     compiled = _fast._speedups.leaf_paths(records, PATHS_CONTEXT)
     assert compiled == ranked_paths(records, None, 0)[0]
     assert len(compiled) == len(ct.leaves(tree, none_is_leaf=none_is_leaf))
+
+
+# --- two-tree fmap's generated pair mappers and their plain twin -----------------------
+
+
+@contextmanager
+def pair_mappers(on: bool) -> Iterator[None]:
+    """Two-tree fmap with the classes' generated pair mappers (``on``) or with the
+    generic path of ``_ManyMode.node``, their plain twin, in fresh modes."""
+    saved = _fast._pair_mappers, _fast._idle
+    _fast._pair_mappers, _fast._idle = on, {}
+    try:
+        yield
+    finally:
+        _fast._pair_mappers, _fast._idle = saved
+
+
+def _fmap_with_pair_mappers(on: bool, *trees_: Any, **options: Any) -> Any:
+    """``f -> ct.fmap(f, *trees_, **options)`` with the pair mappers on or off."""
+
+    def run(f: Any) -> Any:
+        with pair_mappers(on):
+            return ct.fmap(f, *trees_, **options)
+
+    return run
+
+
+#: fmap's options for each run: the cache on, off, and on with prune.
+_FMAP_OPTIONS: list[dict[str, Any]] = [{}, {"cache": False}, {"prune": "pruned"}]
+
+
+@pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
+@given(shared_trees(), st.booleans())
+def test_pair_mappers_agree_with_the_generic_path_on_shared_trees(tree: Any, shared: bool) -> None:
+    """Two-tree fmap calls f alike (arguments by identity, in order) and gives the same
+    output, made by the same calls and sharing alike, with the generated pair mappers
+    and with node's generic path, with the cache on and off and with prune."""
+    other = ct.fmap(Box, tree, cache=shared)
+    for options in _FMAP_OPTIONS:
+        _agree(
+            _fmap_with_pair_mappers(True, tree, other, **options),
+            _fmap_with_pair_mappers(False, tree, other, **options),
+        )
+
+
+@pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
+@given(trees())
+def test_pair_mappers_agree_with_the_generic_path_call_for_call(tree: Any) -> None:
+    """Same calls of f in the same order, equal results and the same sharing with the
+    pair mappers and without, the tree's every value shared, and each mutable node of
+    the output the same object wherever its input node is."""
+    tree = [tree, tree, [tree]]
+    for other in (ct.fmap(bump, tree), tree):
+        for options in _FMAP_OPTIONS:
+            with pair_mappers(True):
+                calls, out = _calls_and_result((tree, other), **options)
+            with pair_mappers(False):
+                twin_calls, twin_out = _calls_and_result((tree, other), **options)
+            assert len(calls) == len(twin_calls)
+            assert all(a is b for c, t in zip(calls, twin_calls) for a, b in zip(c, t))
+            assert same(out, twin_out)
+            assert _sharing(out) == _sharing(twin_out)
+            assert _same_as(out) == _same_as(twin_out)
+
+
+@ct.container(children=["w", "b"], keep=["name"], frozen=False)
+class PairLayer:
+    """A mutable class with a kept field: mapped once by identity."""
+
+    w: Any
+    b: Any = None
+    name: str = "layer"
+
+
+@ct.container
+class PairFrozen:
+    """A frozen class: mapped at each position."""
+
+    a: Any
+    b: Any = None
+
+
+@ct.container(frozen=False)
+class PairLazy:
+    """A class whose child ``b`` may be left unset."""
+
+    a: Any
+    b: Any = dataclasses.field(init=False)
+
+
+def _deep(levels: int, leaf: Any, cls: type = PairLayer) -> Any:
+    """``levels`` nested instances of ``cls`` around ``leaf``, each in a list."""
+    tree = leaf
+    for _ in range(levels):
+        tree = cls([tree])
+    return tree
+
+
+def _cyclic() -> Any:
+    layer = PairLayer(1)
+    layer.b = [layer]
+    return layer
+
+
+def _unset() -> Any:
+    return PairLazy(1)
+
+
+def _outcome(on: bool, trees_: tuple[Any, ...], options: dict[str, Any]) -> Any:
+    """The calls of f (arguments by identity), and fmap's output (its structure and
+    which call or earlier object each position is) or its error (type, message, path)."""
+    f = _Recorder()
+    with pair_mappers(on):
+        try:
+            out = ct.fmap(f, *trees_, **options)
+        except Exception as err:  # compared, not swallowed
+            error = (type(err), str(err), getattr(err, "path", None))
+            return [tuple(map(id, c)) for c in f.calls], error
+    return [tuple(map(id, c)) for c in f.calls], (ct.structure(out), _fingerprint(out, f.boxes))
+
+
+_PAIR_CASES = {
+    "other-class": ([PairLayer(1, 2)], [PairFrozen(1, 2)]),
+    "other-class-deep": (
+        {"k": PairFrozen(PairLayer([1, 2]))},
+        {"k": PairFrozen(PairFrozen([1, 2]))},
+    ),
+    "leaf-for-instance": ([PairFrozen(1), PairLayer(1)], [PairFrozen(1), 2]),
+    "other-kept-field": ([PairLayer(1, 2, "a")], [PairLayer(3, 4, "b")]),
+    "missing-key": (PairLayer({"x": 1, "y": 2}), PairLayer({"x": 1})),
+    "shorter-child": (PairFrozen([1, 2], (3, 4)), PairFrozen([1], (3, 4))),
+    "unset-child": ([PairLazy(1)], [_unset()]),
+    "unset-child-first": ([_unset()], [PairLazy(1)]),
+    "cycle": ([_cyclic()], [_cyclic()]),
+    "deep": (_deep(150, 1.0), _deep(150, 2.0)),
+    "deep-frozen": (_deep(150, 1.0, PairFrozen), _deep(150, 2.0, PairFrozen)),
+    "deep-mismatch": (_deep(150, [1, 2]), _deep(150, [1])),
+    "deep-shared": ([_deep(120, np.ones(2))] * 2, [_deep(120, np.zeros(2))] * 2),
+}
+
+
+#: The cases in which fmap raises (StructureError).
+_PAIR_ERRORS = {
+    "other-class",
+    "other-class-deep",
+    "leaf-for-instance",
+    "missing-key",
+    "shorter-child",
+    "unset-child",
+    "unset-child-first",
+    "cycle",
+    "deep-mismatch",
+}
+
+
+@pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
+@pytest.mark.parametrize("case", list(_PAIR_CASES))
+@pytest.mark.parametrize("options", _FMAP_OPTIONS, ids=["cache", "no-cache", "prune"])
+def test_pair_mappers_agree_with_the_generic_path_on_edge_cases(
+    case: str, options: dict[str, Any]
+) -> None:
+    """Mismatches (another class, a leaf for an instance, a missing key, a shorter or
+    unset child), a kept field that differs (the first tree's is kept), a cycle and
+    trees deeper than MAX_FAST_DEPTH: the pair mappers give node's generic path's
+    calls of f and result, or its error by type, message and path."""
+    trees_ = _PAIR_CASES[case]
+    calls, out = _outcome(True, trees_, options)
+    assert (calls, out) == _outcome(False, trees_, options)
+    assert (out[0] is ct.StructureError) == (case in _PAIR_ERRORS)

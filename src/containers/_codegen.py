@@ -13,7 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
-from containers._engine._loops import exec_source, map_child, mapper_factory, source_filename
+from containers._engine._loops import (
+    PAIR_MAPPER_ARGS,
+    exec_source,
+    map_child,
+    map_pair_child,
+    mapper_factory,
+    source_filename,
+)
 from containers._errors import SchemaError, StructureError, type_name
 from containers._spec import ContainerSpec
 
@@ -36,6 +43,7 @@ class Generated(NamedTuple):
 
     flatten: Callable[[Any], tuple[tuple[Any, ...], tuple[Any, ...]]]
     make_mapper: Callable[..., Callable[[Any, int], Any]]
+    make_pair_mapper: Callable[..., Callable[[Any, Any, int], Any]]
     unflatten: Callable[[tuple[Any, ...], Sequence[Any]], Any]
     rebuild: Callable[[Any, Sequence[Any]], Any]
     children: Callable[[Any], tuple[Any, ...]]
@@ -47,8 +55,11 @@ class Generated(NamedTuple):
     filename: str
 
 
-def _construct(spec: ContainerSpec, values: dict[str, str], g: dict[str, Any]) -> list[str]:
-    """Lines building a new instance whose fields get the expressions in ``values``.
+def _construct(
+    spec: ContainerSpec, values: dict[str, str], g: dict[str, Any], returned: bool = True
+) -> list[str]:
+    """Lines building a new instance whose fields get the expressions in ``values``,
+    and returning it (or, unless ``returned``, leaving it in ``_i``).
 
     Reset fields get their defaults. No ``__init__``, ``__post_init__`` or validator
     runs: mapped values may have any type.
@@ -64,7 +75,8 @@ def _construct(spec: ContainerSpec, values: dict[str, str], g: dict[str, Any]) -
     if spec.flavor == "namedtuple":
         g["_ct_tuple_new"] = tuple.__new__
         args = ", ".join(values[n] for n in spec.fields)
-        return [f"return _ct_tuple_new(_ct_cls, ({args}{',' if args else ''}))"]
+        built = f"_ct_tuple_new(_ct_cls, ({args}{',' if args else ''}))"
+        return [f"return {built}" if returned else f"_i = {built}"]
 
     lines = ["_i = _ct_new(_ct_cls)"]
     if any(n not in spec.slots for n in spec.fields):
@@ -83,7 +95,7 @@ def _construct(spec: ContainerSpec, values: dict[str, str], g: dict[str, Any]) -
             target.append(f"_ct_slot_{name}(_i, {values[name]})")
         else:
             target.append(f"_d[{name!r}] = {values[name]}")
-    return [*lines, *after, "return _i"]
+    return [*lines, *after, *(["return _i"] if returned else [])]
 
 
 def _slot_descriptor(cls: type, name: str) -> Any:
@@ -114,6 +126,8 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
       past ``max_depth`` it returns ``deep(x)``; with ``structural`` (fmapstructure)
       it returns a dict keyed by child name instead. The leaf test is inlined and a
       node costs one call (benchmarks/run.py, W3, W3id and fmapstructure).
+    - ``make_pair_mapper(mode) -> map_pair_node``: two-tree fmap's fast path for this
+      class (``mode`` is ``_engine._fast._ManyMode``); see ``_pair_mapper_body``.
     - the four ``__container_*__`` protocol methods.
     """
     g: dict[str, Any] = {
@@ -177,6 +191,12 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
         mapper_factory("map_node", ["if depth > max_depth:", "    return deep(x)", *body]),
     )
     emit(
+        "def make_pair_mapper(mode):",
+        mapper_factory(
+            "map_pair_node", _pair_mapper_body(spec, g), "x, y, depth", PAIR_MAPPER_ARGS
+        ),
+    )
+    emit(
         "def __container_traverse__(self, acc, fun, /):",
         guarded(
             "self",
@@ -207,6 +227,73 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
         ],
     )
     return "\n".join(out), g
+
+
+def _pair_mapper_body(spec: ContainerSpec, g: dict[str, Any]) -> list[str]:
+    """The body of ``map_pair_node(x, y, depth)``: fmap(f, x, y) for an instance ``x``.
+
+    It does what ``_ManyMode.node``'s generic path does with ``flatten``, ``read``,
+    ``pair_loop`` and ``unflatten``, in the same order, without those calls
+    (benchmarks/instructions.py, W4c): a mutable class's instance is looked up in the
+    identity cache; past ``max_depth`` it returns ``deep(x, y)``; else it reads ``x``'s
+    children and kept fields, requires ``y`` to be of the same class (else raises
+    ``mismatch()``, which fmap turns into the error with its path), reads ``y``'s
+    children, maps each pair inline (``_loops.map_pair_child``) and rebuilds with
+    ``x``'s kept fields; a mutable class's result is stored in the identity cache.
+    """
+    kids, kept = spec.children, spec.keep
+    mutable = not spec.frozen
+
+    def assign(targets: list[str], values: list[str]) -> list[str]:
+        return [f"{', '.join(targets)} = {', '.join(values)}"] if targets else []
+
+    def guarded(obj: str, body: list[str]) -> list[str]:
+        if not body:
+            return []
+        return [
+            "try:",
+            *(f"    {line}" for line in body),
+            "except AttributeError as _e:",
+            f"    raise _ct_unset({obj}, _e) from None",
+        ]
+
+    x_vars = [f"_x{i}" for i in range(len(kids))]
+    kept_vars = [f"_k{i}" for i in range(len(kept))]
+    y_vars = [f"_y{i}" for i in range(len(kids))]
+    walk = [
+        *guarded("x", assign(x_vars + kept_vars, [f"x.{n}" for n in (*kids, *kept)])),
+        "if type(y) is not _ct_cls:",
+        "    raise mismatch()",
+        *guarded("y", assign(y_vars, [f"y.{n}" for n in kids])),
+    ]
+    for i in range(len(kids)):
+        walk += map_pair_child(f"_x{i}", f"_y{i}", f"_c{i}", "depth + 1")
+    values = {n: f"_c{i}" for i, n in enumerate(kids)}
+    values.update({n: f"_k{i}" for i, n in enumerate(kept)})
+    walk += _construct(spec, values, g, returned=False)
+    body = [
+        "if cached:",
+        "    _key = id(x)",
+        "    if _key in results:",
+        "        return prune if use_prune else results[_key]",
+    ]
+    body = body if mutable else []
+    body += [
+        "if depth > max_depth:",
+        "    _i = deep(x, y)",
+        "else:",
+        *(f"    {line}" for line in walk),
+    ]
+    if mutable:
+        body += [
+            "if cached:",
+            "    if keep is None:",
+            "        results.store(x, _i)",
+            "    else:",
+            "        results[_key] = _i",
+            "        keep(x)",
+        ]
+    return [*body, "return _i"]
 
 
 def _missing_field_error(spec: ContainerSpec) -> Callable[[str, Any], SchemaError]:
@@ -248,6 +335,7 @@ def compile_spec(spec: ContainerSpec) -> Generated:
     return Generated(
         flatten=g["flatten"],
         make_mapper=g["make_mapper"],
+        make_pair_mapper=g["make_pair_mapper"],
         unflatten=g["unflatten"],
         rebuild=g["rebuild"],
         children=g["children"],

@@ -108,6 +108,8 @@ class NodeKind:
     - ``structural(aux, children)``: the node as fmapstructure gives it.
     - ``mutable``: cached by identity in fmap/fcollect.
     - ``make_mapper``: for declared containers, the generated fmap fast path.
+    - ``make_pair_mapper``: for declared containers, the generated fast path of fmap
+      over two trees.
     - ``iterate(x)``: ``flatten``'s children as an iterable that holds no reference to
       them of its own, and its aux; fmap's fast path reads children this way, so that
       a child's reference count shows its parent's references alone, as for the items
@@ -123,6 +125,7 @@ class NodeKind:
         "keys",
         "label",
         "make_mapper",
+        "make_pair_mapper",
         "mutable",
         "name",
         "read",
@@ -147,6 +150,7 @@ class NodeKind:
         aux_hash: Callable[[Any], int] = value_hash,
         spec: ContainerSpec | None = None,
         make_mapper: Callable[..., Callable[[Any, int], Any]] | None = None,
+        make_pair_mapper: Callable[..., Callable[[Any, Any, int], Any]] | None = None,
         iterate: Callable[[Any], tuple[Iterable[Any], Any]] | None = None,
     ) -> None:
         self.type = type_
@@ -161,6 +165,7 @@ class NodeKind:
         self.aux_hash = aux_hash
         self.spec = spec
         self.make_mapper = make_mapper
+        self.make_pair_mapper = make_pair_mapper
         self.iterate = flatten if iterate is None else iterate
         #: The registered name (``Registry.add``); ``None`` for builtins and first-sight kinds.
         self.name: str | None = None
@@ -761,7 +766,12 @@ def _feed(child: Any, it: Any) -> tuple[Any, Any]:
 
 
 def container_kind(
-    spec: ContainerSpec, flatten: Any, unflatten: Any, children: Any, make_mapper: Any
+    spec: ContainerSpec,
+    flatten: Any,
+    unflatten: Any,
+    children: Any,
+    make_mapper: Any,
+    make_pair_mapper: Any,
 ) -> NodeKind:
     """The kind of a declared container, from its generated functions."""
     cls = spec.cls
@@ -786,6 +796,7 @@ def container_kind(
         mutable=not spec.frozen,
         spec=spec,
         make_mapper=make_mapper,
+        make_pair_mapper=make_pair_mapper,
     )
 
 

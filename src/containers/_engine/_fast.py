@@ -25,6 +25,7 @@ from containers._engine._core import (
 )
 from containers._engine._loops import (
     MAPPER_ARGS,
+    PAIR_MAPPER_ARGS,
     compile_loop,
     compile_pair_loop,
     compile_pair_mapper,
@@ -66,6 +67,11 @@ _speedups = _load_speedups()
 if _speedups is not None:  # the identity cache the compiled loops probe by address
     Memo.table = _speedups.IdTable
 
+
+#: Whether two-tree fmap maps declared classes with their generated pair mappers, or
+#: with ``_ManyMode.node``'s generic path, their plain twin. Read when a mode is built
+#: (tests switch it).
+_pair_mappers = True
 
 _make_tuple_mapper = compile_tuple_mapper()
 _make_loop = compile_loop()
@@ -327,10 +333,15 @@ class _ManyMode:
     Speed (benchmarks/run.py, W4): a tuple or list facing one of its own type is read
     directly, and with one extra tree (the common case) ``pair`` maps tuples without
     looking them up (small ones unrolled, in generated code) and the loop pairs
-    children without building a list per child.
+    children without building a list per child. With one extra tree, a declared class
+    is mapped by its generated pair mapper (``kind.make_pair_mapper``, kept in
+    ``mappers``), which reads both instances' fields and maps each pair of children
+    inline (benchmarks/instructions.py, W4c); ``node``'s generic path is its plain twin.
+    As in ``_Mode``, the mappers share the mode's per-call cells (``rebind``), and with
+    the cache they use its ``results`` and, with the plain dict, ``keep`` inline.
     """
 
-    __slots__ = ("begin", "born", "end", "key", "run")
+    __slots__ = ("begin", "born", "end", "key", "mapper_args", "run")
 
     def __init__(self, cached: bool) -> None:
         self.key = (_ManyMode, cached)
@@ -338,20 +349,27 @@ class _ManyMode:
         # Without a cache every leaf goes straight to f (as in _Mode).
         immutable = IMMUTABLE_LEAVES if cached else LEAF_TYPES
         kinds_get = KINDS.get
-        # Per call (begin, end).
+        generate = _pair_mappers
+        # Per call (begin, end). results and keep as in _Mode, for the pair mappers.
         f: Callable[..., Any] = noop
         cache: Memo | None = None
+        results: Any = _NO_RESULTS
+        keep: Callable[[Any], None] | None = noop
         prune: Any = UNSET
         use_prune = False
 
         def begin(f_: Callable[..., Any], cache_: Memo | None, prune_: Any) -> None:
-            nonlocal f, cache, prune, use_prune
+            nonlocal f, cache, results, keep, prune, use_prune
             f, cache, prune, use_prune = f_, cache_, prune_, prune_ is not UNSET
-            bind(f, None if cache_ is None else cache_.results, prune, use_prune)
+            if cache_ is not None:
+                results = cache_.results
+                # the compiled table holds its objects itself: no list to append to
+                keep = cache_.keep.append if type(results) is dict else None
+            bind(f, None if cache_ is None else results, prune, use_prune)
 
         def end() -> None:
-            nonlocal f, cache, prune
-            f, cache, prune = noop, None, UNSET
+            nonlocal f, cache, results, keep, prune
+            f, cache, results, keep, prune = noop, None, _NO_RESULTS, noop, UNSET
             bind(f, None, prune, False)
 
         def leaf(c: Any, cys: Any) -> Any:
@@ -374,11 +392,24 @@ class _ManyMode:
         per_call = dict(zip(begin.__code__.co_freevars, begin.__closure__ or ()))
         pair = rebind(_make_pair_mapper(f, immutable, general_pair), per_call)
 
+        def deep(x: Any, y: Any) -> Any:  # a pair mapper's hand-over past MAX_FAST_DEPTH
+            return map_tree(f, x, (y,), exclude=None, cache=cache, prune=prune, relocate=True)
+
+        def mismatch() -> Relocate:
+            # fmap runs the engine again from the root, to say where
+            return Relocate(StructureError("fmap: trees differ"))
+
         def node(x: Any, ys: Any, depth: int) -> Any:
             t = type(x)
+            mapper = mappers_get(t)
+            if mapper is not None and len(ys) == 1:
+                return mapper(x, ys[0], depth)
             kind = kinds_get(t) or _kind_of(x)
             if kind is None:
                 return leaf(x, ys)
+            if generate and kind.make_pair_mapper is not None and len(ys) == 1:
+                mapper = mappers[t] = rebind(kind.make_pair_mapper(self), per_call)
+                return mapper(x, ys[0], depth)
             ckey = None
             if cache is not None and kind.mutable:
                 ckey = id(x)
@@ -397,8 +428,7 @@ class _ManyMode:
                     try:
                         ykids.append(kind.read(y, aux, n))
                     except Mismatch:
-                        # fmap runs the engine again from the root, to say where
-                        raise Relocate(StructureError("fmap: trees differ")) from None
+                        raise mismatch() from None
                 depth += 1
                 if len(ykids) == 1:
                     out = pair_loop(kids, ykids[0], depth)
@@ -418,6 +448,26 @@ class _ManyMode:
                 cache.store(x, value)  # type: ignore[union-attr]
             return value
 
+        # The generated pair mappers of the declared classes met, by class.
+        mappers: dict[type, Callable[[Any, Any, int], Any]] = {}
+        mappers_get = mappers.get
+        args = {
+            "f": f,
+            "node": node,
+            "mappers": mappers_get,
+            "pair": pair,
+            "immutable": immutable,
+            "leaf_types": leaf_types,
+            "results": results,
+            "keep": keep,
+            "use_prune": use_prune,
+            "prune": prune,
+            "cached": cached,
+            "max_depth": MAX_FAST_DEPTH,
+            "deep": deep,
+            "mismatch": mismatch,
+        }
+        self.mapper_args = tuple(args[name] for name in PAIR_MAPPER_ARGS)
         bind: Callable[..., None]
         if _speedups is None:
             pair_loop = rebind(

@@ -2,9 +2,10 @@
 
 This stage holds the source templates of fmap's child loop, tuple mapper and two-tree
 pair loop and mapper (whose C twins are ``_speedups.Loop`` and ``PairLoop``), the
-child-mapping lines that generated per-class mappers inline, and ``MAPPER_ARGS``, the
-one list of what a mapper factory receives. It never reads a spec: ``_codegen`` asks it
-for the child-mapping lines of a class's mapper.
+child-mapping lines that generated per-class mappers inline, and ``MAPPER_ARGS`` and
+``PAIR_MAPPER_ARGS``, the one list each of what a mapper factory and a two-tree pair
+mapper factory receive. It never reads a spec: ``_codegen`` asks it for the
+child-mapping lines of a class's mappers.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 
 __all__ = [
     "MAPPER_ARGS",
+    "PAIR_MAPPER_ARGS",
     "UNROLLED_TUPLE_LENGTH",
     "compile_loop",
     "compile_pair_loop",
@@ -25,6 +27,7 @@ __all__ = [
     "exec_source",
     "loop_source",
     "map_child",
+    "map_pair_child",
     "mapper_factory",
     "pair_loop_source",
     "pair_mapper_source",
@@ -54,6 +57,25 @@ MAPPER_ARGS = (
     "max_depth",
     "deep",
     "structural",
+)
+
+# What two-tree fmap's fast path hands a generated pair mapper factory, in this order
+# (``_fast._ManyMode`` builds its ``mapper_args`` from these names).
+PAIR_MAPPER_ARGS = (
+    "f",
+    "node",
+    "mappers",
+    "pair",
+    "immutable",
+    "leaf_types",
+    "results",
+    "keep",
+    "use_prune",
+    "prune",
+    "cached",
+    "max_depth",
+    "deep",
+    "mismatch",
 )
 
 # Tuples up to this length get an unrolled branch for all-immutable-leaf contents.
@@ -94,10 +116,49 @@ def _map_typed_child(value: str, target: str, depth: str) -> list[str]:
     ]
 
 
-def mapper_factory(name: str, body: list[str], params: str = "x, depth") -> list[str]:
-    """The body of ``make_mapper(mode)``: unpack ``mode.mapper_args``, define ``name``."""
+def map_pair_child(value: str, other: str, target: str, depth: str) -> list[str]:
+    """Lines setting ``target`` to two-tree fmap's result for the child in variable
+    ``value`` facing ``other``, as ``pair_loop`` maps it (its C twin, ``PairLoop``, too).
+
+    An immutable leaf goes to ``f``; another leaf (met only with the cache: without,
+    every leaf type is immutable) through the identity cache, inline: ``results`` by
+    id, written with ``results.store`` (the compiled table, ``keep`` is None) or with
+    ``keep`` holding the key's object (the plain dict). A tuple goes to ``pair``, a
+    node to its pair mapper in ``mappers`` or to ``node``.
+    """
     return [
-        f"{', '.join(MAPPER_ARGS)} = mode.mapper_args",
+        f"_t = type({value})",
+        "if _t in immutable:",
+        f"    {target} = f({value}, {other})",
+        "elif _t in leaf_types:",
+        f"    _k = id({value})",
+        "    if _k in results:",
+        f"        {target} = prune if use_prune else results[_k]",
+        "    else:",
+        f"        {target} = f({value}, {other})",
+        "        if keep is None:",
+        f"            results.store({value}, {target})",
+        "        else:",
+        f"            results[_k] = {target}",
+        f"            keep({value})",
+        "elif _t is tuple:",
+        f"    {target} = pair({value}, {other}, {depth})",
+        "else:",
+        "    _m = mappers(_t)",
+        "    if _m is not None:",
+        f"        {target} = _m({value}, {other}, {depth})",
+        "    else:",
+        f"        {target} = node({value}, ({other},), {depth})",
+    ]
+
+
+def mapper_factory(
+    name: str, body: list[str], params: str = "x, depth", args: tuple[str, ...] = MAPPER_ARGS
+) -> list[str]:
+    """The body of ``make_mapper(mode)``: unpack ``mode.mapper_args`` (named ``args``:
+    ``MAPPER_ARGS``, or ``PAIR_MAPPER_ARGS`` for a pair mapper), define ``name``."""
+    return [
+        f"{', '.join(args)} = mode.mapper_args",
         f"def {name}({params}):",
         *(f"    {line}" for line in body),
         f"return {name}",
