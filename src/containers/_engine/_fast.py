@@ -236,7 +236,7 @@ class _Mode:
         if _speedups is None:
             loop, bind = rebind(_make_loop(self), cells), noop
         else:  # the same loop in C, which reads the call's values from bind's
-            compiled = _speedups.Loop(node, direct, immutable, leaf_types)
+            compiled = _speedups.Loop(node, direct, immutable, leaf_types, MAX_FAST_DEPTH)
             loop, bind, leaf = compiled.run, compiled.bind, compiled.leaf
         direct[tuple] = rebind(_make_tuple_mapper(self), cells)
 
