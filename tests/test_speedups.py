@@ -1278,3 +1278,42 @@ def test_dicts_map_in_c_and_leak_nothing() -> None:
     assert _rss() - before < 4 * 1024 * 1024
     del tree
     assert _all_freed(refs)
+
+
+@compiled
+@pytest.mark.parametrize("what_f_does", ["nothing", "stores", "fills", "clears"])
+def test_leaf_stores_its_result_wherever_f_left_the_table(what_f_does: str) -> None:
+    """Loop.leaf probes the table once and stores f's result in the slot the lookup
+    found, unless f changed the table meanwhile (stored into it, made it grow, cleared
+    it): then the result is stored as store() would, and read back by id."""
+    assert _fast._speedups is not None
+    table = _table()
+    others = [_Value() for _ in range(40)]
+    table.store(others[0], "first")
+
+    calls = []
+
+    def f(x: Any) -> Any:
+        calls.append(x)
+        if len(calls) > 1:  # the table changes once, at the first call
+            pass
+        elif what_f_does == "stores":
+            table.store(others[1], "other")
+        elif what_f_does == "fills":  # past the table's size: it grows
+            for i, other in enumerate(others):
+                table.store(other, i)
+        elif what_f_does == "clears":
+            table.clear()
+        return ("mapped", x)
+
+    loop = _fast._speedups.Loop(print, {}, frozenset(), frozenset({_Value}), MAX_FAST_DEPTH)
+    loop.bind(f, table, None, False)
+    xs = [_Value() for _ in range(3)]
+    assert [loop.leaf(x) for x in xs] == [("mapped", x) for x in xs]
+    assert [loop.leaf(x) for x in xs] == [("mapped", x) for x in xs]  # read back
+    assert calls == xs
+    assert all(table[id(x)] == ("mapped", x) for x in xs)
+    stored = list(map(id, table.keys()))
+    assert len(stored) == len(set(stored)) == len(table)  # each object once
+    assert set(stored) >= set(map(id, xs))
+    loop.bind(print, None, None, False)

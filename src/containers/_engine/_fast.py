@@ -240,10 +240,14 @@ class _Mode:
             loop, bind, leaf = compiled.run, compiled.bind, compiled.leaf
         direct[tuple] = rebind(_make_tuple_mapper(self), cells)
 
-        def dispatch(x: Any, depth: int) -> Any:
+        def plain_dispatch(x: Any, depth: int) -> Any:
             m = direct_get(type(x))
             return m(x, depth) if m is not None else node(x, depth)
 
+        # With the compiled loop, the root is mapped as it maps a child (the same calls:
+        # a leaf to f or through the cache, a node to its mapper), and a dict of str
+        # keys in C, without map_dict's Python frame and sort (W6id).
+        dispatch = plain_dispatch if _speedups is None else compiled.child
         self.begin, self.end, self.dispatch = begin, end, dispatch
 
 

@@ -87,6 +87,8 @@ typedef struct {
     Entry *entries; /* NULL until the first store, and after clear */
     size_t mask;    /* the number of slots - 1 (0 when entries is NULL) */
     Py_ssize_t used;
+    uint64_t version; /* changed by every store and clear: a slot found before is valid
+                         while it holds */
 } IdTableObject;
 
 /* The module's state: a depth past every mapper's limit, as a Python int, the
@@ -163,6 +165,7 @@ table_store(IdTableObject *self, PyObject *key, PyObject *value)
         }
     }
     Entry *e = table_find(self, key);
+    self->version++;
     Py_INCREF(value);
     if (e->key == NULL) {
         Py_INCREF(key);
@@ -188,6 +191,7 @@ IdTable_clear(IdTableObject *self)
     self->entries = NULL;
     self->mask = 0;
     self->used = 0;
+    self->version++;
     for (size_t i = 0; i < n; i++) {
         if (entries[i].key != NULL) {
             Py_DECREF(entries[i].key);
@@ -512,24 +516,45 @@ Loop_bind(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* f(x), or f(x, y) when y is not NULL, for a leaf that is not a value: the cached
-   result (or prune), or f's, stored. Without a table, f's. */
+   result (or prune), or f's, stored. Without a table, f's.
+
+   The slot where the lookup ended is where the store puts x, unless the table changed
+   in between (f may store into it, or clear it: its version says) or must grow first:
+   then it is probed again. One probe per leaf instead of two (benchmarks/
+   instructions.py, W3id). */
 static PyObject *
 map_cached(const Run *run, PyObject *x, PyObject *y)
 {
-    PyObject *table = run->refs[REF_TABLE];
-    int cached = table != Py_None;
-    if (cached) {
-        PyObject *r = table_lookup((IdTableObject *)table, x); /* borrowed */
-        if (r != NULL) {
-            r = run->use_prune ? run->refs[REF_PRUNE] : r;
+    IdTableObject *table = run->refs[REF_TABLE] == Py_None
+                               ? NULL
+                               : (IdTableObject *)run->refs[REF_TABLE];
+    Entry *slot = NULL;
+    uint64_t version = 0;
+    if (table != NULL && table->entries != NULL) {
+        slot = table_find(table, x);
+        if (slot->key != NULL) {
+            PyObject *r = run->use_prune ? run->refs[REF_PRUNE] : slot->value;
             Py_INCREF(r);
             return r;
         }
+        version = table->version;
     }
     PyObject *argv[2] = {x, y};
     PyObject *r = PyObject_Vectorcall(run->refs[REF_F], argv, y ? 2 : 1, NULL);
-    /* probed again: f may have stored into the table, or cleared it */
-    if (r != NULL && cached && table_store((IdTableObject *)table, x, r) < 0) {
+    if (r == NULL || table == NULL) {
+        return r;
+    }
+    if (slot != NULL && table->version == version &&
+        (size_t)(table->used + 1) * 2 <= table->mask + 1) {
+        /* what table_store does, without its probe: the slot is still x's empty one */
+        Py_INCREF(x);
+        Py_INCREF(r);
+        slot->key = x;
+        slot->value = r;
+        table->used++;
+        table->version++;
+    }
+    else if (table_store(table, x, r) < 0) {
         Py_CLEAR(r);
     }
     return r;
@@ -976,6 +1001,24 @@ Loop_run(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
     return run_loop(self, "Loop.run", args[0], NULL, args[1], map_child);
 }
 
+/* map_child for one value: what `_Mode.dispatch` does for the root of a tree (a
+   dict of str keys mapped here too: benchmarks/instructions.py, W6id). */
+static PyObject *
+Loop_child(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Run run;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "child() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (run_take(self, "Loop.child", &run) < 0) {
+        return NULL;
+    }
+    PyObject *r = map_child(&run, args[0], NULL, args[1]);
+    run_release(&run);
+    return r;
+}
+
 static PyObject *
 PairLoop_run(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -992,9 +1035,17 @@ PairLoop_run(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 Loop_leaf(LoopObject *self, PyObject *x)
 {
-    Run run;
-    if (run_take(self, "Loop.leaf", &run) < 0) {
+    /* the run holds only what map_cached reads (a full run_take costs as much as the
+       probe: benchmarks/instructions.py, W3id) */
+    static const int used[] = {REF_F, REF_TABLE, REF_PRUNE};
+    Run run = {{NULL}, self->use_prune, self->max_depth};
+    if (self->refs[REF_F] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "Loop.leaf: the loop was never initialised");
         return NULL;
+    }
+    for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) {
+        run.refs[used[i]] = self->refs[used[i]];
+        Py_INCREF(run.refs[used[i]]);
     }
     PyObject *r = map_cached(&run, x, NULL);
     run_release(&run);
@@ -1004,6 +1055,8 @@ Loop_leaf(LoopObject *self, PyObject *x)
 static PyMethodDef Loop_methods[] = {
     {"run", (PyCFunction)(void (*)(void))Loop_run, METH_FASTCALL,
      "run(kids, depth) -> list: each child of one node, mapped."},
+    {"child", (PyCFunction)(void (*)(void))Loop_child, METH_FASTCALL,
+     "child(x, depth): x mapped as run maps each child (the root of a tree)."},
     {"leaf", (PyCFunction)Loop_leaf, METH_O,
      "leaf(x): f(x) through the identity cache (a leaf that is not a value)."},
     {"bind", (PyCFunction)(void (*)(void))Loop_bind, METH_FASTCALL,
