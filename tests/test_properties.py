@@ -154,7 +154,12 @@ def shared_trees(draw: st.DrawFn) -> Any:
             kids,
             kids.map(tuple),
             kids.map(deque),
+            # str keys (the compiled loop maps these dicts itself) and mixed keys (which
+            # it leaves to map_dict: sort_keys' fallback order)
             st.dictionaries(st.text(max_size=2), child, min_size=2, max_size=4),
+            st.dictionaries(
+                st.one_of(st.text(max_size=1), st.integers(0, 3)), child, min_size=2, max_size=4
+            ),
             st.dictionaries(st.integers(0, 5), child, min_size=2, max_size=4).map(
                 lambda d: OrderedDict(sorted(d.items(), reverse=True))
             ),

@@ -33,7 +33,7 @@ import pytest
 
 import containers as ct
 from containers._engine import _fast, _flat, _loops
-from containers._engine._core import MAX_FAST_DEPTH, MISS, Memo
+from containers._engine._core import MAX_FAST_DEPTH, MISS, UNSET, Memo
 from containers._registry import KINDS, LEAF_TYPES, LEAF_TYPES_NONE, LIST, NodeKind, kind_of
 
 compiled = pytest.mark.skipif(
@@ -77,7 +77,7 @@ import importlib.util
 spec = importlib.util.spec_from_file_location("containers._engine._speedups", {path!r})
 speedups = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(speedups)
-loop = speedups.Loop(print, {{}}, frozenset({{float}}), frozenset({{float}}))
+loop = speedups.Loop(print, {{}}, frozenset({{float}}), frozenset({{float}}), 100)
 loop.bind(abs, speedups.IdTable(), None, False)
 assert loop.run([-1.0, (-2.0, -3.0)], 0) == [1.0, (2.0, 3.0)]
 """
@@ -110,7 +110,7 @@ def test_each_load_makes_its_own_module() -> None:
     assert second.Rebuild is not first.Rebuild
     assert second.IdTable is not first.IdTable
     for module in (first, second):
-        loop = module.Loop(print, {}, frozenset({float}), frozenset({float}))
+        loop = module.Loop(print, {}, frozenset({float}), frozenset({float}), 100)
         loop.bind(abs, module.IdTable(), None, False)
         assert loop.run([-1.0, (-2.0, -3.0)], 0) == [1.0, (2.0, 3.0)]
     message = "table must be an IdTable of this module, or None, not 'containers._engine._speedups.IdTable'"
@@ -374,10 +374,12 @@ def test_bad_arguments_are_named() -> None:
     assert _fast._speedups is not None
     loop_type = _fast._speedups.Loop
     with pytest.raises(TypeError, match=r"^Loop: node must be callable$"):
-        loop_type(1, {}, frozenset(), frozenset())  # type: ignore[arg-type]
+        loop_type(1, {}, frozenset(), frozenset(), 100)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^Loop: immutable and leaf_types must be sets$"):
-        loop_type(print, {}, [], frozenset())  # type: ignore[arg-type]
-    loop = loop_type(print, {}, frozenset(), frozenset())
+        loop_type(print, {}, [], frozenset(), 100)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^'str' object cannot be interpreted as an integer$"):
+        loop_type(print, {}, frozenset(), frozenset(), "100")  # type: ignore[arg-type]
+    loop = loop_type(print, {}, frozenset(), frozenset(), 100)
     message = (
         "bind(f, table, prune, use_prune): table must be an IdTable of this module, or None, "
         "not 'dict'"
@@ -1187,3 +1189,265 @@ def test_leaf_paths_keep_nothing_alive() -> None:
     finally:
         tracemalloc.stop()
     assert grown < 64 * 1024
+
+
+# --- Loop's dicts: the compiled twin of _fast._Mode.map_dict ----------------------------
+
+
+class _Made:
+    """What f returns: the number of the call that made it."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+class _Sub(dict):  # type: ignore[type-arg]
+    """An undeclared dict subclass: fmap's error, never the exact-dict path."""
+
+
+class _Str(str):
+    """A str subclass: its ``<`` may be its own, so its dicts go to map_dict."""
+
+
+class _Attrs:
+    """An object whose ``vars()`` is a dict sharing its keys with others of its class."""
+
+    def __init__(self, a: Any, b: Any) -> None:
+        self.b = b
+        self.a = a
+
+
+def _described(v: Any, seen: dict[int, int]) -> Any:
+    """``v`` as nested tuples: f's results by call number, each node with its type and
+    its keys in order, a node met again by its first number, other leaves by value."""
+    if type(v) is _Made:
+        return ("f", v.k)
+    if isinstance(v, (dict, list, tuple, deque)):
+        if id(v) in seen:
+            return ("again", seen[id(v)])
+        seen[id(v)] = len(seen)
+        items = list(v.items()) if isinstance(v, dict) else list(enumerate(v))
+        return (type(v), [(k, type(k), _described(w, seen)) for k, w in items])
+    return ("value", type(v), v if type(v) in (int, float, str) else id(v))
+
+
+def _fmap_run(
+    speedups: Any, make: Any, fn: Any, options: dict[str, Any], f_step: Any = None
+) -> tuple[list[tuple[int, ...]], Any]:
+    """f's arguments at each call (by id, numbers and strings by value) and fmap's
+    result described, or its error
+    (type and message), with the compiled loops ``speedups`` (None: the generated
+    ones) on the tree ``make()`` builds; ``f_step(tree, n)`` runs at the n-th call."""
+    tree = make()
+    calls: list[tuple[int, ...]] = []
+
+    def f(*vs: Any) -> Any:
+        calls.append(tuple(v if type(v) in (int, float, str) else id(v) for v in vs))
+        if f_step is not None:
+            f_step(tree, len(calls))
+        return _Made(len(calls) - 1)
+
+    saved = _fast._speedups, _fast._idle
+    _fast._speedups, _fast._idle = speedups, {}
+    try:
+        out = fn(f, tree, **options)
+    except Exception as err:  # compared by type and message
+        return calls, (type(err), str(err))
+    finally:
+        _fast._speedups, _fast._idle = saved
+    return calls, _described(out, {})
+
+
+def _same_fmap(make: Any, f_step: Any = None) -> None:
+    """fmap and fmapstructure with the compiled loop and with its twin make the same
+    calls of f (the same objects, in order) and give the same result or error, with the
+    cache, without it and with prune."""
+    runs = [
+        (ct.fmap, {}),
+        (ct.fmap, {"cache": False}),
+        (ct.fmap, {"prune": "P"}),
+        (ct.fmapstructure, {}),
+    ]
+    for fn, options in runs:
+        got = _fmap_run(_SPEEDUPS, make, fn, options, f_step)
+        want = _fmap_run(None, make, fn, options, f_step)
+        assert got == want, (fn.__name__, options)
+
+
+def _self_containing() -> dict[str, Any]:
+    d: dict[str, Any] = {"b": _A}
+    d["a"] = d
+    return d
+
+
+def _inside_its_list() -> dict[str, Any]:
+    d: dict[str, Any] = {"z": 1.0, "b": _A}
+    d["a"] = [d]
+    return d
+
+
+_A, _B, _C = np.zeros(1), np.ones(2), np.arange(3)
+_SHARED = {"w": _A, "b": (1.0, 2.0), "o": [_B]}
+_ARRAYS = [np.full(1, i) for i in range(12)]
+
+
+@compiled
+@pytest.mark.parametrize(
+    "make",
+    [
+        dict,
+        lambda: [{}, {"a": {}}],
+        lambda: {"a": _A, "b": _B, "c": 1.0},  # keys in sorted order
+        lambda: {"b": _A, "a": [1.5, (2.5, "x")], "c": _C},  # keys out of order
+        lambda: {"kernel": _A, "bias": _B},
+        lambda: {f"k{i:02d}": a for i, a in enumerate(_ARRAYS)},  # more than SMALL_DICT
+        lambda: {f"k{11 - i:02d}": a for i, a in enumerate(_ARRAYS)},
+        lambda: {"": 1, "é": 2, "e": 3, "\U0001f600": _A, "ab": 4, "a": 5},  # code points
+        lambda: [_SHARED, _SHARED, {"s": _SHARED, "a": _SHARED}],  # a dict met again
+        lambda: [_SHARED["o"], _SHARED],
+        lambda: {"b": _A, 1: _B},  # keys of two types: sort_keys' fallback order
+        lambda: {2: _A, 1: _B, 3: _A},
+        lambda: {(1, 2): _A, (0, 5): _B},
+        lambda: {_Str("b"): _A, "a": _B},  # a str subclass key: sort_keys' own order
+        lambda: [_Sub(b=_A, a=_B)],  # an undeclared dict subclass: the engine's error
+        lambda: [OrderedDict([("b", _A), ("a", _B)]), {"x": OrderedDict(z=_C)}],
+        lambda: {"d": vars(_Attrs(_A, _B)), "e": vars(_Attrs(1.0, _A))},  # shared keys
+        _self_containing,  # a cycle: the same error and path
+        _inside_its_list,
+        lambda: [1.0, {"x": [_self_containing()]}],
+        lambda: _nested(150, lambda t, i: {"k": t, "a": _A}),  # past MAX_FAST_DEPTH
+        lambda: _nested(150, lambda t, i: {"z": t, "a": float(i), "m": (_B,)}),
+        lambda: _nested(150, lambda t, i: [{"b": t, "a": i}]),
+        lambda: {"a": _nested(MAX_FAST_DEPTH - 1, lambda t, i: {"k": t})},  # at the limit
+        lambda: {"a": _nested(MAX_FAST_DEPTH, lambda t, i: {"k": t})},
+        lambda: {"a": _nested(MAX_FAST_DEPTH + 1, lambda t, i: {"k": t})},
+    ],
+)
+def test_dicts_agree_with_map_dict(make: Any) -> None:
+    """A dict of str keys, mapped in C, gives what map_dict gives: f called in sorted
+    key order on the same objects, the keys in the dict's order, the same sharing, the
+    same errors; any other dict (other keys, a subclass) goes to map_dict itself."""
+    _same_fmap(make)
+
+
+@compiled
+def test_dicts_agree_when_f_raises_at_each_call() -> None:
+    """f raising at each call in turn inside dicts of str keys: the same error, after
+    the same calls, with the compiled loop and with its twin."""
+    tree = [{"b": _A, "a": {"y": _B, "x": 1.0}}, _SHARED, {"c": _C, "d": (_A, 2.0)}]
+    n_calls = len(_fmap_run(None, lambda: tree, ct.fmap, {})[0])
+    assert n_calls > 5
+    for fail_at in range(1, n_calls + 1):
+
+        def fail(tree: Any, n: int, fail_at: int = fail_at) -> None:
+            if n == fail_at:
+                raise ValueError(f"f failed at call {n}")
+
+        _same_fmap(lambda: tree, fail)
+
+
+def _grow(tree: Any, n: int) -> None:
+    tree["new"] = n
+
+
+def _pop_a(tree: Any, n: int) -> None:
+    tree.pop("a", None)
+
+
+def _swap_first_key(tree: Any, n: int) -> None:
+    if n == 1:
+        del tree["a"]
+        tree["c"] = 3.0
+
+
+@compiled
+@pytest.mark.parametrize(
+    ("make", "f_step"),
+    [
+        (lambda: {"a": _A, "b": _B}, _grow),  # sorted: "dictionary changed size"
+        (lambda: {"b": _A, "a": _B}, _grow),  # by key: no size check
+        (lambda: {"b": _A, "c": _C, "a": _B}, _pop_a),  # by key: KeyError('a')
+        (lambda: {"a": _A, "b": _B}, _pop_a),
+        (lambda: {"a": _A, "b": _B}, _swap_first_key),  # "keys changed"
+    ],
+)
+def test_dicts_f_changes_agree_with_map_dict(make: Any, f_step: Any) -> None:
+    """A dict f changes while it is mapped: the compiled path reads its values as
+    map_dict does, and raises Python's errors where map_dict's reads raise them."""
+    _same_fmap(make, f_step)
+
+
+def _rss() -> int:
+    """This process's resident memory, in bytes."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@compiled
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads /proc (Linux)")
+def test_dicts_map_in_c_and_leak_nothing() -> None:
+    """The exact-dict path keeps nothing alive, and many calls (returned and raised) do
+    not grow memory."""
+    tree = {"b": np.zeros(1), "a": {"y": np.ones(1), "x": [1.0]}, "c": {"s": "t"}}
+    tree["d"] = {f"k{11 - i:02d}": tree["a"] for i in range(12)}
+    refs = _watch(tree)
+
+    def boom(v: Any) -> Any:
+        if isinstance(v, str):
+            raise ValueError("boom")
+        return v
+
+    def calls(tree: Any, n: int) -> None:
+        for i in range(n):
+            ct.fmap(lambda v: v, tree, cache=i % 2 == 0, prune=UNSET if i % 3 else 0)
+            if i % 100 == 0:
+                with contextlib.suppress(ValueError):
+                    ct.fmap(boom, tree)
+
+    calls(tree, 2_000)  # warm up: caches, freelists
+    before = _rss()
+    calls(tree, 200_000)
+    assert _rss() - before < 4 * 1024 * 1024
+    del tree
+    assert _all_freed(refs)
+
+
+@compiled
+@pytest.mark.parametrize("what_f_does", ["nothing", "stores", "fills", "clears"])
+def test_leaf_stores_its_result_wherever_f_left_the_table(what_f_does: str) -> None:
+    """Loop.leaf probes the table once and stores f's result in the slot the lookup
+    found, unless f changed the table meanwhile (stored into it, made it grow, cleared
+    it): then the result is stored as store() would, and read back by id."""
+    assert _fast._speedups is not None
+    table = _table()
+    others = [_Value() for _ in range(40)]
+    table.store(others[0], "first")
+
+    calls = []
+
+    def f(x: Any) -> Any:
+        calls.append(x)
+        if len(calls) > 1:  # the table changes once, at the first call
+            pass
+        elif what_f_does == "stores":
+            table.store(others[1], "other")
+        elif what_f_does == "fills":  # past the table's size: it grows
+            for i, other in enumerate(others):
+                table.store(other, i)
+        elif what_f_does == "clears":
+            table.clear()
+        return ("mapped", x)
+
+    loop = _fast._speedups.Loop(print, {}, frozenset(), frozenset({_Value}), MAX_FAST_DEPTH)
+    loop.bind(f, table, None, False)
+    xs = [_Value() for _ in range(3)]
+    assert [loop.leaf(x) for x in xs] == [("mapped", x) for x in xs]
+    assert [loop.leaf(x) for x in xs] == [("mapped", x) for x in xs]  # read back
+    assert calls == xs
+    assert all(table[id(x)] == ("mapped", x) for x in xs)
+    stored = list(map(id, table.keys()))
+    assert len(stored) == len(set(stored)) == len(table)  # each object once
+    assert set(stored) >= set(map(id, xs))
+    loop.bind(print, None, None, False)

@@ -242,14 +242,18 @@ class _Mode:
         if _speedups is None:
             loop, bind = rebind(_make_loop(self), cells), noop
         else:  # the same loop in C, which reads the call's values from bind's
-            compiled = _speedups.Loop(node, direct, immutable, leaf_types)
+            compiled = _speedups.Loop(node, direct, immutable, leaf_types, MAX_FAST_DEPTH)
             loop, bind, leaf = compiled.run, compiled.bind, compiled.leaf
         direct[tuple] = rebind(_make_tuple_mapper(self), cells)
 
-        def dispatch(x: Any, depth: int) -> Any:
+        def plain_dispatch(x: Any, depth: int) -> Any:
             m = direct_get(type(x))
             return m(x, depth) if m is not None else node(x, depth)
 
+        # With the compiled loop, the root is mapped as it maps a child (the same calls:
+        # a leaf to f or through the cache, a node to its mapper), and a dict of str
+        # keys in C, without map_dict's Python frame and sort (W6id).
+        dispatch = plain_dispatch if _speedups is None else compiled.child
         self.begin, self.end, self.dispatch = begin, end, dispatch
 
 

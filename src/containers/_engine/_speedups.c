@@ -87,6 +87,8 @@ typedef struct {
     Entry *entries; /* NULL until the first store, and after clear */
     size_t mask;    /* the number of slots - 1 (0 when entries is NULL) */
     Py_ssize_t used;
+    uint64_t version; /* changed by every store and clear: a slot found before is valid
+                         while it holds */
 } IdTableObject;
 
 /* The module's state: a depth past every mapper's limit, as a Python int, the
@@ -163,6 +165,7 @@ table_store(IdTableObject *self, PyObject *key, PyObject *value)
         }
     }
     Entry *e = table_find(self, key);
+    self->version++;
     Py_INCREF(value);
     if (e->key == NULL) {
         Py_INCREF(key);
@@ -188,6 +191,7 @@ IdTable_clear(IdTableObject *self)
     self->entries = NULL;
     self->mask = 0;
     self->used = 0;
+    self->version++;
     for (size_t i = 0; i < n; i++) {
         if (entries[i].key != NULL) {
             Py_DECREF(entries[i].key);
@@ -370,13 +374,15 @@ enum {
 typedef struct {
     PyObject_HEAD
     PyObject *refs[N_REFS];
-    int use_prune; /* (bind) */
+    int use_prune;        /* (bind) */
+    Py_ssize_t max_depth; /* Loop: _core.MAX_FAST_DEPTH, the deepest dict mapped here */
 } LoopObject;
 
 /* One run's view of a loop: its own references and scalars. */
 typedef struct {
     PyObject *refs[N_REFS];
     int use_prune;
+    Py_ssize_t max_depth;
 } Run;
 
 static int
@@ -447,13 +453,15 @@ check_callables_and_sets(const char *type, const char *names, PyObject **callabl
 static int
 Loop_init(LoopObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *names[] = {"node", "direct", "immutable", "leaf_types", NULL};
+    static char *names[] = {"node", "direct", "immutable", "leaf_types", "max_depth", NULL};
     PyObject *node, *direct, *immutable, *leaf_types;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!OO:Loop", names, &node, &PyDict_Type,
-                                     &direct, &immutable, &leaf_types) ||
+    Py_ssize_t max_depth;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!OOn:Loop", names, &node, &PyDict_Type,
+                                     &direct, &immutable, &leaf_types, &max_depth) ||
         check_callables_and_sets("Loop", "node", &node, 1, immutable, leaf_types) < 0) {
         return -1;
     }
+    self->max_depth = max_depth;
     set_ref(self, REF_NODE, node);
     set_ref(self, REF_DIRECT, direct);
     set_ref(self, REF_IMMUTABLE, immutable);
@@ -508,24 +516,45 @@ Loop_bind(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* f(x), or f(x, y) when y is not NULL, for a leaf that is not a value: the cached
-   result (or prune), or f's, stored. Without a table, f's. */
+   result (or prune), or f's, stored. Without a table, f's.
+
+   The slot where the lookup ended is where the store puts x, unless the table changed
+   in between (f may store into it, or clear it: its version says) or must grow first:
+   then it is probed again. One probe per leaf instead of two (benchmarks/
+   instructions.py, W3id). */
 static PyObject *
 map_cached(const Run *run, PyObject *x, PyObject *y)
 {
-    PyObject *table = run->refs[REF_TABLE];
-    int cached = table != Py_None;
-    if (cached) {
-        PyObject *r = table_lookup((IdTableObject *)table, x); /* borrowed */
-        if (r != NULL) {
-            r = run->use_prune ? run->refs[REF_PRUNE] : r;
+    IdTableObject *table = run->refs[REF_TABLE] == Py_None
+                               ? NULL
+                               : (IdTableObject *)run->refs[REF_TABLE];
+    Entry *slot = NULL;
+    uint64_t version = 0;
+    if (table != NULL && table->entries != NULL) {
+        slot = table_find(table, x);
+        if (slot->key != NULL) {
+            PyObject *r = run->use_prune ? run->refs[REF_PRUNE] : slot->value;
             Py_INCREF(r);
             return r;
         }
+        version = table->version;
     }
     PyObject *argv[2] = {x, y};
     PyObject *r = PyObject_Vectorcall(run->refs[REF_F], argv, y ? 2 : 1, NULL);
-    /* probed again: f may have stored into the table, or cleared it */
-    if (r != NULL && cached && table_store((IdTableObject *)table, x, r) < 0) {
+    if (r == NULL || table == NULL) {
+        return r;
+    }
+    if (slot != NULL && table->version == version &&
+        (size_t)(table->used + 1) * 2 <= table->mask + 1) {
+        /* what table_store does, without its probe: the slot is still x's empty one */
+        Py_INCREF(x);
+        Py_INCREF(r);
+        slot->key = x;
+        slot->value = r;
+        table->used++;
+        table->version++;
+    }
+    else if (table_store(table, x, r) < 0) {
         Py_CLEAR(r);
     }
     return r;
@@ -572,6 +601,8 @@ map_small_tuple(const Run *run, PyObject *x, PyObject *y)
     return out;
 }
 
+static PyObject *map_str_dict(const Run *run, PyObject *x, PyObject *depth);
+
 /* Loop: the result for one child x. */
 static PyObject *
 map_child(const Run *run, PyObject *x, PyObject *y, PyObject *depth)
@@ -579,6 +610,14 @@ map_child(const Run *run, PyObject *x, PyObject *y, PyObject *depth)
     PyObject *type = (PyObject *)Py_TYPE(x);
     if (Py_IS_TYPE(x, &PyTuple_Type)) {
         PyObject *r = map_small_tuple(run, x, NULL);
+        if (r != NULL || PyErr_Occurred()) {
+            return r;
+        }
+    }
+    /* Tested before the leaf-type sets: dict is never in them (the registry never
+       removes a builtin kind, so `dict` cannot be read as a leaf). */
+    else if (Py_IS_TYPE(x, &PyDict_Type)) {
+        PyObject *r = map_str_dict(run, x, depth);
         if (r != NULL || PyErr_Occurred()) {
             return r;
         }
@@ -695,6 +734,182 @@ stack_is_low(void)
 }
 #endif
 
+/* Loop: a dict whose keys are all exact str, mapped here as `_Mode.map_dict` (its
+   plain twin, `direct[dict]`) maps it, without its Python frame, `sort_keys` and the
+   rebuild (benchmarks/instructions.py, W6id: a dict of small dicts of arrays). The
+   result is a new dict with x's keys in x's order; the values are mapped in sorted key
+   order, so f is called in the same order. Distinct str are totally ordered by `<`
+   (code points), so `sort_keys` returns `sorted(keys)`, which the order here equals.
+   The dict goes through the identity cache as map_dict's does (looked up first,
+   stored last, prune for a repeat); a repeat is returned here whatever its keys.
+
+   Its values are read as map_dict reads them, with Python's errors: in key order from
+   the dict itself (as `x.values()` iterates: "dictionary changed size during
+   iteration" if f changes its size), else by key (`x[key]`: KeyError if f removed it).
+
+   NULL with no error set when it does not take x: a key that is not an exact str (the
+   fallback order of `sort_keys` is not `<`), a depth past max_depth, or the thread's
+   stack running low. The caller then calls map_dict, which does the same (or hands x
+   to the iterative engine). */
+#define SMALL_DICT 8
+
+static PyObject *
+map_str_dict(const Run *run, PyObject *x, PyObject *depth)
+{
+    Py_ssize_t d = PyLong_AsSsize_t(depth);
+    if (d == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (d > run->max_depth || stack_is_low()) {
+        return NULL;
+    }
+    PyObject *table = run->refs[REF_TABLE];
+    if (table != Py_None) {
+        PyObject *r = table_lookup((IdTableObject *)table, x); /* borrowed */
+        if (r != NULL) {
+            r = run->use_prune ? run->refs[REF_PRUNE] : r;
+            Py_INCREF(r);
+            return r;
+        }
+    }
+    Py_ssize_t n = PyDict_GET_SIZE(x), pos = 0, i;
+    PyObject *small[2 * SMALL_DICT], **keys = small, *key, *value, *out = NULL;
+    if (n > SMALL_DICT) {
+        keys = PyMem_New(PyObject *, 2 * n);
+        if (keys == NULL) {
+            return PyErr_NoMemory();
+        }
+    }
+    /* keys[0:n]: x's keys in its order (held, as `list(x)`); keys[n:2n]: the same
+       keys in sorted order (borrowed from the first half) */
+    PyObject **order = keys + n;
+    for (i = 0; PyDict_Next(x, &pos, &key, &value); i++) {
+        if (!PyUnicode_CheckExact(key)) {
+            break; /* no Python code has run: x is as it was */
+        }
+        Py_INCREF(key);
+        keys[i] = order[i] = key;
+    }
+    Py_ssize_t held = i;
+    if (held < n) {
+        goto done; /* not taken */
+    }
+    int sorted = 1;
+    for (i = 1; i < n && sorted; i++) {
+        int c = PyUnicode_Compare(keys[i - 1], keys[i]);
+        if (c == -1 && PyErr_Occurred()) {
+            goto done;
+        }
+        sorted = c < 0;
+    }
+    if (!sorted && n <= SMALL_DICT) { /* insertion sort */
+        for (i = 1; i < n; i++) {
+            PyObject *k = order[i];
+            Py_ssize_t j = i;
+            for (; j > 0; j--) {
+                int c = PyUnicode_Compare(order[j - 1], k);
+                if (c == -1 && PyErr_Occurred()) {
+                    goto done;
+                }
+                if (c < 0) {
+                    break;
+                }
+                order[j] = order[j - 1];
+            }
+            order[j] = k;
+        }
+    }
+    else if (!sorted) {
+        PyObject *list = PyList_New(n);
+        if (list == NULL) {
+            goto done;
+        }
+        for (i = 0; i < n; i++) {
+            Py_INCREF(keys[i]);
+            PyList_SET_ITEM(list, i, keys[i]);
+        }
+        if (PyList_Sort(list) < 0) {
+            Py_DECREF(list);
+            goto done;
+        }
+        for (i = 0; i < n; i++) {
+            order[i] = PyList_GET_ITEM(list, i); /* still held by keys */
+        }
+        Py_DECREF(list);
+    }
+    PyObject *kid_depth = PyLong_FromSsize_t(d + 1);
+    out = kid_depth == NULL ? NULL : PyDict_New();
+    if (out == NULL) {
+        Py_XDECREF(kid_depth);
+        goto done;
+    }
+    if (sorted) {
+        /* as `dict(zip(keys, loop(x.values(), depth + 1)))` */
+        Py_ssize_t left = n;
+        pos = 0;
+        for (i = 0;; i++) {
+            if (PyDict_GET_SIZE(x) != n) {
+                PyErr_SetString(PyExc_RuntimeError, "dictionary changed size during iteration");
+                break;
+            }
+            if (!PyDict_Next(x, &pos, &key, &value)) {
+                break;
+            }
+            if (left-- == 0) {
+                PyErr_SetString(PyExc_RuntimeError, "dictionary keys changed during iteration");
+                break;
+            }
+            Py_INCREF(value);
+            PyObject *r = map_child(run, value, NULL, kid_depth);
+            Py_DECREF(value);
+            if (r == NULL || PyDict_SetItem(out, keys[i], r) < 0) {
+                Py_XDECREF(r);
+                break;
+            }
+            Py_DECREF(r);
+        }
+    }
+    else {
+        /* as `dict.fromkeys(keys)`, then updated from
+           `zip(order, loop(map(x.__getitem__, order), depth + 1))` */
+        for (i = 0; i < n; i++) {
+            if (PyDict_SetItem(out, keys[i], Py_None) < 0) {
+                break;
+            }
+        }
+        for (i = 0; i < n && !PyErr_Occurred(); i++) {
+            value = PyDict_GetItemWithError(x, order[i]); /* borrowed */
+            if (value == NULL) {
+                if (!PyErr_Occurred()) {
+                    PyErr_SetObject(PyExc_KeyError, order[i]);
+                }
+                break;
+            }
+            Py_INCREF(value);
+            PyObject *r = map_child(run, value, NULL, kid_depth);
+            Py_DECREF(value);
+            if (r == NULL || PyDict_SetItem(out, order[i], r) < 0) {
+                Py_XDECREF(r);
+                break;
+            }
+            Py_DECREF(r);
+        }
+    }
+    Py_DECREF(kid_depth);
+    if (PyErr_Occurred() ||
+        (table != Py_None && table_store((IdTableObject *)table, x, out) < 0)) {
+        Py_CLEAR(out);
+    }
+done:
+    for (i = 0; i < held; i++) {
+        Py_DECREF(keys[i]);
+    }
+    if (keys != small) {
+        PyMem_Free(keys);
+    }
+    return out;
+}
+
 /* Take the run's own references to all of self's; -1 with TypeError if self was never
    initialised. */
 static int
@@ -705,6 +920,7 @@ run_take(LoopObject *self, const char *what, Run *run)
         return -1;
     }
     run->use_prune = self->use_prune;
+    run->max_depth = self->max_depth;
     for (int i = 0; i < N_REFS; i++) {
         run->refs[i] = self->refs[i];
         Py_XINCREF(run->refs[i]);
@@ -785,6 +1001,24 @@ Loop_run(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
     return run_loop(self, "Loop.run", args[0], NULL, args[1], map_child);
 }
 
+/* map_child for one value: what `_Mode.dispatch` does for the root of a tree (a
+   dict of str keys mapped here too: benchmarks/instructions.py, W6id). */
+static PyObject *
+Loop_child(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Run run;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "child() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (run_take(self, "Loop.child", &run) < 0) {
+        return NULL;
+    }
+    PyObject *r = map_child(&run, args[0], NULL, args[1]);
+    run_release(&run);
+    return r;
+}
+
 static PyObject *
 PairLoop_run(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -801,9 +1035,17 @@ PairLoop_run(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 Loop_leaf(LoopObject *self, PyObject *x)
 {
-    Run run;
-    if (run_take(self, "Loop.leaf", &run) < 0) {
+    /* the run holds only what map_cached reads (a full run_take costs as much as the
+       probe: benchmarks/instructions.py, W3id) */
+    static const int used[] = {REF_F, REF_TABLE, REF_PRUNE};
+    Run run = {{NULL}, self->use_prune, self->max_depth};
+    if (self->refs[REF_F] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "Loop.leaf: the loop was never initialised");
         return NULL;
+    }
+    for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) {
+        run.refs[used[i]] = self->refs[used[i]];
+        Py_INCREF(run.refs[used[i]]);
     }
     PyObject *r = map_cached(&run, x, NULL);
     run_release(&run);
@@ -813,6 +1055,8 @@ Loop_leaf(LoopObject *self, PyObject *x)
 static PyMethodDef Loop_methods[] = {
     {"run", (PyCFunction)(void (*)(void))Loop_run, METH_FASTCALL,
      "run(kids, depth) -> list: each child of one node, mapped."},
+    {"child", (PyCFunction)(void (*)(void))Loop_child, METH_FASTCALL,
+     "child(x, depth): x mapped as run maps each child (the root of a tree)."},
     {"leaf", (PyCFunction)Loop_leaf, METH_O,
      "leaf(x): f(x) through the identity cache (a leaf that is not a value)."},
     {"bind", (PyCFunction)(void (*)(void))Loop_bind, METH_FASTCALL,
