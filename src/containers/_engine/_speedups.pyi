@@ -1,5 +1,5 @@
-# fmap's compiled child loops, flatten's walk and interop's rebuild (_speedups.c);
-# optional, see _fast._load_speedups.
+# fmap's compiled child loops, flatten's walk, unflatten's rebuild and interop's
+# rebuild (_speedups.c); optional, see _fast._load_speedups.
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -13,6 +13,7 @@ def flatten(
     context: tuple[Any, ...],
     /,
 ) -> list[Any]: ...
+def build(records: tuple[Any, ...], leaves: Any, context: tuple[Any, ...], /) -> Any: ...
 
 class IdTable:
     def __init__(self) -> None: ...
