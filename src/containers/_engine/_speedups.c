@@ -1303,10 +1303,11 @@ speedups_flatten(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
    dict are built here, as jax builds its own node types in C++; every other node by
    its kind's `unflatten`, one Python call each.
 
-   Speed (benchmarks/instructions.py, W1u and deep-unflatten): the Python loop spends
-   most of its time on the bytecode of a record's unpacking, its tests and the stack;
-   here a record costs a few dozen instructions and a leaf one reference, and a dict
-   no Python call (its `unflatten` is most of W1u's cost past the loop).
+   Speed (benchmarks/instructions.py, W1u and W1): the Python loop spends most of its
+   time on the bytecode of a record's unpacking, its tests and the stack, and a dict
+   costs it a Python call; here a record costs a few dozen instructions, a leaf two
+   references (the copy's and the node's), a dict no call. W1u at N = 2,000: 593
+   instructions per leaf in the Python loop, 148 here (jax 271, optree 216).
 
    `context` is `_flatten.C_BUILD_CONTEXT`, what does not change between calls:
    (tuple_kind, list_kind, dict_kind, dict_unflatten, plain). A record of dict_kind is
