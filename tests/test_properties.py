@@ -943,3 +943,38 @@ def test_pair_mappers_agree_with_the_generic_path_on_edge_cases(
     calls, out = _outcome(True, trees_, options)
     assert (calls, out) == _outcome(False, trees_, options)
     assert (out[0] is ct.StructureError) == (case in _PAIR_ERRORS)
+
+
+# --- unflatten's compiled rebuild and its twin ------------------------------------------
+
+
+#: unflatten's compiled rebuild as imported, or None where it is not built.
+COMPILED_BUILD = None if _fast._speedups is None else _fast._speedups.build
+
+
+def _types_and_orders(tree: Any) -> list[Any]:
+    """Each value's type in pre-order, with a dict's keys in its order."""
+    return [(type(v), list(v) if isinstance(v, dict) else None) for v in ct.fcollect(tree)]
+
+
+@pytest.mark.skipif(COMPILED_BUILD is None, reason="containers._engine._speedups is not built")
+@given(st.one_of(trees(), shared_trees()))
+def test_compiled_build_agrees_with_build(tree: Any) -> None:
+    """_speedups.build rebuilds what _build rebuilds from a structure's records: one
+    structure, the same leaf objects in order, the same types and dict orders, with
+    None a node and a leaf, and the tree itself."""
+    # imported here: this section is appended to a file others edit at its top
+    from containers._flatten import C_BUILD_CONTEXT, _build
+
+    assert COMPILED_BUILD is not None
+    for none_is_leaf in (False, True):
+        leaves, structure = ct.flatten(tree, none_is_leaf=none_is_leaf)
+        records = structure._records
+        out = COMPILED_BUILD(records, leaves, C_BUILD_CONTEXT)
+        twin = _build(records, leaves)
+        out_leaves, out_structure = ct.flatten(out, none_is_leaf=none_is_leaf)
+        twin_leaves, twin_structure = ct.flatten(twin, none_is_leaf=none_is_leaf)
+        assert out_structure == twin_structure == structure
+        assert list(map(id, out_leaves)) == list(map(id, twin_leaves)) == list(map(id, leaves))
+        assert _types_and_orders(out) == _types_and_orders(twin)
+        assert same(out, tree)

@@ -24,7 +24,7 @@ import sysconfig
 import textwrap
 import tracemalloc
 import weakref
-from collections import OrderedDict, deque, namedtuple
+from collections import OrderedDict, defaultdict, deque, namedtuple
 from types import ModuleType
 from typing import Any
 
@@ -32,9 +32,19 @@ import numpy as np
 import pytest
 
 import containers as ct
+from containers import _flatten
 from containers._engine import _fast, _flat, _loops
 from containers._engine._core import MAX_FAST_DEPTH, MISS, UNSET, Memo
-from containers._registry import KINDS, LEAF_TYPES, LEAF_TYPES_NONE, LIST, NodeKind, kind_of
+from containers._registry import (
+    DICT,
+    KINDS,
+    LEAF_TYPES,
+    LEAF_TYPES_NONE,
+    LIST,
+    TUPLE,
+    NodeKind,
+    kind_of,
+)
 
 compiled = pytest.mark.skipif(
     _fast._speedups is None, reason="containers._engine._speedups is not built"
@@ -1451,3 +1461,371 @@ def test_leaf_stores_its_result_wherever_f_left_the_table(what_f_does: str) -> N
     assert len(stored) == len(set(stored)) == len(table)  # each object once
     assert set(stored) >= set(map(id, xs))
     loop.bind(print, None, None, False)
+
+
+# --- build: the compiled twin of _flatten._build -----------------------------------------
+
+
+def _build_with(compiled_build: bool, records: Any, leaves: Any) -> Any:
+    """The tree of ``records`` and ``leaves`` by ``_speedups.build`` or by ``_build``, its
+    twin. An error is returned, not raised."""
+    try:
+        if compiled_build:
+            assert _SPEEDUPS is not None
+            return _SPEEDUPS.build(records, leaves, _flatten.C_BUILD_CONTEXT)
+        return _flatten._build(records, leaves)
+    except Exception as err:  # compared by the caller, type and message
+        return err
+
+
+class _Leaf:
+    """A leaf no other tree holds."""
+
+    __slots__ = ("v",)
+
+    def __init__(self, v: Any) -> None:
+        self.v = v
+
+    def __repr__(self) -> str:
+        return f"_Leaf({self.v!r})"
+
+
+def _types_and_orders(tree: Any) -> list[Any]:
+    """Each value's type in pre-order, with a dict's keys in its order."""
+    return [(type(v), list(v) if isinstance(v, dict) else None) for v in ct.fcollect(tree)]
+
+
+def _same_tree(a: Any, b: Any, orders: bool = True) -> None:
+    """``a`` and ``b`` have one structure (node types, keys, kept values), the same leaf
+    objects in order, and (if ``orders``) the same types and dict orders everywhere."""
+    a_leaves, a_structure = ct.flatten(a)
+    b_leaves, b_structure = ct.flatten(b)
+    assert a_structure == b_structure
+    assert list(map(id, a_leaves)) == list(map(id, b_leaves))
+    if orders:
+        assert _types_and_orders(a) == _types_and_orders(b)
+
+
+def _same_build(records: Any, leaves: Any, orders: bool = True) -> Any:
+    """Both builds give the same tree of ``records`` and ``leaves`` (returned), or the
+    same error (returned)."""
+    out = _build_with(True, records, leaves)
+    twin = _build_with(False, records, leaves)
+    if isinstance(twin, Exception):
+        assert (type(out), str(out)) == (type(twin), str(twin))
+        return twin
+    assert not isinstance(out, Exception), out
+    _same_tree(out, twin, orders)
+    return out
+
+
+def _same_unflatten(tree: Any) -> None:
+    """Both builds rebuild ``tree`` from its records and fresh leaves given as a list and
+    as a tuple, with None a node and a leaf: equal to ``tree``, the given leaves in place."""
+    for none_is_leaf in (False, True):
+        leaves, structure = ct.flatten(tree, none_is_leaf=none_is_leaf)
+        fresh = list(map(_Leaf, leaves))
+        for given in (fresh, tuple(fresh)):
+            out = _same_build(structure._records, given)
+            assert ct.flatten(out, none_is_leaf=none_is_leaf)[1] == structure
+            _same_tree(out, ct.unflatten(structure, given))
+
+
+@compiled
+@pytest.mark.parametrize(
+    "tree",
+    [
+        [],
+        (),
+        {},
+        None,
+        [None, [], (), {}],
+        1.0,
+        (1, 2.0, "s", b"b", True, None),
+        [(1.0, 2.0), [3.0, (4.0, [5.0])], {"b": 6, "a": (7,)}],
+        {"b": [1, (2, 3)], "a": {"y": None, "x": [4]}, 3: 5},  # unsortable: fallback order
+        {"z": 1, "a": 2, "m": [3]},  # insertion order is not the sorted one
+        OrderedDict([("z", 1), ("a", [2, 3])]),
+        defaultdict(list, {"b": [1], "a": 2}),
+        deque([1, (2, 3)], maxlen=5),
+        Pair(1, [2, (3, 4)]),
+        [Pair((1, 2), None), Pair(3, 4)],
+        _Layer(np.zeros(2), [1.0, 2.0], name="kept"),
+        [_Layer(1.0, 2.0, name=str(i)) for i in range(9)],
+        [(1.0, 2.0, 3.0, 4.0)] * 9,  # runs of equal sequences (_same_sequences)
+        {"k": [(1.0, 2.0, 3.0, 4.0)] * 5, "j": [[1, 2]] * 3},
+        [[], [], []],
+        [(), (), ()],
+        [[1, 2], (3, 4), [5, 6]],  # equal counts, not equal records: no run
+        [1, [2, 3], 4, (5, [6]), 7],  # mixed leaves and nodes: a tuple mask
+        [[1, [2, [3, 4], 5], 6], 7],
+        _nested(150, lambda t, i: [t, i]),
+        _nested(150, lambda t, i: {"k": (float(i), t)}),
+        _nested(150, lambda t, i: [t]),
+    ],
+)
+def test_build_agrees_with_build(tree: Any) -> None:
+    """The compiled build gives _build's tree (the same types, keys, order, kept values
+    and leaf objects) on edge cases, from leaves given as a list or a tuple."""
+    _same_unflatten(tree)
+
+
+@compiled
+def test_build_agrees_on_a_very_deep_tree() -> None:
+    """A list and dicts nested 100,000 deep: both builds rebuild them with no recursion
+    (the compiled one keeps its stack in arrays), the same structure, the same leaves."""
+    for tree in (
+        _nested(100_000, lambda t, i: [t, i]),
+        _nested(50_000, lambda t, i: {"k": [t]}),
+    ):
+        leaves, structure = ct.flatten(tree)
+        out = _same_build(structure._records, leaves, orders=False)
+        assert ct.flatten(out) == (leaves, structure)
+
+
+@compiled
+def test_build_makes_the_same_unflatten_calls() -> None:
+    """Both builds call each kind's unflatten once per node, in the same order (a node
+    when its last child is built), with the same aux and a fresh list of the same
+    children."""
+    calls: list[Any] = []
+    leaf_ids: set[int] = set()
+
+    def unflatten(aux: Any, children: Any) -> Any:
+        assert type(children) is list
+        calls.append((aux, [id(c) if id(c) in leaf_ids else type(c) for c in children]))
+        return _Odd(*children)
+
+    with _odd_kind(lambda x: (x.kids, len(x.kids))) as kind:
+        kind.unflatten = unflatten
+        tree = [_Odd(1.0, _Odd()), {"a": _Odd([2.0, _Odd(3.0)])}, _Odd(_Odd(_Odd(4.0)), 5.0)]
+        leaves, structure = ct.flatten(tree)
+        leaf_ids.update(map(id, leaves))
+        results = []
+        for compiled_build in (True, False):
+            calls.clear()
+            out = _build_with(compiled_build, structure._records, leaves)
+            results.append(list(calls))
+            assert len(calls) == 7
+            assert list(map(id, ct.leaves(out))) == list(map(id, leaves))
+        assert results[0] == results[1]
+
+
+@compiled
+def test_build_raises_what_a_node_unflatten_raises() -> None:
+    """A kind's unflatten that raises, at each node in turn: both builds raise the same
+    error; the compiled one keeps nothing alive after it."""
+    with _odd_kind(lambda x: (x.kids, None)) as kind:
+        tree = [_Odd(1.0, np.ones(1)), (_Odd(_Odd(np.ones(2)), 2.0), {"k": _Odd()})]
+        leaves, structure = ct.flatten(tree)
+        for fail_at in range(4):
+            seen = [0]
+
+            def fail(aux: Any, children: Any, seen: list[int] = seen, at: int = fail_at) -> Any:
+                if seen[0] == at:
+                    raise ValueError(f"boom at {at}")
+                seen[0] += 1
+                return _Odd(*children)
+
+            kind.unflatten = fail
+            for compiled_build in (True, False):
+                seen[0] = 0
+                err = _build_with(compiled_build, structure._records, leaves)
+                assert (type(err), str(err)) == (ValueError, f"boom at {fail_at}")
+        refs = _watch(tree)
+        del tree, leaves, structure, err
+        assert _all_freed(refs)
+
+
+@compiled
+def test_build_builds_dicts_as_the_dict_kind_does() -> None:
+    """A dict is built in C as _registry's dict unflatten builds it: keys in sorted
+    order, then the insertion order, with the same hash calls of each key; once the
+    dict kind's unflatten is replaced, the compiled build calls it as _build does."""
+    hashes: list[str] = []
+
+    class Key(str):
+        __slots__ = ()
+
+        def __hash__(self) -> int:
+            hashes.append(str(self))
+            return str.__hash__(self)
+
+    tree = {Key("b"): 1, Key("a"): [2, {Key("d"): 3, Key("c"): 4}]}
+    leaves, structure = ct.flatten(tree)
+    counts = []
+    for compiled_build in (True, False):
+        hashes.clear()
+        out = _build_with(compiled_build, structure._records, leaves)
+        assert list(out) == ["b", "a"] and list(out["a"][1]) == ["d", "c"]
+        counts.append(list(hashes))
+    assert counts[0] == counts[1] and counts[0]
+
+    calls: list[Any] = []
+    real = DICT.unflatten
+
+    def logged(aux: Any, children: Any) -> Any:
+        calls.append(aux)
+        return real(aux, children)
+
+    DICT.unflatten = logged
+    try:
+        _same_build(structure._records, leaves)
+        for compiled_build in (True, False):
+            calls.clear()
+            assert _build_with(compiled_build, structure._records, leaves) == tree
+            assert len(calls) == 2
+    finally:
+        DICT.unflatten = real
+
+
+@compiled
+def test_build_is_unchanged_by_a_node_unflatten_that_changes_the_leaves() -> None:
+    """A kind's unflatten that empties the caller's list of leaves: both builds copied
+    it first, and give the tree of the leaves as given."""
+    given: list[Any] = []
+
+    def grab(aux: Any, children: Any) -> Any:
+        given.clear()
+        return _Odd(*children)
+
+    with _odd_kind(lambda x: (x.kids, None)) as kind:
+        kind.unflatten = grab
+        tree = [_Odd(1.0), 2.0, [3.0, _Odd(4.0)], (5.0, 6.0)]
+        leaves, structure = ct.flatten(tree)
+        outs = []
+        for compiled_build in (True, False):
+            given[:] = map(_Leaf, leaves)
+            outs.append(_build_with(compiled_build, structure._records, given))
+            assert given == []
+        assert not isinstance(outs[0], Exception)
+        assert [leaf.v for leaf in ct.leaves(outs[0])] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+        assert [leaf.v for leaf in ct.leaves(outs[1])] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+
+
+@compiled
+@pytest.mark.parametrize(
+    "records",
+    [
+        ((LIST, None, 2, (False, False)),),  # no node child: _build's scan runs off
+        ((LIST, None, 2, (1, 0)), (TUPLE, None, 1, None)),  # ints for bools
+        ((LIST, None, 1, True), (TUPLE, None, 1, None), (TUPLE, None, 1, None)),  # extra
+        ((LIST, None, 2, True), (TUPLE, None, 1, None)),  # a missing record
+        ((LIST, None, 3, None),),  # more leaves than given
+        ((LIST, None, 1, None),),  # fewer
+        ((LIST, None, -1, None),),
+        ((LIST, None, 2**70, None),),
+        ((LIST, None, 0, True),),
+        ((TUPLE, "aux", 2, None),),
+        ((LIST, None, 2, None, "x"),),
+        (("no kind", None, 2, None),),
+        ((DICT, ("ab", None), 2, None),),  # keys not a tuple: dict's own unflatten
+        ((DICT, (("a", "b"), ("b",)), 2, None),),  # insertion missing a key
+        ((DICT, (("a", ["b"]), None), 2, None),),  # an unhashable key
+        ((DICT, (("a",), None), 2, None),),  # fewer keys than children, as zip
+        [(LIST, None, 2, None)],  # records in a list
+        (),
+    ],
+)
+def test_build_hands_other_records_to_its_twin(records: Any) -> None:
+    """Records flatten does not make (as from a pickle altered by hand) give the
+    same tree or the same error as _build gives: the compiled build checks them all
+    before any call and hands them over whole."""
+    for leaves in ([1.0, 2.0], (1.0, 2.0), []):
+        _same_build(records, leaves)
+
+
+@compiled
+def test_unflatten_checks_the_leaves_first_and_follows_the_engine_switch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Structure.unflatten checks the number of leaves before either build, with one
+    message, takes any iterable, and reads ``_fast._speedups`` at each call, as the
+    tests' engine fixture switches it: None runs _build."""
+    calls: list[Any] = []
+    real = _flatten._build
+    monkeypatch.setattr(_flatten, "_build", lambda *a: calls.append(a) or real(*a))
+    structure = ct.structure({"a": [1, (2, 3)]})
+    message = (
+        "unflatten: the structure has 3 leaves but 2 were given. Pass exactly one "
+        "value per leaf, in the order flatten returned them."
+    )
+    for speedups in (_SPEEDUPS, None):
+        monkeypatch.setattr(_fast, "_speedups", speedups)
+        with pytest.raises(ct.StructureError, match=f"^{re.escape(message)}$"):
+            ct.unflatten(structure, [1, 2])
+        assert ct.unflatten(structure, iter("xyz")) == {"a": ["x", ("y", "z")]}
+        assert structure.unflatten((4, 5, 6)) == {"a": [4, (5, 6)]}
+    assert len(calls) == 2
+
+
+@compiled
+def test_build_keeps_nothing_alive() -> None:
+    """After a call the compiled build holds nothing of the leaves, and 200,000 calls
+    do not grow the process's memory (nor its traced allocations)."""
+    tree = {"a": [(np.zeros(1), 2.0)] * 3, "b": [_Layer(np.ones(1), [1.0])], "c": Pair(1, None)}
+    leaves, structure = ct.flatten(tree)
+    refs = _watch(tree)
+    for _ in range(3):
+        assert ct.flatten(structure.unflatten(leaves))[1] == structure
+    del tree, leaves, structure
+    assert _all_freed(refs)
+
+    leaves, structure = ct.flatten(
+        {"k": [(1.0, 2.0, 3.0, 4.0)] * 5, "m": [1, [2, (3,)]], "p": Pair(1, _Layer(2, 3))}
+    )
+    for _ in range(2_000):  # warm up: caches, freelists
+        structure.unflatten(leaves)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(20_000):
+            structure.unflatten(leaves)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 64 * 1024
+
+    def rss() -> int:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    if not os.path.exists("/proc/self/statm"):
+        return
+    before = rss()
+    for _ in range(200_000):  # a leak of one small object per call: over 6 MB
+        structure.unflatten(leaves)
+    assert rss() - before < 2 * 1024 * 1024
+
+
+@compiled
+def test_build_of_deep_trees_fits_a_small_thread_stack() -> None:
+    """The compiled build does not recurse: in a thread with 64 KB of stack it rebuilds
+    a list nested 100,000 deep and dicts nested 20,000 deep."""
+    work = """
+        for make in (lambda t: [t, 2.0], lambda t: {"k": [(t, 1.0)]}):
+            tree = 1.0
+            for _ in range(20_000):
+                tree = make(tree)
+            leaves, s = ct.flatten(tree)
+            assert ct.flatten(ct.unflatten(s, leaves)) == (leaves, s)
+        deep = 1.0
+        for _ in range(100_000):
+            deep = [deep]
+        leaves, s = ct.flatten(deep)
+        assert ct.flatten(s.unflatten(leaves)) == (leaves, s)
+    """
+    _assert_runs_in_a_thread(work, stack_kb=64)
+
+
+@compiled
+def test_build_bad_arguments_are_named() -> None:
+    """Wrong arguments to the compiled build raise TypeError saying what is wrong."""
+    assert _SPEEDUPS is not None
+    build = _SPEEDUPS.build
+    with pytest.raises(TypeError, match=r"^build\(\) takes 3 arguments \(1 given\)$"):
+        build(())
+    with pytest.raises(TypeError, match="context must be a tuple"):
+        build((), [1], [])
+    with pytest.raises(TypeError, match="build context"):
+        build((), [1], (1, 2))

@@ -19,6 +19,7 @@ from containers._engine._flat import MIN_RUN, flatten_records
 from containers._errors import StructureError, type_name
 from containers._paths import AttrKey, Key, KeyPath, where
 from containers._registry import (
+    DICT,
     LIST,
     TUPLE,
     NodeKind,
@@ -50,11 +51,14 @@ def _build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
     The innermost open node is kept in locals (``pkind``, ``paux``, ``pn``, ``pmask``,
     ``pout``), the others on ``stack``: a node whose children are all leaves is built
     from one slice and attached without touching the stack (benchmarks/run.py, W1u).
+    The plain twin of ``_speedups.build``, which ``Structure.unflatten`` runs where the
+    extension is built.
     """
     if not records:
         return leaves[0]
-    if type(leaves) is not list:
-        leaves = list(leaves)  # slices must be fresh lists (a list node is its slice)
+    # A copy: a node's unflatten may change the caller's list (the compiled twin copies
+    # too); and slices must be fresh lists (a list node is its slice).
+    leaves = list(leaves)
     pos = 0
     stack: list[tuple[Any, ...]] = []
     pkind: Any = None
@@ -115,6 +119,13 @@ def _build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
                 pkind, paux, pn, pmask, pout = stack.pop()
             else:
                 pout = None
+
+
+#: What the compiled twin of ``_build`` (``_speedups.build``) reads besides the records
+#: and leaves: the kinds it builds itself, the dict kind's ``unflatten`` as imported (it
+#: builds dicts itself only while that is still the one), and ``_build``, to which it
+#: hands records that are not what flatten makes.
+C_BUILD_CONTEXT = (TUPLE, LIST, DICT, DICT.unflatten, _build)
 
 
 def _same_sequences(records: Sequence[Record], j: int, n: int) -> bool:
@@ -357,6 +368,9 @@ class Structure(Generic[T_co]):
                 f"order flatten returned them.",
                 None,
             )
+        speedups = _fast._speedups  # read per call: tests switch it
+        if speedups is not None:
+            return speedups.build(self._records, leaves, C_BUILD_CONTEXT)
         return _build(self._records, leaves)
 
     def children(self) -> list[Structure[Any]]:

@@ -1,5 +1,5 @@
-# fmap's compiled child loops, flatten's walk, a Structure's key paths and interop's rebuild (_speedups.c);
-# optional, see _fast._load_speedups.
+# fmap's compiled child loops, flatten's walk, unflatten's rebuild, a Structure's key
+# paths and interop's rebuild (_speedups.c); optional, see _fast._load_speedups.
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -14,6 +14,7 @@ def flatten(
     /,
 ) -> list[Any]: ...
 def leaf_paths(records: Sequence[Any], context: tuple[Any, Any, str], /) -> list[Any]: ...
+def build(records: tuple[Any, ...], leaves: Any, context: tuple[Any, ...], /) -> Any: ...
 
 class IdTable:
     def __init__(self) -> None: ...
