@@ -471,16 +471,21 @@ class _ManyMode:
             "deep": deep,
             "mismatch": mismatch,
         }
-        self.mapper_args = tuple(args[name] for name in PAIR_MAPPER_ARGS)
         bind: Callable[..., None]
         if _speedups is None:
             pair_loop = rebind(
                 _make_pair_loop(f, immutable, leaf_types, leaf, pair, node), per_call
             )
             bind = noop
+
+            def cached_leaf(x: Any, y: Any) -> Any:  # PairLoop.leaf's plain twin
+                return leaf(x, (y,))
+
         else:  # the same loop in C, which reads f and the cache from bind's
             compiled = _speedups.PairLoop(pair, node, immutable, leaf_types)
-            pair_loop, bind = compiled.run, compiled.bind
+            pair_loop, bind, cached_leaf = compiled.run, compiled.bind, compiled.leaf
+        args["leaf"] = cached_leaf
+        self.mapper_args = tuple(args[name] for name in PAIR_MAPPER_ARGS)
 
         def run(x: Any, ys: tuple[Any, ...]) -> Any:
             if len(ys) == 1 and type(x) is tuple:

@@ -70,6 +70,7 @@ PAIR_MAPPER_ARGS = (
     "leaf_types",
     "results",
     "keep",
+    "leaf",
     "use_prune",
     "prune",
     "cached",
@@ -121,25 +122,24 @@ def map_pair_child(value: str, other: str, target: str, depth: str) -> list[str]
     ``value`` facing ``other``, as ``pair_loop`` maps it (its C twin, ``PairLoop``, too).
 
     An immutable leaf goes to ``f``; another leaf (met only with the cache: without,
-    every leaf type is immutable) through the identity cache, inline: ``results`` by
-    id, written with ``results.store`` (the compiled table, ``keep`` is None) or with
-    ``keep`` holding the key's object (the plain dict). A tuple goes to ``pair``, a
-    node to its pair mapper in ``mappers`` or to ``node``.
+    every leaf type is immutable) through the identity cache: with the compiled table
+    (``keep`` is None) one call, ``leaf(value, other)`` (``PairLoop.leaf``); with the
+    plain dict inline, ``results`` by id and ``keep`` holding the key's object. A
+    tuple goes to ``pair``, a node to its pair mapper in ``mappers`` or to ``node``.
     """
     return [
         f"_t = type({value})",
         "if _t in immutable:",
         f"    {target} = f({value}, {other})",
         "elif _t in leaf_types:",
-        f"    _k = id({value})",
-        "    if _k in results:",
-        f"        {target} = prune if use_prune else results[_k]",
+        "    if keep is None:",
+        f"        {target} = leaf({value}, {other})",
         "    else:",
-        f"        {target} = f({value}, {other})",
-        "        if keep is None:",
-        f"            results.store({value}, {target})",
+        f"        _k = id({value})",
+        "        if _k in results:",
+        f"            {target} = prune if use_prune else results[_k]",
         "        else:",
-        f"            results[_k] = {target}",
+        f"            {target} = results[_k] = f({value}, {other})",
         f"            keep({value})",
         "elif _t is tuple:",
         f"    {target} = pair({value}, {other}, {depth})",

@@ -1034,23 +1034,42 @@ PairLoop_run(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
    mappers' call (`_loops.map_child`), so that they share the loop's table and cost
    one call per leaf (benchmarks/run.py, W3id). */
 static PyObject *
-Loop_leaf(LoopObject *self, PyObject *x)
+cached_leaf(LoopObject *self, const char *what, PyObject *x, PyObject *y)
 {
     /* the run holds only what map_cached reads (a full run_take costs as much as the
        probe: benchmarks/instructions.py, W3id) */
     static const int used[] = {REF_F, REF_TABLE, REF_PRUNE};
     Run run = {{NULL}, self->use_prune, self->max_depth};
     if (self->refs[REF_F] == NULL) {
-        PyErr_SetString(PyExc_TypeError, "Loop.leaf: the loop was never initialised");
+        PyErr_Format(PyExc_TypeError, "%s: the loop was never initialised", what);
         return NULL;
     }
     for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) {
         run.refs[used[i]] = self->refs[used[i]];
         Py_INCREF(run.refs[used[i]]);
     }
-    PyObject *r = map_cached(&run, x, NULL);
+    PyObject *r = map_cached(&run, x, y);
     run_release(&run);
     return r;
+}
+
+static PyObject *
+Loop_leaf(LoopObject *self, PyObject *x)
+{
+    return cached_leaf(self, "Loop.leaf", x, NULL);
+}
+
+/* f(x, y) through the identity cache (keyed by x), for the generated pair mappers
+   (`_loops.map_pair_child`), as Loop.leaf is for the one-tree mappers
+   (benchmarks/run.py, W4c). */
+static PyObject *
+PairLoop_leaf(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "leaf() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    return cached_leaf(self, "PairLoop.leaf", args[0], args[1]);
 }
 
 static PyMethodDef Loop_methods[] = {
@@ -1069,6 +1088,9 @@ static PyMethodDef Loop_methods[] = {
 static PyMethodDef PairLoop_methods[] = {
     {"run", (PyCFunction)(void (*)(void))PairLoop_run, METH_FASTCALL,
      "run(kids, ykids, depth) -> list: each child of one node facing another's, mapped."},
+    {"leaf", (PyCFunction)(void (*)(void))PairLoop_leaf, METH_FASTCALL,
+     "leaf(x, y): f(x, y) through the identity cache, keyed by x (a leaf that is not a "
+     "value)."},
     {"bind", (PyCFunction)(void (*)(void))Loop_bind, METH_FASTCALL,
      "bind(f, table, prune, use_prune): the values of one fmap call (table: an IdTable, "
      "or None without a cache)."},
