@@ -288,19 +288,26 @@ def test_deep_trees_fit_a_small_thread_stack() -> None:
         mixed = {"a": (1.0, 2.0)}
         for _ in range(300):
             mixed = {"k": [(mixed, 1.0)]}
+        kept.extend([deep, mixed])
         for tree in (deep, mixed):
-            assert ct.leaves(ct.fmap(lambda v: v + 1, tree))[0] == 2.0
-            assert ct.leaves(ct.fmap(lambda a, b: a + b, tree, tree))[0] == 2.0
+            kept.append(ct.fmap(lambda v: v + 1, tree))
+            kept.append(ct.fmap(lambda a, b: a + b, tree, tree))
+            assert ct.leaves(kept[-2])[0] == ct.leaves(kept[-1])[0] == 2.0
     """
     _assert_runs_in_a_thread(work, stack_kb=128)
 
 
 def _assert_runs_in_a_thread(work: str, *, stack_kb: int) -> None:
     """Run ``work`` (statements using ``ct``) in a child process, in a thread with
-    ``stack_kb`` KB of stack: it must finish without a crash or an error."""
+    ``stack_kb`` KB of stack: it must finish without a crash or an error.
+
+    ``work`` puts every deep tree it makes, and every deep result, in the list
+    ``kept``, so that the main thread frees them: CPython 3.13 frees nested objects
+    recursively in C, and freeing a list 10,000 deep in a 64 KB thread crashes it,
+    containers or not."""
     body = textwrap.indent(textwrap.dedent(work), " " * 4)
     code = (
-        "import threading\nimport containers as ct\n\ndef work():\n"
+        "import threading\nimport containers as ct\n\nkept = []\n\ndef work():\n"
         f"{body}    print('ok')\n\n"
         f"threading.stack_size({stack_kb} * 1024)\n"
         "thread = threading.Thread(target=work)\nthread.start()\nthread.join()\n"
@@ -1044,6 +1051,7 @@ def test_flatten_of_deep_trees_fits_a_small_thread_stack() -> None:
         mixed = {"a": (1.0, 2.0)}
         for _ in range(2_000):
             mixed = {"k": [(mixed, 1.0)]}
+        kept.extend([deep, mixed])
         for tree in (deep, mixed):
             leaves, s = ct.flatten(tree)
             assert ct.leaves(tree) == leaves and leaves[0] == 1.0
@@ -1808,12 +1816,14 @@ def test_build_of_deep_trees_fits_a_small_thread_stack() -> None:
             for _ in range(20_000):
                 tree = make(tree)
             leaves, s = ct.flatten(tree)
-            assert ct.flatten(ct.unflatten(s, leaves)) == (leaves, s)
+            kept.extend([tree, ct.unflatten(s, leaves)])
+            assert ct.flatten(kept[-1]) == (leaves, s)
         deep = 1.0
         for _ in range(100_000):
             deep = [deep]
         leaves, s = ct.flatten(deep)
-        assert ct.flatten(s.unflatten(leaves)) == (leaves, s)
+        kept.extend([deep, s.unflatten(leaves)])
+        assert ct.flatten(kept[-1]) == (leaves, s)
     """
     _assert_runs_in_a_thread(work, stack_kb=64)
 
