@@ -1184,6 +1184,40 @@ def test_leaf_paths_reject_malformed_records() -> None:
         leaf_paths([(record[0], None, 1, True)], PATHS_CONTEXT)
     with pytest.raises(TypeError, match="records must be a tuple or a list"):
         leaf_paths(iter([record]), PATHS_CONTEXT)
+    with pytest.raises(TypeError, match="leaf_paths: context must be a tuple"):
+        leaf_paths([record], list(PATHS_CONTEXT))
+
+
+@compiled
+def test_leaf_paths_read_a_copy_of_a_list_of_records() -> None:
+    """A kind's keys may run any code, even empty the list of records being read: the
+    compiled leaf_paths reads a tuple copy of it, and gives the paths of the records as
+    they were passed."""
+    from containers._flatten import PATHS_CONTEXT
+
+    records: list[Any] = []
+
+    def keys(aux: Any, n: int) -> tuple[Any, ...]:
+        records.clear()
+        return tuple(ct.DictKey(f"k{i}") for i in range(n))
+
+    KINDS[_Odd] = NodeKind(
+        _Odd,
+        "an _Odd",
+        flatten=lambda x: (x.kids, None),
+        unflatten=lambda aux, ch: _Odd(*ch),
+        read=lambda y, aux, n: list(y.kids),
+        structural=lambda aux, ch: _Odd(*ch),
+        mutable=True,
+        keys=keys,
+    )
+    try:
+        records.extend(ct.structure([_Odd(1.0, [2.0, 3.0])])._records)
+        paths = _fast._speedups.leaf_paths(records, PATHS_CONTEXT)
+    finally:
+        del KINDS[_Odd]
+    assert records == []
+    assert [ct.keystr(p) for p in paths] == ["[0]['k0']", "[0]['k1'][0]", "[0]['k1'][1]"]
 
 
 @compiled

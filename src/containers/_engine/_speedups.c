@@ -1580,7 +1580,7 @@ typedef struct {
 } PathFrame;
 
 typedef struct {
-    PyObject *records;
+    PyObject *records;                            /* a tuple, owned */
     PyObject *tuple_kind, *list_kind, *keys_name; /* borrowed from the context */
     Py_ssize_t seq_n;                             /* the length seq_keys are for */
     PyObject *seq_keys;                           /* owned, or NULL */
@@ -1591,8 +1591,7 @@ typedef struct {
 static PyObject *
 paths_keys(Paths *p, Py_ssize_t j, PyObject **mask)
 {
-    PyObject *record = PyTuple_Check(p->records) ? PyTuple_GET_ITEM(p->records, j)
-                                                 : PyList_GET_ITEM(p->records, j);
+    PyObject *record = PyTuple_GET_ITEM(p->records, j);
     if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) != 4) {
         PyErr_SetString(PyExc_TypeError,
                         "leaf_paths: a record must be a tuple (kind, aux, n, mask)");
@@ -1665,17 +1664,28 @@ speedups_leaf_paths(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize
         PyErr_Format(PyExc_TypeError, "leaf_paths() takes 2 arguments (%zd given)", nargs);
         return NULL;
     }
-    Paths p = {.records = args[0], .seq_n = -1, .seq_keys = NULL};
-    if (!PyTuple_Check(p.records) && !PyList_Check(p.records)) {
+    Paths p = {.seq_n = -1, .seq_keys = NULL};
+    if (!PyTuple_Check(args[0]) && !PyList_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "leaf_paths: records must be a tuple or a list");
+        return NULL;
+    }
+    if (!PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "leaf_paths: context must be a tuple");
         return NULL;
     }
     if (!PyArg_ParseTuple(args[1], "OOU:leaf_paths context", &p.tuple_kind, &p.list_kind,
                           &p.keys_name)) {
         return NULL;
     }
-    Py_ssize_t n_records = Py_SIZE(p.records);
+    /* a tuple, so that a kind's keys, which may run any Python code, cannot change the
+       records being read (a Structure's records are one already) */
+    p.records = PySequence_Tuple(args[0]);
+    if (p.records == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n_records = PyTuple_GET_SIZE(p.records);
     if (n_records == 0) {
+        Py_DECREF(p.records);
         return Py_BuildValue("[()]"); /* the tree is one leaf */
     }
     /* The open nodes, and the key of each under its parent: above[d] is the key of
@@ -1685,6 +1695,9 @@ speedups_leaf_paths(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize
     PyObject **above = PyMem_Malloc(cap * sizeof(PyObject *));
     PyObject *out = PyList_New(0);
     if (stack == NULL || above == NULL || out == NULL) {
+        if (out != NULL) {
+            PyErr_NoMemory();
+        }
         goto error;
     }
     stack[0].keys = paths_keys(&p, 0, &stack[0].mask);
@@ -1746,6 +1759,7 @@ speedups_leaf_paths(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize
     PyMem_Free(stack);
     PyMem_Free(above);
     Py_XDECREF(p.seq_keys);
+    Py_DECREF(p.records);
     return out;
 error:
     for (; top >= 0; top--) {
@@ -1754,6 +1768,7 @@ error:
     PyMem_Free(stack);
     PyMem_Free(above);
     Py_XDECREF(p.seq_keys);
+    Py_DECREF(p.records);
     Py_XDECREF(out);
     return NULL;
 }
