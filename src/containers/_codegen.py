@@ -98,6 +98,20 @@ def _construct(
     return [*lines, *after, *(["return _i"] if returned else [])]
 
 
+def _guarded(obj: str, body: list[str]) -> list[str]:
+    """``body`` reading fields of ``obj``: an unset field (``init=False``, never
+    assigned) is reported by name; try costs nothing until it catches. No lines for an
+    empty body."""
+    if not body:
+        return []
+    return [
+        "try:",
+        *(f"    {line}" for line in body),
+        "except AttributeError as _e:",
+        f"    raise _ct_unset({obj}, _e) from None",
+    ]
+
+
 def _slot_descriptor(cls: type, name: str) -> Any:
     for klass in cls.__mro__:
         if name in klass.__dict__:
@@ -151,21 +165,11 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
         out.extend(f"    {line}" for line in (body or ["pass"]))
         out.append("")
 
-    def guarded(obj: str, body: list[str]) -> list[str]:
-        """``body`` reading fields of ``obj``: an unset field (``init=False``, never
-        assigned) is reported by name; try costs nothing until it catches."""
-        return [
-            "try:",
-            *(f"    {line}" for line in body),
-            "except AttributeError as _e:",
-            f"    raise _ct_unset({obj}, _e) from None",
-        ]
-
     emit(
         "def flatten(x):",
-        guarded("x", [f"return {tup(f'x.{n}' for n in kids)}, {tup(f'x.{n}' for n in kept)}"]),
+        _guarded("x", [f"return {tup(f'x.{n}' for n in kids)}, {tup(f'x.{n}' for n in kept)}"]),
     )
-    emit("def children(x):", guarded("x", [f"return {tup(f'x.{n}' for n in kids)}"]))
+    emit("def children(x):", _guarded("x", [f"return {tup(f'x.{n}' for n in kids)}"]))
     values = {**child_vars, **{n: f"kept[{i}]" for i, n in enumerate(kept)}}
     emit(
         "def unflatten(kept, children):",
@@ -175,7 +179,7 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     emit(
         "def rebuild(x, children):",
         _unpack(kids, "children")
-        + (guarded("x", _construct(spec, values, g)) if kept else _construct(spec, values, g)),
+        + (_guarded("x", _construct(spec, values, g)) if kept else _construct(spec, values, g)),
     )
     body = []
     for i, n in enumerate(kids):
@@ -185,7 +189,7 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
         f"    return {{{', '.join(f'{n!r}: {child_vars[n]}' for n in kids)}}}",
     ]
     values = {**child_vars, **{n: f"x.{n}" for n in kept}}
-    body = guarded("x", body + _construct(spec, values, g))
+    body = _guarded("x", body + _construct(spec, values, g))
     emit(
         "def make_mapper(mode):",
         mapper_factory("map_node", ["if depth > max_depth:", "    return deep(x)", *body]),
@@ -198,7 +202,7 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     )
     emit(
         "def __container_traverse__(self, acc, fun, /):",
-        guarded(
+        _guarded(
             "self",
             [f"{child_vars[n]}, acc = fun(self.{n}, acc)" for n in kids]
             + [f"return rebuild(self, {tup(child_vars[n] for n in kids)}), acc"],
@@ -206,13 +210,13 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     )
     emit(
         "def __container_reduce__(self, acc, fun, /):",
-        guarded("self", [f"acc = fun(self.{n}, acc)" for n in kids] + ["return acc"]),
+        _guarded("self", [f"acc = fun(self.{n}, acc)" for n in kids] + ["return acc"]),
     )
     pairs = ", ".join(f"({n!r}, self.{n})" for n in kids)
     meta = ", ".join(f"{n!r}: self.{n}" for n in kept)
     emit(
         "def __container_serialize__(self):",
-        guarded("self", [f"return _ct_name, [{pairs}], {{{meta}}}"]),
+        _guarded("self", [f"return _ct_name, [{pairs}], {{{meta}}}"]),
     )
     emit(
         "def __container_deserialize__(cls, children, metadata, /):",
@@ -247,24 +251,14 @@ def _pair_mapper_body(spec: ContainerSpec, g: dict[str, Any]) -> list[str]:
     def assign(targets: list[str], values: list[str]) -> list[str]:
         return [f"{', '.join(targets)} = {', '.join(values)}"] if targets else []
 
-    def guarded(obj: str, body: list[str]) -> list[str]:
-        if not body:
-            return []
-        return [
-            "try:",
-            *(f"    {line}" for line in body),
-            "except AttributeError as _e:",
-            f"    raise _ct_unset({obj}, _e) from None",
-        ]
-
     x_vars = [f"_x{i}" for i in range(len(kids))]
     kept_vars = [f"_k{i}" for i in range(len(kept))]
     y_vars = [f"_y{i}" for i in range(len(kids))]
     walk = [
-        *guarded("x", assign(x_vars + kept_vars, [f"x.{n}" for n in (*kids, *kept)])),
+        *_guarded("x", assign(x_vars + kept_vars, [f"x.{n}" for n in (*kids, *kept)])),
         "if type(y) is not _ct_cls:",
         "    raise mismatch()",
-        *guarded("y", assign(y_vars, [f"y.{n}" for n in kids])),
+        *_guarded("y", assign(y_vars, [f"y.{n}" for n in kids])),
     ]
     for i in range(len(kids)):
         walk += map_pair_child(f"_x{i}", f"_y{i}", f"_c{i}", "depth + 1")

@@ -85,6 +85,13 @@ class Memo:
         callers may append to), or a new list of the compiled table's keys."""
         return self.results.keys() if self._keep is None else self._keep
 
+    @property
+    def keep_alive(self) -> Callable[[Any], None] | None:
+        """What code writing ``results`` by id inline calls with the key's object: the
+        plain twin list's ``append``; None for the compiled table, which holds its
+        objects itself and is written with ``results.store``."""
+        return None if self._keep is None else self._keep.append
+
     def store(self, obj: Any, value: Any) -> None:
         """Remember ``value`` as the result for ``obj``."""
         if self._keep is None:

@@ -124,9 +124,7 @@ class _Mode:
             nonlocal f, cache, results, keep, prune, use_prune
             f, cache, prune, use_prune = f_, cache_, prune_, prune_ is not UNSET
             if cache_ is not None:
-                results = cache_.results
-                # the compiled table holds its objects itself: no list to append to
-                keep = cache_.keep.append if type(results) is dict else None
+                results, keep = cache_.results, cache_.keep_alive
             bind(f, None if cache_ is None else results, prune, use_prune)
 
         def end() -> None:
@@ -366,9 +364,7 @@ class _ManyMode:
             nonlocal f, cache, results, keep, prune, use_prune
             f, cache, prune, use_prune = f_, cache_, prune_, prune_ is not UNSET
             if cache_ is not None:
-                results = cache_.results
-                # the compiled table holds its objects itself: no list to append to
-                keep = cache_.keep.append if type(results) is dict else None
+                results, keep = cache_.results, cache_.keep_alive
             bind(f, None if cache_ is None else results, prune, use_prune)
 
         def end() -> None:
@@ -455,22 +451,6 @@ class _ManyMode:
         # The generated pair mappers of the declared classes met, by class.
         mappers: dict[type, Callable[[Any, Any, int], Any]] = {}
         mappers_get = mappers.get
-        args = {
-            "f": f,
-            "node": node,
-            "mappers": mappers_get,
-            "pair": pair,
-            "immutable": immutable,
-            "leaf_types": leaf_types,
-            "results": results,
-            "keep": keep,
-            "use_prune": use_prune,
-            "prune": prune,
-            "cached": cached,
-            "max_depth": MAX_FAST_DEPTH,
-            "deep": deep,
-            "mismatch": mismatch,
-        }
         bind: Callable[..., None]
         if _speedups is None:
             pair_loop = rebind(
@@ -484,7 +464,23 @@ class _ManyMode:
         else:  # the same loop in C, which reads f and the cache from bind's
             compiled = _speedups.PairLoop(pair, node, immutable, leaf_types)
             pair_loop, bind, cached_leaf = compiled.run, compiled.bind, compiled.leaf
-        args["leaf"] = cached_leaf
+        args = {
+            "f": f,
+            "node": node,
+            "mappers": mappers_get,
+            "pair": pair,
+            "immutable": immutable,
+            "leaf_types": leaf_types,
+            "results": results,
+            "keep": keep,
+            "leaf": cached_leaf,
+            "use_prune": use_prune,
+            "prune": prune,
+            "cached": cached,
+            "max_depth": MAX_FAST_DEPTH,
+            "deep": deep,
+            "mismatch": mismatch,
+        }
         self.mapper_args = tuple(args[name] for name in PAIR_MAPPER_ARGS)
 
         def run(x: Any, ys: tuple[Any, ...]) -> Any:
