@@ -1,7 +1,7 @@
 """Workloads: the input trees, the hand-written baseline and what each library runs.
 
-The trees and workloads follow shared/reference/perf.md. This module builds callables;
-it never times them (measure.py) nor prints (report.py).
+The trees and workloads are the ones benchmarks/README.md lists. This module builds
+callables; it never times them (measure.py) nor prints (report.py).
 """
 
 from __future__ import annotations

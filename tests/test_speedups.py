@@ -60,6 +60,25 @@ def test_built_where_a_compiler_is_found() -> None:
     assert _fast._speedups is not None
 
 
+@pytest.mark.parametrize("source", ["_engine/_speedups.c", "_crc32.c"])
+def test_compiles_without_warnings(source: str, tmp_path: Any) -> None:
+    """Each C source compiles with -Wall -Wextra and no warning, against this
+    interpreter's headers (a warning is how an unused argument or a half-initialised
+    table shows before it is a bug)."""
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        pytest.skip("no C compiler")
+    path = os.path.join(os.path.dirname(ct.__file__), source)
+    done = subprocess.run(
+        [compiler, "-Wall", "-Wextra", "-O2", "-fsyntax-only"]
+        + [f"-I{sysconfig.get_paths()['include']}", path],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+
+
 def test_pure_python_is_used_when_asked() -> None:
     """CONTAINERS_PURE_PYTHON=1 leaves the compiled loop out; fmap still works."""
     code = (

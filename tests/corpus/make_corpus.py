@@ -4,7 +4,8 @@ Run ``python tests/corpus/make_corpus.py`` to regenerate ``tests/corpus/files/``
 ``tests/corpus/expected.json``; ``tests/test_serialize_corpus.py`` checks that the
 checked-in files are exactly what this script writes, and that ``load``,
 ``load(mmap=True)``, ``deserialize`` and ``inspect`` raise what ``expected.json`` says.
-The cases follow the table of bad inputs in ../shared/reference/serialization.md (§5).
+The cases are the ways a hostile file can lie (docs/serialization.md, "Loading untrusted
+files"): about its sizes, offsets, header, tree, names, checksums and limits.
 Files are built by hand from the format (docs/file-format.md), not with containers.
 """
 

@@ -604,10 +604,11 @@ map_small_tuple(const Run *run, PyObject *x, PyObject *y)
 
 static PyObject *map_str_dict(const Run *run, PyObject *x, PyObject *depth);
 
-/* Loop: the result for one child x. */
+/* Loop: the result for one child x (y, NULL, is there for the map_one signature). */
 static PyObject *
 map_child(const Run *run, PyObject *x, PyObject *y, PyObject *depth)
 {
+    (void)y;
     PyObject *type = (PyObject *)Py_TYPE(x);
     if (Py_IS_TYPE(x, &PyTuple_Type)) {
         PyObject *r = map_small_tuple(run, x, NULL);
@@ -2447,8 +2448,9 @@ static PyType_Spec PairLoop_spec = {
 };
 
 static PyMemberDef Rebuild_members[] = {
-    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(RebuildObject, vectorcall), Py_READONLY},
-    {NULL},
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(RebuildObject, vectorcall), Py_READONLY,
+     NULL},
+    {NULL, 0, 0, 0, NULL},
 };
 
 static PyType_Slot Rebuild_slots[] = {
