@@ -56,9 +56,15 @@ def _build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
     """
     if not records:
         return leaves[0]
-    # A copy: a node's unflatten may change the caller's list (the compiled twin copies
-    # too); and slices must be fresh lists (a list node is its slice).
-    leaves = list(leaves)
+    # Slices must be fresh lists (a list node is its slice), so a tuple is copied. A
+    # node's unflatten may change the caller's list, so the list is copied before the
+    # first one runs while leaves remain to be read: what is read is what the compiled
+    # twin, which copies at the start, reads. Tuples and lists, built here, need no
+    # copy (benchmarks/instructions.py, W1u: a dict of lists of tuples, the dict last).
+    shared = type(leaves) is list
+    if not shared:
+        leaves = list(leaves)
+    total = len(leaves)
     pos = 0
     stack: list[tuple[Any, ...]] = []
     pkind: Any = None
@@ -66,6 +72,7 @@ def _build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
     pn = 0
     pmask: Any = None
     pout: list[Any] | None = None  # None: no open node (the root is next, or done)
+    value: Any
     j = 0
     while True:
         kind, aux, n, mask = records[j]
@@ -93,9 +100,14 @@ def _build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
                     pos += 1
                     i += 1
             continue
-        value = (
-            tuple(kids) if kind is TUPLE else kids if kind is LIST else kind.unflatten(aux, kids)
-        )
+        if kind is TUPLE:
+            value = tuple(kids)
+        elif kind is LIST:
+            value = kids
+        else:
+            if shared and pos < total:
+                leaves, shared = list(leaves), False
+            value = kind.unflatten(aux, kids)
         while True:  # attach value to the open node; close the nodes it completes
             if pout is None:
                 return value
@@ -108,13 +120,14 @@ def _build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
                     i += 1
             if len(pout) < pn:
                 break
-            value = (
-                tuple(pout)
-                if pkind is TUPLE
-                else pout
-                if pkind is LIST
-                else pkind.unflatten(paux, pout)
-            )
+            if pkind is TUPLE:
+                value = tuple(pout)
+            elif pkind is LIST:
+                value = pout
+            else:
+                if shared and pos < total:
+                    leaves, shared = list(leaves), False
+                value = pkind.unflatten(paux, pout)
             if stack:
                 pkind, paux, pn, pmask, pout = stack.pop()
             else:
