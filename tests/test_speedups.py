@@ -497,8 +497,8 @@ def test_table_tells_equal_objects_apart() -> None:
 
 @compiled
 def test_table_grows_past_many_resizes() -> None:
-    """Thousands of entries (the table doubles from 16 slots, at most half full) are all
-    found again, and ids of objects never stored are not."""
+    """Thousands of entries (the slots double from 16, at most half full) are all found
+    again, and ids of objects never stored are not."""
     table, objects = _table(), [object() for _ in range(5000)]
     for i, obj in enumerate(objects):
         table.store(obj, i)
@@ -508,6 +508,19 @@ def test_table_grows_past_many_resizes() -> None:
         id(obj) in table for obj in [object() for _ in range(100)] if obj not in objects
     )
     assert sorted(map(id, table.keys())) == sorted(map(id, objects))
+
+
+@compiled
+def test_table_keeps_its_entries_in_the_order_stored() -> None:
+    """``keys()`` lists the objects in the order they were first stored, across the
+    resizes (the entries stay in order; only the slots are rebuilt), and storing again
+    replaces a value in place."""
+    table, objects = _table(), [object() for _ in range(3000)]
+    for obj in reversed(objects):
+        table.store(obj, 0)
+    table.store(objects[-1], "replaced")
+    assert table.keys() == objects[::-1]
+    assert (len(table), table[id(objects[-1])], table[id(objects[0])]) == (3000, "replaced", 0)
 
 
 @compiled

@@ -71,21 +71,26 @@
    lives: an address is as good a key as `id()`, without making an int per lookup, and
    without a second list to keep the objects alive (benchmarks/run.py, W3id).
 
-   Open addressing with linear probing over a power-of-two array, at most half full.
-   Entries are never removed one by one, only all at once (`clear`), so an empty slot
-   ends every probe and no tombstones are needed. Python reads it by id, as it read
-   the dict (`get(id, default)`, `id in table`, `table[id]`), and writes it with
-   `store(obj, value)`; the loops below probe it directly. */
+   Laid out as CPython's dicts are: the entries (key, value) in the order stored, and
+   a power-of-two array of 32-bit slots, at most half full, each 0 (empty) or an
+   entry's index + 1, probed linearly. A probe that ends at an empty slot reads only
+   the slots, 4 bytes each: at 150,000 entries they take 2 MB, where 16-byte slots
+   holding the entries took 8 MB (benchmarks/run.py, W6id and W3id at 100k). Entries are written and released in
+   order. They are never removed one by one, only all at once (`clear`), so an empty
+   slot ends every probe and no tombstones are needed. Python reads the table by id,
+   as it read the dict (`get(id, default)`, `id in table`, `table[id]`), and writes it
+   with `store(obj, value)`; the loops below probe it directly. */
 
 typedef struct {
-    PyObject *key; /* NULL: an empty slot */
+    PyObject *key;
     PyObject *value;
 } Entry;
 
 typedef struct {
     PyObject_HEAD
-    Entry *entries; /* NULL until the first store, and after clear */
-    size_t mask;    /* the number of slots - 1 (0 when entries is NULL) */
+    uint32_t *slots; /* NULL until the first store, and after clear */
+    Entry *entries;  /* room for (mask + 1) / 2, the first `used` stored */
+    size_t mask;     /* the number of slots - 1 (0 when slots is NULL) */
     Py_ssize_t used;
     uint64_t version; /* changed by every store and clear: a slot found before is valid
                          while it holds */
@@ -103,14 +108,14 @@ typedef struct {
 /* The slots allocated at the first store. */
 #define TABLE_MIN_SLOTS 16
 
-/* The slot of key, or of the empty slot that ends its probe. */
-static Entry *
-table_find(const IdTableObject *self, const void *key)
+/* Where key's probe starts. */
+static size_t
+table_home(const IdTableObject *self, const void *key)
 {
     /* Objects are 16-byte aligned, so the low 4 bits say nothing. The next bits are
        kept in order: objects allocated one after another (a tree's leaves, usually)
-       take nearby slots, so a walk writes the table nearly in order instead of
-       missing the CPU cache at each store (benchmarks/run.py, W3id at 100k: a
+       take nearby slots, so a walk reads the slots nearly in order instead of
+       missing the CPU cache at each probe (benchmarks/run.py, W3id at 100k: a
        multiplicative hash made each store a cache miss, as slow as the dict). Higher
        bits are folded in so that objects a power of two apart (page-aligned ones)
        still spread over the slots. */
@@ -119,85 +124,121 @@ table_find(const IdTableObject *self, const void *key)
 #if SIZEOF_VOID_P > 4
     h ^= h >> 32; /* a shift by the type's width would be undefined on 32-bit builds */
 #endif
-    size_t i = (size_t)h & self->mask;
-    while (self->entries[i].key != NULL && self->entries[i].key != key) {
+    return (size_t)h & self->mask;
+}
+
+/* The slot of key, or the empty slot that ends its probe (slots must exist). */
+static size_t
+table_find(const IdTableObject *self, const void *key)
+{
+    size_t i = table_home(self, key);
+    uint32_t s;
+    while ((s = self->slots[i]) != 0 && self->entries[s - 1].key != key) {
         i = (i + 1) & self->mask;
     }
-    return &self->entries[i];
+    return i;
 }
 
 /* The value stored for key (borrowed), or NULL if there is none; never an error. */
 static PyObject *
 table_lookup(const IdTableObject *self, const void *key)
 {
-    return self->entries == NULL ? NULL : table_find(self, key)->value;
+    if (self->slots == NULL) {
+        return NULL;
+    }
+    uint32_t s = self->slots[table_find(self, key)];
+    return s == 0 ? NULL : self->entries[s - 1].value;
 }
 
-/* Twice as many slots (or the first ones); -1 with MemoryError. No Python code runs
-   here: entries move, references do not change hands. */
+/* Whether one more entry fits without growing. */
+static int
+table_has_room(const IdTableObject *self)
+{
+    return self->slots != NULL && (size_t)(self->used + 1) * 2 <= self->mask + 1;
+}
+
+/* Twice as many slots (or the first ones), and room for as many entries as they
+   allow; -1 with MemoryError. No Python code runs here: entries stay where they are
+   in the order stored, references do not change hands. */
 static int
 table_grow(IdTableObject *self)
 {
-    size_t n = self->entries == NULL ? TABLE_MIN_SLOTS : 2 * (self->mask + 1);
-    Entry *old = self->entries, *entries = PyMem_Calloc(n, sizeof(Entry));
-    size_t old_n = old == NULL ? 0 : self->mask + 1;
+    size_t n = self->slots == NULL ? TABLE_MIN_SLOTS : 2 * (self->mask + 1);
+    if (n / 2 > UINT32_MAX - 1) {
+        PyErr_NoMemory(); /* an index + 1 must fit a slot */
+        return -1;
+    }
+    uint32_t *slots = PyMem_Calloc(n, sizeof(uint32_t));
+    Entry *entries = slots == NULL ? NULL : PyMem_Realloc(self->entries, n / 2 * sizeof(Entry));
     if (entries == NULL) {
+        PyMem_Free(slots);
         PyErr_NoMemory();
         return -1;
     }
+    PyMem_Free(self->slots);
+    self->slots = slots;
     self->entries = entries;
     self->mask = n - 1;
-    for (size_t i = 0; i < old_n; i++) {
-        if (old[i].key != NULL) {
-            *table_find(self, old[i].key) = old[i];
+    for (Py_ssize_t j = 0; j < self->used; j++) {
+        size_t i = table_home(self, entries[j].key);
+        while (slots[i] != 0) { /* the keys are distinct: the first empty slot */
+            i = (i + 1) & self->mask;
         }
+        slots[i] = (uint32_t)j + 1;
     }
-    PyMem_Free(old);
     return 0;
+}
+
+/* Put (key, value) in the empty slot i, as the next entry (there must be room). */
+static void
+table_put(IdTableObject *self, size_t i, PyObject *key, PyObject *value)
+{
+    Py_INCREF(key);
+    Py_INCREF(value);
+    self->entries[self->used].key = key;
+    self->entries[self->used].value = value;
+    self->slots[i] = (uint32_t)++self->used;
+    self->version++;
 }
 
 /* Remember value as key's result (replacing any); -1 on error. */
 static int
 table_store(IdTableObject *self, PyObject *key, PyObject *value)
 {
-    if (self->entries == NULL || (size_t)(self->used + 1) * 2 > self->mask + 1) {
-        if (table_grow(self) < 0) {
-            return -1;
-        }
+    if (!table_has_room(self) && table_grow(self) < 0) {
+        return -1;
     }
-    Entry *e = table_find(self, key);
-    self->version++;
-    Py_INCREF(value);
-    if (e->key == NULL) {
-        Py_INCREF(key);
-        e->key = key;
-        e->value = value;
-        self->used++;
+    size_t i = table_find(self, key);
+    if (self->slots[i] == 0) {
+        table_put(self, i, key, value);
     }
     else {
         /* the old value's release may run Python code (a __del__): the table is
            complete before it does */
-        Py_SETREF(e->value, value);
+        self->version++;
+        Py_INCREF(value);
+        Py_SETREF(self->entries[self->slots[i] - 1].value, value);
     }
     return 0;
 }
 
-/* Forget everything. The entries are detached first, so that Python code run by
-   their release (a __del__) finds an empty, usable table. */
+/* Forget everything. The arrays are detached first, so that Python code run by the
+   releases (a __del__) finds an empty, usable table; entries are released in the
+   order stored. */
 static int
 IdTable_clear(IdTableObject *self)
 {
     Entry *entries = self->entries;
-    size_t n = entries == NULL ? 0 : self->mask + 1;
+    Py_ssize_t used = self->used;
+    PyMem_Free(self->slots);
+    self->slots = NULL;
     self->entries = NULL;
     self->mask = 0;
     self->used = 0;
     self->version++;
-    for (size_t i = 0; i < n; i++) {
-        if (entries[i].key != NULL) {
-            Py_DECREF(entries[i].key);
-            Py_DECREF(entries[i].value);
-        }
+    for (Py_ssize_t j = 0; j < used; j++) {
+        Py_DECREF(entries[j].key);
+        Py_DECREF(entries[j].value);
     }
     PyMem_Free(entries);
     return 0;
@@ -207,9 +248,9 @@ static int
 IdTable_traverse(IdTableObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
-    for (size_t i = 0; self->entries != NULL && i <= self->mask; i++) {
-        Py_VISIT(self->entries[i].key);
-        Py_VISIT(self->entries[i].value);
+    for (Py_ssize_t j = 0; j < self->used; j++) {
+        Py_VISIT(self->entries[j].key);
+        Py_VISIT(self->entries[j].value);
     }
     return 0;
 }
@@ -316,17 +357,15 @@ IdTable_clear_method(IdTableObject *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-/* The key objects, as a new list (Memo.keep, for tests and debugging). */
+/* The key objects in the order stored, as a new list (Memo.keep, for tests and
+   debugging). */
 static PyObject *
 IdTable_keys(IdTableObject *self, PyObject *Py_UNUSED(ignored))
 {
     PyObject *keys = PyList_New(self->used);
-    Py_ssize_t k = 0;
-    for (size_t i = 0; keys != NULL && self->entries != NULL && i <= self->mask; i++) {
-        if (self->entries[i].key != NULL) {
-            Py_INCREF(self->entries[i].key);
-            PyList_SET_ITEM(keys, k++, self->entries[i].key);
-        }
+    for (Py_ssize_t j = 0; keys != NULL && j < self->used; j++) {
+        Py_INCREF(self->entries[j].key);
+        PyList_SET_ITEM(keys, j, self->entries[j].key);
     }
     return keys;
 }
@@ -337,7 +376,7 @@ static PyMethodDef IdTable_methods[] = {
     {"store", (PyCFunction)(void (*)(void))IdTable_store, METH_FASTCALL,
      "store(obj, value): remember value as obj's result, holding both."},
     {"keys", (PyCFunction)IdTable_keys, METH_NOARGS,
-     "keys(): a new list of the objects whose results are stored."},
+     "keys(): a new list of the objects whose results are stored, in the order stored."},
     {"clear", (PyCFunction)IdTable_clear_method, METH_NOARGS,
      "clear(): forget every result and release every object."},
     {NULL, NULL, 0, NULL},
@@ -529,15 +568,18 @@ map_cached(const Run *run, PyObject *x, PyObject *y)
     IdTableObject *table = run->refs[REF_TABLE] == Py_None
                                ? NULL
                                : (IdTableObject *)run->refs[REF_TABLE];
-    Entry *slot = NULL;
+    size_t slot = 0;
+    int found = 0;
     uint64_t version = 0;
-    if (table != NULL && table->entries != NULL) {
+    if (table != NULL && table->slots != NULL) {
         slot = table_find(table, x);
-        if (slot->key != NULL) {
-            PyObject *r = run->use_prune ? run->refs[REF_PRUNE] : slot->value;
+        uint32_t s = table->slots[slot];
+        if (s != 0) {
+            PyObject *r = run->use_prune ? run->refs[REF_PRUNE] : table->entries[s - 1].value;
             Py_INCREF(r);
             return r;
         }
+        found = 1;
         version = table->version;
     }
     PyObject *argv[2] = {x, y};
@@ -545,15 +587,9 @@ map_cached(const Run *run, PyObject *x, PyObject *y)
     if (r == NULL || table == NULL) {
         return r;
     }
-    if (slot != NULL && table->version == version &&
-        (size_t)(table->used + 1) * 2 <= table->mask + 1) {
+    if (found && table->version == version && table_has_room(table)) {
         /* what table_store does, without its probe: the slot is still x's empty one */
-        Py_INCREF(x);
-        Py_INCREF(r);
-        slot->key = x;
-        slot->value = r;
-        table->used++;
-        table->version++;
+        table_put(table, slot, x, r);
     }
     else if (table_store(table, x, r) < 0) {
         Py_CLEAR(r);
