@@ -100,15 +100,15 @@ def _build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
                     pos += 1
                     i += 1
             continue
-        if kind is TUPLE:
-            value = tuple(kids)
-        elif kind is LIST:
-            value = kids
-        else:
-            if shared and pos < total:
-                leaves, shared = list(leaves), False
-            value = kind.unflatten(aux, kids)
-        while True:  # attach value to the open node; close the nodes it completes
+        while True:  # close the node (kind, aux, kids), then the open nodes it completes
+            if kind is TUPLE:
+                value = tuple(kids)
+            elif kind is LIST:
+                value = kids
+            else:
+                if shared and pos < total:
+                    leaves, shared = list(leaves), False
+                value = kind.unflatten(aux, kids)
             if pout is None:
                 return value
             pout.append(value)
@@ -120,14 +120,7 @@ def _build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
                     i += 1
             if len(pout) < pn:
                 break
-            if pkind is TUPLE:
-                value = tuple(pout)
-            elif pkind is LIST:
-                value = pout
-            else:
-                if shared and pos < total:
-                    leaves, shared = list(leaves), False
-                value = pkind.unflatten(paux, pout)
+            kind, aux, kids = pkind, paux, pout
             if stack:
                 pkind, paux, pn, pmask, pout = stack.pop()
             else:
