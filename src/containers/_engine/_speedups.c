@@ -75,11 +75,12 @@
    a power-of-two array of 32-bit slots, at most half full, each 0 (empty) or an
    entry's index + 1, probed linearly. A probe that ends at an empty slot reads only
    the slots, 4 bytes each: at 150,000 entries they take 2 MB, where 16-byte slots
-   holding the entries took 8 MB (benchmarks/run.py, W6id and W3id at 100k). Entries are written and released in
-   order. They are never removed one by one, only all at once (`clear`), so an empty
-   slot ends every probe and no tombstones are needed. Python reads the table by id,
-   as it read the dict (`get(id, default)`, `id in table`, `table[id]`), and writes it
-   with `store(obj, value)`; the loops below probe it directly. */
+   holding the entries took 8 MB (benchmarks/run.py, W6id and W3id at 100k). Entries
+   are written and released in order. They are never removed one by one, only all at
+   once (`clear`), so an empty slot ends every probe and no tombstones are needed.
+   Python reads the table by id, as it read the dict (`get(id, default)`, `id in
+   table`, `table[id]`), and writes it with `store(obj, value)`; the loops below probe
+   it directly. */
 
 typedef struct {
     PyObject *key;
