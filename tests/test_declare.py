@@ -270,6 +270,48 @@ def test_dataclass_with_slots_is_rebuilt():
     assert not hasattr(out, "__dict__")
 
 
+def test_a_field_named_like_a_data_descriptor_is_written_to_the_instance_dict():
+    """A class whose field name is also a data descriptor on the class (set after the
+    declaration read its fields) is rebuilt by writing the instance's dict, as before
+    the descriptor existed, in both engines: object.__setattr__ would call the
+    descriptor instead. Other classes are built by one call where the C accelerator
+    is built (one stored as object.__setattr__ stores)."""
+    from containers._codegen import setattr_stores
+    from containers._engine import _fast
+
+    class Refusing:
+        def __get__(self, obj: Any, owner: Any) -> Any:
+            return "descriptor" if obj is None else obj.__dict__["a"]
+
+        def __set__(self, obj: Any, value: Any) -> None:
+            raise AssertionError("the rebuild stores past descriptors")
+
+    @dataclasses.dataclass(frozen=True)
+    class Described:
+        a: Any
+
+    Described.a = Refusing()  # type: ignore[misc]
+    ct.container(Described)
+
+    @ct.container
+    @dataclasses.dataclass(frozen=True)
+    class Plain:
+        a: Any
+
+    assert not setattr_stores(ct.spec(Described))
+    assert setattr_stores(ct.spec(Plain))
+    for cls in (Described, Plain):
+        built = object.__new__(cls)
+        built.__dict__["a"] = 1
+        out = ct.fmap(lambda v: v + 1, built)
+        assert type(out) is cls and out.__dict__ == {"a": 2}
+        assert ct.unflatten(*reversed(ct.flatten(built))).__dict__ == {"a": 1}
+    source = "".join(linecache.getlines(Plain.__container_traverse__.__code__.co_filename))
+    assert ("_ct_new_instance(" in source) == (_fast._speedups is not None)
+    source = "".join(linecache.getlines(Described.__container_traverse__.__code__.co_filename))
+    assert "_ct_new_instance(" not in source
+
+
 def test_attrs_mutable_class_is_cached_by_identity():
     """A non-frozen attrs container is mutable, so fmap maps a shared one once."""
 

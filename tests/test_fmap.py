@@ -880,6 +880,29 @@ def test_pooled_closures_do_not_keep_superseded_classes_alive() -> None:
     assert ct.fmap(lambda v: v + 1, [second(1)]) == [second(2)]
 
 
+def test_a_leaf_type_that_f_registers_is_a_node_for_the_rest_of_the_call() -> None:
+    """fmap reads a type as a leaf until f registers it, then as a node, in the compiled
+    loop (which records leaf types it meets) as in the Python loop."""
+
+    class Late:
+        def __init__(self, v: Any) -> None:
+            self.v = v
+
+    seen: list[Any] = []
+
+    def f(x: Any) -> Any:
+        seen.append(x)
+        if len(seen) == 2:
+            ct.register_node(Late, lambda x: ((x.v,), None), lambda aux, ch: Late(*ch))
+        return x
+
+    items = [Late(1), Late(2), Late(3), [Late(4)]]
+    out = ct.fmap(f, items)
+    assert seen == [items[0], items[1], 3, 4]
+    assert out[:2] == items[:2]
+    assert [type(out[2]), out[2].v, type(out[3][0]), out[3][0].v] == [Late, 3, Late, 4]
+
+
 def test_idle_closures_hold_nothing_of_the_last_call() -> None:
     """After fmap returns, its reused closures keep neither the tree nor f (gc off)."""
     import gc

@@ -107,7 +107,7 @@ import importlib.util
 spec = importlib.util.spec_from_file_location("containers._engine._speedups", {path!r})
 speedups = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(speedups)
-loop = speedups.Loop(print, {{}}, frozenset({{float}}), frozenset({{float}}), 100)
+loop = speedups.Loop(print, {{}}, frozenset({{float}}), frozenset({{float}}), print, print, 100)
 loop.bind(abs, speedups.IdTable(), None, False)
 assert loop.run([-1.0, (-2.0, -3.0)], 0) == [1.0, (2.0, 3.0)]
 """
@@ -140,7 +140,7 @@ def test_each_load_makes_its_own_module() -> None:
     assert second.Rebuild is not first.Rebuild
     assert second.IdTable is not first.IdTable
     for module in (first, second):
-        loop = module.Loop(print, {}, frozenset({float}), frozenset({float}), 100)
+        loop = module.Loop(print, {}, frozenset({float}), frozenset({float}), print, print, 100)
         loop.bind(abs, module.IdTable(), None, False)
         assert loop.run([-1.0, (-2.0, -3.0)], 0) == [1.0, (2.0, 3.0)]
     message = "table must be an IdTable of this module, or None, not 'containers._engine._speedups.IdTable'"
@@ -410,13 +410,16 @@ def test_bad_arguments_are_named() -> None:
     """The Loop's own checks (it is private; _engine._fast._Mode is its one user)."""
     assert _fast._speedups is not None
     loop_type = _fast._speedups.Loop
-    with pytest.raises(TypeError, match=r"^Loop: node must be callable$"):
-        loop_type(1, {}, frozenset(), frozenset(), 100)  # type: ignore[arg-type]
+    callables = r"^Loop: node, value_leaf and cached_leaf must be callable$"
+    with pytest.raises(TypeError, match=callables):
+        loop_type(1, {}, frozenset(), frozenset(), print, print, 100)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=callables):
+        loop_type(print, {}, frozenset(), frozenset(), print, 1, 100)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^Loop: immutable and leaf_types must be sets$"):
-        loop_type(print, {}, [], frozenset(), 100)  # type: ignore[arg-type]
+        loop_type(print, {}, [], frozenset(), print, print, 100)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^'str' object cannot be interpreted as an integer$"):
-        loop_type(print, {}, frozenset(), frozenset(), "100")  # type: ignore[arg-type]
-    loop = loop_type(print, {}, frozenset(), frozenset(), 100)
+        loop_type(print, {}, frozenset(), frozenset(), print, print, "100")  # type: ignore[arg-type]
+    loop = loop_type(print, {}, frozenset(), frozenset(), print, print, 100)
     message = (
         "bind(f, table, prune, use_prune): table must be an IdTable of this module, or None, "
         "not 'dict'"
@@ -657,6 +660,83 @@ def test_one_table_under_every_path(engine: str) -> None:
         assert ct.fmap(f, [shared, Pair(shared, 1)], prune=None)[1].a is None
     finally:
         _fast._speedups, _fast._idle = saved
+
+
+# --- new_instance: the generated code's object.__new__ and field stores -------------------
+
+
+@compiled
+def test_new_instance_stores_as_object_setattr_past_a_frozen_setattr() -> None:
+    """new_instance(cls, names, *values) makes an instance without running the class's
+    __new__ or __init__ and stores each value, the very object given, as
+    object.__setattr__ would: into the dict in the order given, or a slot."""
+    import dataclasses
+
+    assert _fast._speedups is not None
+    new_instance = _fast._speedups.new_instance
+    for slots in (False, True):
+
+        @dataclasses.dataclass(frozen=True, slots=slots)
+        class Frozen:
+            a: Any
+            b: Any
+
+            def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+                raise AssertionError("no __new__")
+
+            def __post_init__(self) -> None:
+                raise AssertionError("no __init__")
+
+        a, b = object(), [1]
+        built = new_instance(Frozen, ("b", "a"), b, a)
+        assert type(built) is Frozen and built.a is a and built.b is b
+        if not slots:
+            assert list(vars(built)) == ["b", "a"]
+            assert vars(new_instance(Frozen, ())) == {}
+
+
+@compiled
+def test_new_instance_raises_what_object_new_and_setattr_raise() -> None:
+    """A class object.__new__ refuses (an abstract class, a built-in base with its own
+    __new__) and a name object.__setattr__ refuses raise their errors, and the
+    function's own checks name what is wrong."""
+    import abc
+
+    assert _fast._speedups is not None
+    new_instance = _fast._speedups.new_instance
+
+    class Abstract(abc.ABC):
+        @abc.abstractmethod
+        def method(self) -> None: ...
+
+    class Number(int):
+        pass
+
+    class Slotted:
+        __slots__ = ("a",)
+
+    for cls in (Abstract, Number):
+        with pytest.raises(TypeError) as expected:
+            object.__new__(cls)
+        with pytest.raises(TypeError, match=f"^{re.escape(str(expected.value))}$"):
+            new_instance(cls, ())
+    with pytest.raises(AttributeError, match=r"^'Slotted' object has no attribute 'b'"):
+        new_instance(Slotted, ("a", "b"), 1, 2)
+    with pytest.raises(TypeError, match=r"^attribute name must be string"):
+        new_instance(Slotted, (1,), 2)
+    message = (
+        "new_instance(cls, names, *values) takes a type, a tuple of names and one value per name"
+    )
+    for args in (
+        (),
+        (Slotted,),
+        (1, ()),
+        (Slotted, ["a"], 1),
+        (Slotted, ("a",)),
+        (Slotted, (), 1),
+    ):
+        with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+            new_instance(*args)
 
 
 # --- Rebuild: interop's rebuild of a frozen class ------------------------------------------
@@ -1289,7 +1369,7 @@ class _Made:
 
 
 class _Sub(dict):  # type: ignore[type-arg]
-    """An undeclared dict subclass: fmap's error, never the exact-dict path."""
+    """An undeclared dict subclass: a leaf, never the exact-dict path."""
 
 
 class _Str(str):
@@ -1376,6 +1456,7 @@ def _inside_its_list() -> dict[str, Any]:
 _A, _B, _C = np.zeros(1), np.ones(2), np.arange(3)
 _SHARED = {"w": _A, "b": (1.0, 2.0), "o": [_B]}
 _ARRAYS = [np.full(1, i) for i in range(12)]
+_SUB = _Sub(b=_A, a=_B)  # one object: f's calls are compared by id
 
 
 @compiled
@@ -1396,7 +1477,7 @@ _ARRAYS = [np.full(1, i) for i in range(12)]
         lambda: {2: _A, 1: _B, 3: _A},
         lambda: {(1, 2): _A, (0, 5): _B},
         lambda: {_Str("b"): _A, "a": _B},  # a str subclass key: sort_keys' own order
-        lambda: [_Sub(b=_A, a=_B)],  # an undeclared dict subclass: the engine's error
+        lambda: [_SUB],  # an undeclared dict subclass: a leaf, never the exact-dict path
         lambda: [OrderedDict([("b", _A), ("a", _B)]), {"x": OrderedDict(z=_C)}],
         lambda: {"d": vars(_Attrs(_A, _B)), "e": vars(_Attrs(1.0, _A))},  # shared keys
         _self_containing,  # a cycle: the same error and path
@@ -1525,7 +1606,9 @@ def test_leaf_stores_its_result_wherever_f_left_the_table(what_f_does: str) -> N
             table.clear()
         return ("mapped", x)
 
-    loop = _fast._speedups.Loop(print, {}, frozenset(), frozenset({_Value}), MAX_FAST_DEPTH)
+    loop = _fast._speedups.Loop(
+        print, {}, frozenset(), frozenset({_Value}), print, print, MAX_FAST_DEPTH
+    )
     loop.bind(f, table, None, False)
     xs = [_Value() for _ in range(3)]
     assert [loop.leaf(x) for x in xs] == [("mapped", x) for x in xs]

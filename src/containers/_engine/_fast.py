@@ -9,9 +9,9 @@ raised as ``Relocate`` so that the caller runs the traversal again to locate it.
 
 from __future__ import annotations
 
-import os
+import functools
+import weakref
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any, NoReturn
 
 from containers._engine._core import (
@@ -26,6 +26,7 @@ from containers._engine._core import (
 from containers._engine._loops import (
     MAPPER_ARGS,
     PAIR_MAPPER_ARGS,
+    SPEEDUPS,
     compile_loop,
     compile_pair_loop,
     compile_pair_mapper,
@@ -49,21 +50,8 @@ from containers._registry import (
 __all__ = ["fast_collect", "fast_map", "fast_map_many", "relocate"]
 
 
-def _load_speedups() -> ModuleType | None:
-    """fmap's compiled child loops (``_speedups.c``), unless they were not built (no
-    compiler, another interpreter) or ``CONTAINERS_PURE_PYTHON`` is set: then the
-    generated Python loops, their plain twins, run. Both pass the same tests."""
-    if os.environ.get("CONTAINERS_PURE_PYTHON"):
-        return None
-    try:
-        from containers._engine import _speedups
-    except ImportError:
-        return None
-    return _speedups
-
-
 #: The module of the compiled loops, or None. Read when a mode is built (tests switch it).
-_speedups = _load_speedups()
+_speedups = SPEEDUPS
 if _speedups is not None:  # the identity cache the compiled loops probe by address
     Memo.table = _speedups.IdTable
 
@@ -100,7 +88,16 @@ class _Mode:
     generated mappers too.
     """
 
-    __slots__ = ("begin", "born", "dispatch", "end", "key", "mapper_args")
+    __slots__ = (
+        "__weakref__",
+        "begin",
+        "born",
+        "dispatch",
+        "end",
+        "forget_leaves",
+        "key",
+        "mapper_args",
+    )
 
     def __init__(self, cached: bool, structural: bool) -> None:
         self.key = (_Mode, cached, structural)
@@ -240,7 +237,26 @@ class _Mode:
         if _speedups is None:
             loop, bind = rebind(_make_loop(self), cells), noop
         else:  # the same loop in C, which reads the call's values from bind's
-            compiled = _speedups.Loop(node, direct, immutable, leaf_types, MAX_FAST_DEPTH)
+            # The C loop records each leaf type it meets in direct, as one of two
+            # markers, so that a leaf costs it one lookup (W6id); called, they do what
+            # the loop does. A registration forgets them (_forget_modes), as it resets
+            # the sets the Python loop reads.
+            def value_leaf(x: Any, depth: int) -> Any:
+                return f(x)
+
+            def cached_leaf(x: Any, depth: int) -> Any:
+                return leaf(x)
+
+            def forget_leaves() -> None:
+                for t in [t for t, m in direct.items() if m is value_leaf or m is cached_leaf]:
+                    del direct[t]
+
+            compiled = _speedups.Loop(
+                node, direct, immutable, leaf_types, value_leaf, cached_leaf, MAX_FAST_DEPTH
+            )
+            self.forget_leaves = forget_leaves
+            key = id(self)  # dropped by the weakref's callback before the id is reused
+            _modes[key] = weakref.ref(self, functools.partial(_forget_mode, key))
             loop, bind, leaf = compiled.run, compiled.bind, compiled.leaf
         direct[tuple] = rebind(_make_tuple_mapper(self), cells)
 
@@ -265,6 +281,9 @@ _idle: dict[tuple[Any, ...], list[Any]] = {}
 MAX_IDLE = 4
 #: Counts registrations: a mode built before the latest one is not pooled again.
 _generation = 0
+#: Every mode with a C loop, idle or in use, by id (``_forget_modes``). A dict, which
+#: ``list`` copies at once, where iterating a WeakSet would race with other threads.
+_modes: dict[int, weakref.ref[_Mode]] = {}
 
 
 def _take(key: tuple[Any, ...]) -> Any:
@@ -288,17 +307,27 @@ def _give(mode: Any) -> None:
         pool.append(mode)
 
 
-def _forget_idle_modes(kind: NodeKind) -> None:
+def _forget_mode(key: int, ref: weakref.ref[_Mode]) -> None:
+    """A mode's weakref callback: the mode is gone from ``_modes``."""
+    _modes.pop(key, None)
+
+
+def _forget_modes(kind: NodeKind) -> None:
     """``REGISTRY`` observer: drop every idle mode when a class is registered. Their
     ``direct`` tables hold the generated mappers of the classes they met, and with them
     the classes, which a registration may supersede; modes in use are not pooled again
-    (``_generation``)."""
+    (``_generation``), and forget the leaf types their C loop recorded, which the
+    registration may have made nodes."""
     global _generation  # noqa: PLW0603 - the registrations seen, read by _give
     _generation += 1
     _idle.clear()
+    for ref in list(_modes.values()):
+        mode = ref()
+        if mode is not None:
+            mode.forget_leaves()
 
 
-REGISTRY.on_register(_forget_idle_modes)
+REGISTRY.on_register(_forget_modes)
 
 
 def fast_map(

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import itertools
 import linecache
+import os
 from collections.abc import Callable, Mapping
-from types import CellType, FunctionType
+from types import CellType, FunctionType, ModuleType
 from typing import Any, TypeVar
 
 __all__ = [
     "MAPPER_ARGS",
     "PAIR_MAPPER_ARGS",
+    "SPEEDUPS",
     "UNROLLED_TUPLE_LENGTH",
     "compile_loop",
     "compile_pair_loop",
@@ -35,6 +37,23 @@ __all__ = [
     "source_filename",
     "tuple_mapper_source",
 ]
+
+
+def _load_speedups() -> ModuleType | None:
+    """The compiled engine (``_speedups.c``), unless it was not built (no compiler,
+    another interpreter) or ``CONTAINERS_PURE_PYTHON`` is set: then the generated
+    Python code, its plain twin, runs. Both pass the same tests."""
+    if os.environ.get("CONTAINERS_PURE_PYTHON"):
+        return None
+    try:
+        from containers._engine import _speedups
+    except ImportError:
+        return None
+    return _speedups
+
+
+#: The module of the compiled engine, or None (read by ``_fast`` and ``_codegen``).
+SPEEDUPS = _load_speedups()
 
 _counter = itertools.count()
 F = TypeVar("F", bound=Callable[..., Any])

@@ -6,7 +6,9 @@
    as a list. A tuple of one to four immutable leaves is mapped in place; an immutable
    leaf goes to `f`; every other leaf goes to `f` through the identity cache, an
    `IdTable` (below), so sharing holds by construction; a node goes to its type's
-   mapper in `direct`, or to `node`. `PairLoop.run(kids, ykids, depth)` is the same
+   mapper in `direct`, or to `node`. `Loop` records each leaf type it meets in `direct`
+   too, as one of two markers, so that a leaf costs one lookup; a registration
+   removes them (`_fast._forget_modes`). `PairLoop.run(kids, ykids, depth)` is the same
    for fmap with one extra tree (`_loops.pair_loop_source()`). `Loop.leaf(x)` is
    the cached call alone, for the generated per-class mappers. Everything else
    (nodes, depth, errors and their paths) stays in Python, in `_fast._Mode` and
@@ -36,7 +38,8 @@
    3.11+ without making a dict), reset fields getting their defaults. Its plain twin
    is the generated Python rebuild (`interop._generated.adapter_source`); the object
    is registered as is, so a rebuild costs no Python frame (benchmarks/interop.py,
-   tree_unflatten).
+   tree_unflatten). `new_instance(cls, names, *values)` is the same stores for the
+   generated per-class code (`_codegen._construct`), which has the values at hand.
 
    The module uses multi-phase initialisation (PEP 489) and keeps no Python object in
    a C static: its types are heap types made by each module object, and its state
@@ -107,7 +110,7 @@ typedef struct {
 } ModuleState;
 
 /* The slots allocated at the first store. */
-#define TABLE_MIN_SLOTS 16
+#define TABLE_MIN_SLOTS 64
 
 /* Where key's probe starts. */
 static size_t
@@ -164,7 +167,7 @@ table_has_room(const IdTableObject *self)
 static int
 table_grow(IdTableObject *self)
 {
-    size_t n = self->slots == NULL ? TABLE_MIN_SLOTS : 2 * (self->mask + 1);
+    size_t n = self->slots == NULL ? TABLE_MIN_SLOTS : (self->mask + 1) * (self->mask < 65535 ? 4 : 2);
     if (n / 2 > UINT32_MAX - 1) {
         PyErr_NoMemory(); /* an index + 1 must fit a slot */
         return -1;
@@ -405,7 +408,9 @@ enum {
     REF_IMMUTABLE,  /* set of leaf types never cached */
     REF_LEAF_TYPES, /* set of all leaf types */
     REF_NODE,       /* Loop: node(x, depth); PairLoop: node(x, (y,), depth) */
-    REF_DIRECT,     /* Loop: dict, type -> mapper(x, depth) */
+    REF_DIRECT,     /* Loop: dict, type -> mapper(x, depth), or a leaf's marker */
+    REF_VALUE_LEAF, /* Loop: direct's marker for a value type: f(x) */
+    REF_CACHED_LEAF, /* Loop: direct's marker for another leaf type: f(x), cached */
     REF_TABLE,      /* the identity cache, an IdTable, or None without one (bind) */
     REF_PRUNE,      /* what a repeat becomes when use_prune (bind) */
     REF_PAIR,       /* PairLoop: pair(x, y, depth), for a tuple */
@@ -494,16 +499,21 @@ check_callables_and_sets(const char *type, const char *names, PyObject **callabl
 static int
 Loop_init(LoopObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *names[] = {"node", "direct", "immutable", "leaf_types", "max_depth", NULL};
-    PyObject *node, *direct, *immutable, *leaf_types;
+    static char *names[] = {"node",       "direct",     "immutable",   "leaf_types",
+                            "value_leaf", "cached_leaf", "max_depth", NULL};
+    PyObject *callables[3], *direct, *immutable, *leaf_types;
     Py_ssize_t max_depth;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!OOn:Loop", names, &node, &PyDict_Type,
-                                     &direct, &immutable, &leaf_types, &max_depth) ||
-        check_callables_and_sets("Loop", "node", &node, 1, immutable, leaf_types) < 0) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!OOOOn:Loop", names, &callables[0],
+                                     &PyDict_Type, &direct, &immutable, &leaf_types,
+                                     &callables[1], &callables[2], &max_depth) ||
+        check_callables_and_sets("Loop", "node, value_leaf and cached_leaf", callables, 3,
+                                 immutable, leaf_types) < 0) {
         return -1;
     }
     self->max_depth = max_depth;
-    set_ref(self, REF_NODE, node);
+    set_ref(self, REF_NODE, callables[0]);
+    set_ref(self, REF_VALUE_LEAF, callables[1]);
+    set_ref(self, REF_CACHED_LEAF, callables[2]);
     set_ref(self, REF_DIRECT, direct);
     set_ref(self, REF_IMMUTABLE, immutable);
     set_ref(self, REF_LEAF_TYPES, leaf_types);
@@ -641,6 +651,27 @@ map_small_tuple(const Run *run, PyObject *x, PyObject *y)
 
 static PyObject *map_str_dict(const Run *run, PyObject *x, PyObject *depth);
 
+/* For a type direct does not know: its leaf marker, recorded in direct, if the type
+   is a leaf; else node (borrowed, all three); NULL on error. A leaf type is recorded
+   once, so that each later leaf costs one lookup, as a node does. */
+static PyObject *
+leaf_marker(const Run *run, PyObject *type)
+{
+    int is = PySet_Contains(run->refs[REF_IMMUTABLE], type);
+    PyObject *marker = run->refs[REF_VALUE_LEAF];
+    if (is == 0) {
+        is = PySet_Contains(run->refs[REF_LEAF_TYPES], type);
+        marker = run->refs[REF_CACHED_LEAF];
+    }
+    if (is < 0) {
+        return NULL;
+    }
+    if (is == 0) {
+        return run->refs[REF_NODE];
+    }
+    return PyDict_SetItem(run->refs[REF_DIRECT], type, marker) < 0 ? NULL : marker;
+}
+
 /* Loop: the result for one child x (y, NULL, is there for the map_one signature). */
 static PyObject *
 map_child(const Run *run, PyObject *x, PyObject *y, PyObject *depth)
@@ -661,26 +692,17 @@ map_child(const Run *run, PyObject *x, PyObject *y, PyObject *depth)
             return r;
         }
     }
-    int is = PySet_Contains(run->refs[REF_IMMUTABLE], type);
-    if (is < 0) {
-        return NULL;
-    }
-    if (is) {
-        return PyObject_CallOneArg(run->refs[REF_F], x);
-    }
-    is = PySet_Contains(run->refs[REF_LEAF_TYPES], type);
-    if (is < 0) {
-        return NULL;
-    }
-    if (is) {
-        return map_cached(run, x, NULL);
-    }
     PyObject *mapper = PyDict_GetItemWithError(run->refs[REF_DIRECT], type); /* borrowed */
     if (mapper == NULL) {
-        if (PyErr_Occurred()) {
+        if (PyErr_Occurred() || (mapper = leaf_marker(run, type)) == NULL) {
             return NULL;
         }
-        mapper = run->refs[REF_NODE];
+    }
+    if (mapper == run->refs[REF_VALUE_LEAF]) {
+        return PyObject_CallOneArg(run->refs[REF_F], x);
+    }
+    if (mapper == run->refs[REF_CACHED_LEAF]) {
+        return map_cached(run, x, NULL);
     }
     PyObject *argv[2] = {x, depth};
     Py_INCREF(mapper); /* the call may replace it in direct */
@@ -2138,7 +2160,56 @@ done:
     return tree;
 }
 
+/* object.__new__(cls): object's tp_new itself where it is the class's (the checks of
+   its Python wrapper pass then), else the wrapper, which decides (a class with its own
+   __new__ may get an instance, one with a built-in base is refused). */
+static PyObject *
+new_object(PyTypeObject *cls)
+{
+    if (cls->tp_new != PyBaseObject_Type.tp_new) {
+        return PyObject_CallMethod((PyObject *)&PyBaseObject_Type, "__new__", "O", cls);
+    }
+    PyObject *empty = PyTuple_New(0);
+    if (empty == NULL) {
+        return NULL;
+    }
+    PyObject *obj = PyBaseObject_Type.tp_new(cls, empty, NULL);
+    Py_DECREF(empty);
+    return obj;
+}
+
+/* new_instance(cls, names, *values): object.__new__(cls) with each name set to its
+   value as object.__setattr__ sets it, past a frozen __setattr__: the generated
+   unflatten of a class (`_codegen`), whose plain twin is `plain_unflatten`. Setting
+   fields this way keeps CPython's compact instance values (3.11+), where reading
+   `__dict__` to write it makes a dict per instance (benchmarks/run.py, W3id). */
+static PyObject *
+speedups_new_instance(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs < 2 || !PyType_Check(args[0]) || !PyTuple_CheckExact(args[1]) ||
+        PyTuple_GET_SIZE(args[1]) != nargs - 2) {
+        PyErr_SetString(PyExc_TypeError, "new_instance(cls, names, *values) takes a type, "
+                                         "a tuple of names and one value per name");
+        return NULL;
+    }
+    PyObject *obj = new_object((PyTypeObject *)args[0]);
+    if (obj == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 2; i < nargs; i++) {
+        if (PyObject_GenericSetAttr(obj, PyTuple_GET_ITEM(args[1], i - 2), args[i]) < 0) {
+            Py_DECREF(obj);
+            return NULL;
+        }
+    }
+    return obj;
+}
+
 static PyMethodDef speedups_methods[] = {
+    {"new_instance", (PyCFunction)(void (*)(void))speedups_new_instance, METH_FASTCALL,
+     "new_instance(cls, names, *values): object.__new__(cls) with each name set to its "
+     "value as object.__setattr__ sets it (the generated unflatten's)."},
     {"flatten", (PyCFunction)(void (*)(void))speedups_flatten, METH_FASTCALL,
      "flatten(x, kind, leaf_types, records, context): the leaves of x, its records "
      "appended to records unless None (the compiled twin of _flat.flatten_fast)."},
@@ -2171,7 +2242,6 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *cls;    /* NULL once cleared (then a call raises) */
     PyObject *unpack; /* unpack(children) -> tuple, the interpreter's own unpacking */
-    PyObject *empty;  /* (), object.__new__'s arguments */
     Field *fields;
     Py_ssize_t n_fields;
     Py_ssize_t n_children;
@@ -2213,7 +2283,6 @@ Rebuild_dealloc(RebuildObject *self)
         Py_XDECREF(self->fields[i].name);
     }
     PyMem_Free(self->fields);
-    Py_XDECREF(self->empty);
     type->tp_free((PyObject *)self);
     Py_DECREF(type);
 }
@@ -2314,11 +2383,6 @@ Rebuild_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     if (self->n_children > 0 && !PyCallable_Check(unpack)) {
         PyErr_SetString(PyExc_TypeError, "Rebuild: unpack must be callable");
-        Py_DECREF(self);
-        return NULL;
-    }
-    self->empty = PyTuple_New(0);
-    if (self->empty == NULL) {
         Py_DECREF(self);
         return NULL;
     }
@@ -2431,8 +2495,7 @@ Rebuild_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyO
             Py_INCREF(kids[taken]);
         }
     }
-    /* object.__new__(cls): no __new__ or __init__ of cls runs */
-    obj = PyBaseObject_Type.tp_new((PyTypeObject *)self->cls, self->empty, NULL);
+    obj = new_object((PyTypeObject *)self->cls); /* no __new__ or __init__ of cls runs */
     if (obj == NULL) {
         goto done;
     }

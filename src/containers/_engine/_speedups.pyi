@@ -1,5 +1,5 @@
 # fmap's compiled child loops, flatten's walk, unflatten's rebuild, a Structure's key
-# paths and interop's rebuild (_speedups.c); optional, see _fast._load_speedups.
+# paths and interop's rebuild (_speedups.c); optional, see _loops._load_speedups.
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -15,6 +15,7 @@ def flatten(
 ) -> list[Any]: ...
 def leaf_paths(records: Sequence[Any], context: tuple[Any, Any, str], /) -> list[Any]: ...
 def build(records: tuple[Any, ...], leaves: Any, context: tuple[Any, ...], /) -> Any: ...
+def new_instance(cls: type, names: tuple[str, ...], /, *values: Any) -> Any: ...
 
 class IdTable:
     def __init__(self) -> None: ...
@@ -33,6 +34,8 @@ class Loop:
         direct: dict[type, Callable[[Any, int], Any]],
         immutable: frozenset[type],
         leaf_types: frozenset[type],
+        value_leaf: Callable[[Any, int], Any],
+        cached_leaf: Callable[[Any, int], Any],
         max_depth: int,
     ) -> None: ...
     def run(self, kids: Iterable[Any], depth: int, /) -> list[Any]: ...

@@ -18,7 +18,7 @@ import linecache
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from containers._codegen import _construct, _unpack
+from containers._codegen import _construct, _unpack, setattr_stores
 from containers._codegen import plain_unflatten as _plain_unflatten
 from containers._engine import _fast
 from containers._errors import type_name
@@ -124,9 +124,8 @@ def compiled_rebuild_fields(spec: ContainerSpec) -> tuple[tuple[str, str, Any], 
     it is registered itself, so a rebuild runs no Python frame (benchmarks/interop.py,
     ``tree_unflatten``: frozen classes took 1.1-1.25x a hand registration's
     ``cls(*children)`` through ``rebuild_shadow``). That store equals the generated
-    one when the class attribute of each field name is a data descriptor exactly for
-    the fields in slots (their slot descriptors, which the core rebuild calls too) and
-    ``object.__new__(cls)`` is allowed (a probe). Not for classes without a
+    one where ``setattr_stores`` says so and ``object.__new__(cls)`` is allowed (a
+    probe). Not for classes without a
     ``__setattr__`` of their own (already as fast as a hand registration), namedtuples,
     or classes with a ``__del__`` (the probe would reach it).
     """
@@ -137,11 +136,8 @@ def compiled_rebuild_fields(spec: ContainerSpec) -> tuple[tuple[str, str, Any], 
         or hasattr(cls, "__del__")
     ):
         return None
-    for name in spec.fields:
-        found = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
-        data = hasattr(type(found), "__set__") or hasattr(type(found), "__delete__")
-        if data != (name in spec.slots):
-            return None
+    if not setattr_stores(spec):
+        return None
     try:
         object.__new__(cls)
     except TypeError:
