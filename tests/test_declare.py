@@ -277,7 +277,7 @@ def test_a_field_named_like_a_data_descriptor_is_written_to_the_instance_dict():
     descriptor instead. Other classes are built by one call where the C accelerator
     is built (one stored as object.__setattr__ stores)."""
     from containers._codegen import setattr_stores
-    from containers._engine import _fast
+    from containers._engine._loops import SPEEDUPS
 
     @dataclasses.dataclass(frozen=True)
     class Described:
@@ -301,7 +301,7 @@ def test_a_field_named_like_a_data_descriptor_is_written_to_the_instance_dict():
         assert type(out) is cls and out.__dict__ == {"a": 2}
         assert ct.unflatten(*reversed(ct.flatten(built))).__dict__ == {"a": 1}
     source = "".join(linecache.getlines(Plain.__container_traverse__.__code__.co_filename))
-    assert ("_ct_new_instance(" in source) == (_fast._speedups is not None)
+    assert ("_ct_new_instance(" in source) == (SPEEDUPS is not None)
     source = "".join(linecache.getlines(Described.__container_traverse__.__code__.co_filename))
     assert "_ct_new_instance(" not in source
 

@@ -500,8 +500,9 @@ def test_table_tells_equal_objects_apart() -> None:
 
 @compiled
 def test_table_grows_past_many_resizes() -> None:
-    """Thousands of entries (the slots double from 16, at most half full) are all found
-    again, and ids of objects never stored are not."""
+    """Thousands of entries (64 slots at first, at most half full, four times as many
+    at each growth, then twice) are all found again, and ids of objects never stored
+    are not."""
     table, objects = _table(), [object() for _ in range(5000)]
     for i, obj in enumerate(objects):
         table.store(obj, i)

@@ -248,8 +248,10 @@ class _Mode:
                 return leaf(x)
 
             def forget_leaves() -> None:
-                for t in [t for t, m in direct.items() if m is value_leaf or m is cached_leaf]:
-                    del direct[t]
+                # list() copies at once: another thread's C loop may add to direct
+                for t, m in list(direct.items()):
+                    if m is value_leaf or m is cached_leaf:
+                        del direct[t]
 
             compiled = _speedups.Loop(
                 node, direct, immutable, leaf_types, value_leaf, cached_leaf, MAX_FAST_DEPTH

@@ -43,10 +43,10 @@
 
    The module uses multi-phase initialisation (PEP 489) and keeps no Python object in
    a C static: its types are heap types made by each module object, and its state
-   (a constant, the IdTable type) lives in the module's state, so it can be imported in subinterpreters,
-   each with its own GIL (3.12+). It needs the GIL: a loop's references are read and
-   replaced without locks, so on a free-threaded build (3.13+) importing it turns the
-   GIL back on. */
+   (a constant, the IdTable type) lives in the module's state, so it can be imported
+   in subinterpreters, each with its own GIL (3.12+). It needs the GIL: a loop's
+   references are read and replaced without locks, so on a free-threaded build
+   (3.13+) importing it turns the GIL back on. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -111,6 +111,9 @@ typedef struct {
 
 /* The slots allocated at the first store. */
 #define TABLE_MIN_SLOTS 64
+/* Below this many slots the table grows fourfold (fewer rehashes of a small table),
+   from it twofold (less memory for a large one). */
+#define TABLE_QUADRUPLE_BELOW 65536
 
 /* Where key's probe starts. */
 static size_t
@@ -161,13 +164,16 @@ table_has_room(const IdTableObject *self)
     return self->slots != NULL && (size_t)(self->used + 1) * 2 <= self->mask + 1;
 }
 
-/* Twice as many slots (or the first ones), and room for as many entries as they
-   allow; -1 with MemoryError. No Python code runs here: entries stay where they are
-   in the order stored, references do not change hands. */
+/* Four or two times as many slots (or the first ones), and room for as many entries
+   as they allow; -1 with MemoryError. No Python code runs here: entries stay where
+   they are in the order stored, references do not change hands. */
 static int
 table_grow(IdTableObject *self)
 {
-    size_t n = self->slots == NULL ? TABLE_MIN_SLOTS : (self->mask + 1) * (self->mask < 65535 ? 4 : 2);
+    size_t slots_now = self->slots == NULL ? 0 : self->mask + 1;
+    size_t n = slots_now == 0                       ? TABLE_MIN_SLOTS
+               : slots_now < TABLE_QUADRUPLE_BELOW ? 4 * slots_now
+                                                   : 2 * slots_now;
     if (n / 2 > UINT32_MAX - 1) {
         PyErr_NoMemory(); /* an index + 1 must fit a slot */
         return -1;
@@ -1158,8 +1164,9 @@ static PyMethodDef PairLoop_methods[] = {
 };
 
 static PyType_Slot Loop_slots[] = {
-    {Py_tp_doc, (void *)PyDoc_STR("Loop(node, direct, immutable, leaf_types): fmap's child "
-                                  "loop for one mode of _fast._Mode.")},
+    {Py_tp_doc, (void *)PyDoc_STR("Loop(node, direct, immutable, leaf_types, value_leaf, "
+                                  "cached_leaf, max_depth): fmap's child loop for one "
+                                  "mode of _fast._Mode.")},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_init, Loop_init},
     {Py_tp_dealloc, Loop_dealloc},

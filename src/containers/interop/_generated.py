@@ -120,14 +120,14 @@ def compiled_rebuild_fields(spec: ContainerSpec) -> tuple[tuple[str, str, Any], 
     not build what the generated rebuild builds.
 
     ``Rebuild`` stores each field with ``object.__setattr__``'s C function: on 3.11+
-    into the instance's inline values, with no dict and no ``__class__`` switch, and
-    it is registered itself, so a rebuild runs no Python frame (benchmarks/interop.py,
+    into the instance's inline values, with no dict and no ``__class__`` switch, and it
+    is registered itself, so a rebuild runs no Python frame (benchmarks/interop.py,
     ``tree_unflatten``: frozen classes took 1.1-1.25x a hand registration's
-    ``cls(*children)`` through ``rebuild_shadow``). That store equals the generated
-    one where ``setattr_stores`` says so and ``object.__new__(cls)`` is allowed (a
-    probe). Not for classes without a
-    ``__setattr__`` of their own (already as fast as a hand registration), namedtuples,
-    or classes with a ``__del__`` (the probe would reach it).
+    ``cls(*children)`` through ``rebuild_shadow``). That store equals the generated one
+    where ``setattr_stores`` says so and ``object.__new__(cls)`` is allowed (a probe).
+    Not for classes without a ``__setattr__`` of their own (already as fast as a hand
+    registration), namedtuples, or classes with a ``__del__`` (the probe would reach
+    it).
     """
     cls = spec.cls
     if (
