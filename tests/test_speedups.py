@@ -13,6 +13,7 @@ cache they probe by address, is tested here too, against ``Memo``'s plain dict.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import importlib.util
 import os
@@ -28,6 +29,7 @@ from collections import OrderedDict, defaultdict, deque, namedtuple
 from types import ModuleType
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 
@@ -342,7 +344,8 @@ def _assert_runs_in_a_thread(work: str, *, stack_kb: int) -> None:
 @pytest.mark.parametrize("kib", [32, 64])
 def test_a_thread_with_a_tiny_stack_maps_deep_trees(engine: str, kib: int) -> None:
     """In a thread with 32 or 64 KiB of stack, a list 100 deep (the depth the fast path
-    recurses to) and mixed trees 1,000 deep map with one tree and two, and through
+    recurses to), mixed trees and a chain of declared nodes 1,000 deep map with one
+    tree and two, and through
     fmapstructure: the compiled loops hand their nodes to the iterative engine when
     the stack runs low. (A list 100 deep crashed the interpreter at 64 KiB.) The trees
     and results outlive the thread, so the main thread frees them: CPython 3.13 frees
@@ -380,7 +383,10 @@ def test_a_thread_with_a_tiny_stack_maps_deep_trees(engine: str, kib: int) -> No
             mixed = {{"a": (1.0, np.ones(1))}}
             for i in range(1_000):
                 mixed = {{"k": [(mixed, 1.0)]}} if i % 2 else Node(np.zeros(1), ({{"m": mixed}},))
-            for tree in (nested(100, 1.0), nested(1_000, 1.0), mixed):
+            chain = 1.0
+            for _ in range(1_000):
+                chain = Node(chain, 2.0)
+            for tree in (nested(100, 1.0), nested(1_000, 1.0), mixed, chain):
                 first = ct.leaves(tree)[0]
                 one, two = ct.fmap(lambda v: v + 1, tree), ct.fmap(lambda a, b: a + b, tree, tree)
                 structure = ct.fmapstructure(lambda v: v, tree)
@@ -671,8 +677,6 @@ def test_new_instance_stores_as_object_setattr_past_a_frozen_setattr() -> None:
     """new_instance(cls, names, *values) makes an instance without running the class's
     __new__ or __init__ and stores each value, the very object given, as
     object.__setattr__ would: into the dict in the order given, or a slot."""
-    import dataclasses
-
     assert _fast._speedups is not None
     new_instance = _fast._speedups.new_instance
     for slots in (False, True):
@@ -763,8 +767,6 @@ def test_rebuild_stores_past_a_frozen_setattr_without_init(
     each field where object.__setattr__ would (the instance's dict, a slot), the very
     objects given, reset fields getting their default or a factory's value; in either
     argument order, from any iterable of the right length."""
-    import dataclasses
-
     for slots in (False, True):
 
         @dataclasses.dataclass(frozen=True, slots=slots)
@@ -886,6 +888,146 @@ def test_rebuild_bad_arguments_are_named() -> None:
         rebuild((), (1,), x=1)
     with pytest.raises(TypeError, match="is not an acceptable base type"):
         type("Sub", (rebuild_type,), {})
+
+
+# --- MapNode: a declared class's mapper, run by the compiled loop ----------------------
+
+
+@ct.container(children=["w", "b"], keep=["name"])
+class _Mapped:
+    """Every source of a field: children, a kept field, reset value and factory."""
+
+    w: Any
+    b: Any
+    name: str = "m"
+    cache: dict[str, Any] | None = None
+    seen: list[Any] = dataclasses.field(default_factory=list)
+
+
+@ct.container(children=["w"])
+@attrs.define(frozen=True)
+class _SlotMapped:
+    w: Any
+    spare: Any = attrs.field(init=False, default=None)
+
+
+@ct.container(children=["a", "b"])
+@dataclasses.dataclass(frozen=True)
+class _Unset:
+    a: Any
+    b: Any = dataclasses.field(init=False)
+
+
+def _map_node_frames(fn: Any, *args: Any, **options: Any) -> tuple[Any, int]:
+    """fn(*args, **options), and how many Python frames the generated mappers ran in
+    it, called a second time."""
+    frames = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal frames
+        frames += event == "call" and frame.f_code.co_name == "map_node"
+
+    fn(*args, **options)  # a mode meets each class first in Python (_Mode.node)
+    sys.setprofile(profile)
+    try:
+        return fn(*args, **options), frames
+    finally:
+        sys.setprofile(None)
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_the_compiled_loop_maps_declared_classes_without_their_mappers(
+    engine: str, cache: bool
+) -> None:
+    """With the compiled loop, a frozen declared class is mapped in C (MapNode) and its
+    generated mapper, the twin, runs no frame; both read every source of a field and
+    call f alike (the property tests compare them on random classes)."""
+    shared = np.ones(2)
+    tree = [_Mapped(shared, [shared, 2.0], "first"), (_SlotMapped(shared), _Mapped(1, shared))]
+    calls: list[Any] = []
+
+    def f(x: Any) -> Any:
+        calls.append(x)
+        return x * 2
+
+    out, frames = _map_node_frames(ct.fmap, f, tree, cache=cache)
+    assert (frames == 0) == (engine == "compiled"), frames
+    del calls[: len(calls) // 2]  # the first call's
+    expected = [shared, 2.0, 1] if cache else [shared, shared, 2.0, shared, 1, shared]
+    assert [id(x) for x in calls] == [id(x) for x in expected]
+    first, (slotted, last) = out
+    assert (first.name, first.cache, first.seen, last.name) == ("first", None, [], "m")
+    assert first.seen is not last.seen  # the factory ran once per node
+    assert first.b[1] == 4.0 and last.w == 2 and slotted.spare is None
+    assert np.array_equal(slotted.w, [2.0, 2.0])
+    assert (first.w is slotted.w is last.b) == cache  # sharing with the cache
+
+
+def test_map_node_gives_fmapstructure_the_dict_of_children(engine: str) -> None:
+    got, frames = _map_node_frames(ct.fmapstructure, str, [_Mapped(1.0, (2.0,)), _SlotMapped(3)])
+    assert (frames == 0) == (engine == "compiled")
+    assert got == [{"w": "1.0", "b": ("2.0",)}, {"w": "3"}]
+
+
+def test_map_node_raises_what_the_generated_mapper_raises(engine: str) -> None:
+    """An unset field is named; f's own AttributeError goes through unchanged but for
+    its context, which the mapper's `raise ... from None` suppresses."""
+    with pytest.raises(ct.StructureError, match=r"^_Unset\.b is not set on this _Unset "):
+        ct.fmap(float, [_Unset(1.0)])
+    error = AttributeError("f's own")
+
+    def fails(x: Any) -> Any:
+        raise error
+
+    with pytest.raises(AttributeError) as raised:
+        ct.fmap(fails, [_Mapped(1.0, 2.0)])
+    assert raised.value is error
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
+
+
+def test_map_node_hands_deep_chains_to_the_engine(engine: str) -> None:
+    """Declared nodes nested past the fast path's depth go to the iterative engine."""
+    chain: Any = 0.0
+    for _ in range(3 * MAX_FAST_DEPTH):
+        chain = _SlotMapped(chain)
+    out = ct.fmap(lambda v: v + 1, chain)
+    assert ct.leaves(out) == [1.0]
+    assert len(ct.structure(out).paths()[0]) == 3 * MAX_FAST_DEPTH
+
+
+@compiled
+def test_map_node_bad_arguments_are_named() -> None:
+    """MapNode's own checks (it is private; _engine._fast._Mode is its one user)."""
+    assert _fast._speedups is not None
+    map_node, loop_type = _fast._speedups.MapNode, _fast._speedups.Loop
+    loop = loop_type(print, {}, frozenset(), frozenset(), print, print, 100)
+    callables = r"^MapNode: mapper and unset must be callable$"
+    with pytest.raises(TypeError, match=callables):
+        map_node(1, loop, _SlotMapped, (), (), print, False)
+    with pytest.raises(TypeError, match=callables):
+        map_node(print, loop, _SlotMapped, (), (), 1, False)
+    with pytest.raises(
+        TypeError, match=r"^MapNode: loop must be a Loop of this module, not 'dict'$"
+    ):
+        map_node(print, {}, _SlotMapped, (), (), print, False)
+    with pytest.raises(TypeError, match=r"^MapNode: children must be a tuple of str$"):
+        map_node(print, loop, _SlotMapped, (), (1,), print, False)
+    with pytest.raises(TypeError, match=r"^MapNode: a field's name and how must be str$"):
+        map_node(print, loop, _SlotMapped, ((1, "child", 0),), ("w",), print, False)
+    cannot = r"^MapNode: field 'w' cannot be built here \(a factory taking self, or a child"
+    with pytest.raises(ValueError, match=cannot):
+        map_node(print, loop, _SlotMapped, (("w", "child", 1),), ("w",), print, False)
+    with pytest.raises(ValueError, match=cannot):
+        map_node(print, loop, _SlotMapped, (("w", "factory_self", print),), (), print, False)
+    node = map_node(lambda x, d: ("deep", x, d), loop, _SlotMapped, (), (), print, False)
+    arguments = r"^MapNode\(\) takes 2 positional arguments \(x, depth\)$"
+    with pytest.raises(TypeError, match=arguments):
+        node(1)
+    with pytest.raises(TypeError, match=arguments):
+        node(1, depth=2)
+    assert node(1, 101) == ("deep", 1, 101)  # past the loop's max_depth: the mapper's
+    with pytest.raises(TypeError, match="is not an acceptable base type"):
+        type("Sub", (map_node,), {})
 
 
 # --- flatten: the compiled twin of _flat.flatten_fast ------------------------------------

@@ -29,6 +29,8 @@ __all__ = [
     "Generated",
     "build_source",
     "compile_spec",
+    "field_sources",
+    "node_plan",
     "plain_deserialize",
     "plain_flatten",
     "plain_rebuild",
@@ -123,6 +125,42 @@ def setattr_stores(spec: ContainerSpec) -> bool:
         if data != (name in spec.slots):
             return False
     return True
+
+
+def field_sources(spec: ContainerSpec) -> tuple[tuple[str, str, Any], ...]:
+    """Where each field of a rebuilt instance comes from, in declaration order, as the
+    compiled ``Rebuild`` and ``MapNode`` read it: ``(name, how, arg)``, how ``"child"``
+    or ``"kept"`` (arg: the index in ``spec.children`` or ``spec.keep``), or for a reset
+    field its default's (``"value"``, ``"factory"``, ``"factory_self"``; arg: the
+    default or the factory)."""
+    fields: list[tuple[str, str, Any]] = []
+    for name in spec.fields:
+        if name in spec.children:
+            fields.append((name, "child", spec.children.index(name)))
+        elif name in spec.keep:
+            fields.append((name, "kept", spec.keep.index(name)))
+        else:
+            default = spec.defaults[name]
+            fields.append((name, default.how, default.value))
+    return tuple(fields)
+
+
+def node_plan(
+    spec: ContainerSpec,
+) -> tuple[type, tuple[tuple[str, str, Any], ...], tuple[str, ...], Callable[..., Any]] | None:
+    """What ``_speedups.MapNode`` takes after the generated mapper: the class, its
+    ``field_sources``, its children's names and the mapper's ``_ct_unset``; or None
+    where the mapper does not build the instance with ``new_instance`` (``_construct``:
+    a namedtuple, a reset factory that takes the instance, or stores that
+    ``setattr_stores`` refuses), so that the loop runs the mapper's own lines."""
+    fields = field_sources(spec)
+    if (
+        spec.flavor == "namedtuple"
+        or any(how == "factory_self" for _, how, _ in fields)
+        or not setattr_stores(spec)
+    ):
+        return None
+    return spec.cls, fields, tuple(spec.children), _unset_field_error(spec)
 
 
 def _guarded(obj: str, body: list[str]) -> list[str]:

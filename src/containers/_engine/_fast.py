@@ -14,6 +14,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from containers._codegen import node_plan
 from containers._engine._core import (
     MAX_FAST_DEPTH,
     UNSET,
@@ -46,6 +47,7 @@ from containers._registry import (
     kind_of,
     sort_keys,
 )
+from containers._spec import ContainerSpec
 
 __all__ = ["fast_collect", "fast_map", "fast_map_many", "relocate"]
 
@@ -149,6 +151,17 @@ class _Mode:
                 f, x, exclude=None, cache=cache, prune=prune, structural=structural, relocate=True
             )
 
+        map_node: Callable[..., Any] | None = None if _speedups is None else _speedups.MapNode
+
+        def declared(make_mapper: Callable[..., Any], spec: ContainerSpec | None) -> Any:
+            # A frozen declared class's generated mapper, or with the C loop, where the
+            # mapper builds with new_instance, the same mapper in C (MapNode: W3id).
+            mapper = rebind(make_mapper(self), cells)
+            plan = None if spec is None else node_plan(spec)
+            if map_node is None or plan is None:
+                return mapper
+            return map_node(mapper, compiled, *plan, structural)
+
         def node(x: Any, depth: int) -> Any:
             t = type(x)
             kind = kinds_get(t) or _kind_of(x)
@@ -161,7 +174,7 @@ class _Mode:
                     if ckey in results:
                         return prune if use_prune else results[ckey]
             elif kind.make_mapper is not None:
-                mapper = direct[t] = rebind(kind.make_mapper(self), cells)
+                mapper = direct[t] = declared(kind.make_mapper, kind.spec)
                 return mapper(x, depth)
             if depth > MAX_FAST_DEPTH:
                 value = deep(x)

@@ -10,8 +10,10 @@
    too, as one of two markers, so that a leaf costs one lookup; a registration
    removes them (`_fast._forget_modes`). `PairLoop.run(kids, ykids, depth)` is the same
    for fmap with one extra tree (`_loops.pair_loop_source()`). `Loop.leaf(x)` is
-   the cached call alone, for the generated per-class mappers. Everything else
-   (nodes, depth, errors and their paths) stays in Python, in `_fast._Mode` and
+   the cached call alone, for the generated per-class mappers. A `MapNode` in
+   `direct` is a frozen declared class's generated mapper done in C (below), so a
+   tree of such classes is mapped without a Python frame. Everything else (other
+   nodes, depth, errors and their paths) stays in Python, in `_fast._Mode` and
    `_fast._ManyMode`, which own the loops and set their per-call values with `bind`.
 
    `IdTable` is the identity cache itself when this module is built (`_core.Memo`
@@ -105,6 +107,8 @@ typedef struct {
 typedef struct {
     PyObject *handover_depth;
     PyTypeObject *table_type;
+    PyTypeObject *loop_type;
+    PyTypeObject *node_type;
     PyObject *flatten_name;   /* "flatten", interned: a NodeKind's attribute */
     PyObject *unflatten_name; /* "unflatten", interned: another */
 } ModuleState;
@@ -427,7 +431,9 @@ typedef struct {
     PyObject_HEAD
     PyObject *refs[N_REFS];
     int use_prune;        /* (bind) */
-    Py_ssize_t max_depth; /* Loop: _core.MAX_FAST_DEPTH, the deepest dict mapped here */
+    Py_ssize_t max_depth; /* Loop: _core.MAX_FAST_DEPTH, the deepest node mapped here */
+    PyTypeObject *node_type; /* Loop: the module's MapNode type (borrowed: the loop's
+                                type holds the module, whose state holds it) */
 } LoopObject;
 
 /* One run's view of a loop: its own references and scalars. */
@@ -435,6 +441,7 @@ typedef struct {
     PyObject *refs[N_REFS];
     int use_prune;
     Py_ssize_t max_depth;
+    PyTypeObject *node_type;
 } Run;
 
 static int
@@ -517,6 +524,8 @@ Loop_init(LoopObject *self, PyObject *args, PyObject *kwds)
         return -1;
     }
     self->max_depth = max_depth;
+    /* the types cannot be subclassed, so self's type is the one its module made */
+    self->node_type = ((ModuleState *)PyType_GetModuleState(Py_TYPE(self)))->node_type;
     set_ref(self, REF_NODE, callables[0]);
     set_ref(self, REF_VALUE_LEAF, callables[1]);
     set_ref(self, REF_CACHED_LEAF, callables[2]);
@@ -656,6 +665,7 @@ map_small_tuple(const Run *run, PyObject *x, PyObject *y)
 }
 
 static PyObject *map_str_dict(const Run *run, PyObject *x, PyObject *depth);
+static PyObject *map_declared(const Run *run, PyObject *node, PyObject *x, PyObject *depth);
 
 /* For a type direct does not know: its leaf marker, recorded in direct, if the type
    is a leaf; else node (borrowed, all three); NULL on error. A leaf type is recorded
@@ -709,6 +719,9 @@ map_child(const Run *run, PyObject *x, PyObject *y, PyObject *depth)
     }
     if (mapper == run->refs[REF_CACHED_LEAF]) {
         return map_cached(run, x, NULL);
+    }
+    if (Py_IS_TYPE(mapper, run->node_type)) {
+        return map_declared(run, mapper, x, depth);
     }
     PyObject *argv[2] = {x, depth};
     Py_INCREF(mapper); /* the call may replace it in direct */
@@ -988,6 +1001,7 @@ run_take(LoopObject *self, const char *what, Run *run)
     }
     run->use_prune = self->use_prune;
     run->max_depth = self->max_depth;
+    run->node_type = self->node_type;
     for (int i = 0; i < N_REFS; i++) {
         run->refs[i] = self->refs[i];
         Py_XINCREF(run->refs[i]);
@@ -1105,7 +1119,7 @@ cached_leaf(LoopObject *self, const char *what, PyObject *x, PyObject *y)
     /* the run holds only what map_cached reads (a full run_take costs as much as the
        probe: benchmarks/instructions.py, W3id) */
     static const int used[] = {REF_F, REF_TABLE, REF_PRUNE};
-    Run run = {{NULL}, self->use_prune, self->max_depth};
+    Run run = {{NULL}, self->use_prune, self->max_depth, NULL}; /* a leaf: no nodes */
     if (self->refs[REF_F] == NULL) {
         PyErr_Format(PyExc_TypeError, "%s: the loop was never initialised", what);
         return NULL;
@@ -2241,6 +2255,33 @@ typedef struct {
     int how;
 } Field;
 
+/* A field array's references (Rebuild's, MapNode's): visited, cleared, freed. */
+static int
+fields_traverse(const Field *fields, Py_ssize_t n, visitproc visit, void *arg)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_VISIT(fields[i].value);
+    }
+    return 0;
+}
+
+static void
+fields_clear(Field *fields, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_CLEAR(fields[i].value);
+    }
+}
+
+static void
+fields_free(Field *fields, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_XDECREF(fields[i].name);
+    }
+    PyMem_Free(fields);
+}
+
 /* Children up to this many are held on the C stack during a rebuild. */
 #define STACK_CHILDREN 8
 
@@ -2261,10 +2302,7 @@ Rebuild_traverse(RebuildObject *self, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->cls);
     Py_VISIT(self->unpack);
-    for (Py_ssize_t i = 0; i < self->n_fields; i++) {
-        Py_VISIT(self->fields[i].value);
-    }
-    return 0;
+    return fields_traverse(self->fields, self->n_fields, visit, arg);
 }
 
 static int
@@ -2274,9 +2312,7 @@ Rebuild_clear(RebuildObject *self)
        object and raises instead of reading released fields */
     Py_CLEAR(self->cls);
     Py_CLEAR(self->unpack);
-    for (Py_ssize_t i = 0; i < self->n_fields; i++) {
-        Py_CLEAR(self->fields[i].value);
-    }
+    fields_clear(self->fields, self->n_fields);
     return 0;
 }
 
@@ -2286,29 +2322,27 @@ Rebuild_dealloc(RebuildObject *self)
     PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     Rebuild_clear(self);
-    for (Py_ssize_t i = 0; i < self->n_fields; i++) {
-        Py_XDECREF(self->fields[i].name);
-    }
-    PyMem_Free(self->fields);
+    fields_free(self->fields, self->n_fields);
     type->tp_free((PyObject *)self);
     Py_DECREF(type);
 }
 
-/* Read one (name, how, arg) entry of Rebuild's fields into field; -1 on error. */
+/* Read one (name, how, arg) entry of the fields of a Rebuild or MapNode (`type`) into
+   field; -1 on error. */
 static int
-read_field(PyObject *entry, Field *field, Py_ssize_t *n_children)
+read_field(const char *type, PyObject *entry, Field *field, Py_ssize_t *n_children)
 {
     static const char *hows[] = {"child", "kept", "value", "factory", "factory_self"};
     PyObject *name, *how, *arg;
     if (!PyTuple_Check(entry) || !PyArg_UnpackTuple(entry, "field", 3, 3, &name, &how, &arg)) {
         if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "Rebuild: each field must be a tuple "
-                                             "(name, how, arg)");
+            PyErr_Format(PyExc_TypeError, "%s: each field must be a tuple (name, how, arg)",
+                         type);
         }
         return -1;
     }
     if (!PyUnicode_CheckExact(name) || !PyUnicode_Check(how)) {
-        PyErr_SetString(PyExc_TypeError, "Rebuild: a field's name and how must be str");
+        PyErr_Format(PyExc_TypeError, "%s: a field's name and how must be str", type);
         return -1;
     }
     field->how = -1;
@@ -2318,7 +2352,7 @@ read_field(PyObject *entry, Field *field, Py_ssize_t *n_children)
         }
     }
     if (field->how < 0) {
-        PyErr_Format(PyExc_ValueError, "Rebuild: unknown how %R for field %R", how, name);
+        PyErr_Format(PyExc_ValueError, "%s: unknown how %R for field %R", type, how, name);
         return -1;
     }
     if (field->how == FROM_CHILD || field->how == FROM_KEPT) {
@@ -2327,14 +2361,14 @@ read_field(PyObject *entry, Field *field, Py_ssize_t *n_children)
             return -1;
         }
         if (field->index < 0) {
-            PyErr_Format(PyExc_ValueError, "Rebuild: negative index for field %R", name);
+            PyErr_Format(PyExc_ValueError, "%s: negative index for field %R", type, name);
             return -1;
         }
         *n_children += field->how == FROM_CHILD;
     }
     else {
         if (field->how != FROM_VALUE && !PyCallable_Check(arg)) {
-            PyErr_Format(PyExc_TypeError, "Rebuild: the factory of field %R must be callable",
+            PyErr_Format(PyExc_TypeError, "%s: the factory of field %R must be callable", type,
                          name);
             return -1;
         }
@@ -2375,7 +2409,8 @@ Rebuild_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         self->n_fields = i + 1; /* released by dealloc if what follows fails */
-        if (read_field(PyTuple_GET_ITEM(fields, i), &self->fields[i], &self->n_children) < 0) {
+        if (read_field("Rebuild", PyTuple_GET_ITEM(fields, i), &self->fields[i],
+                       &self->n_children) < 0) {
             Py_DECREF(self);
             return NULL;
         }
@@ -2529,6 +2564,377 @@ done:
     return obj;
 }
 
+/* --- MapNode: fmap's mapper of one declared class, in C ------------------------------
+
+   `MapNode(mapper, loop, cls, fields, children, unset, structural)` is the generated
+   mapper `map_node(x, depth)` of one frozen declared class (`_codegen.build_source`),
+   its plain twin, run in C with the values `loop` (a `Loop`) is bound to: it reads the
+   children named in `children`, maps each as the loop maps any child (so a child
+   that is itself such a class is mapped here too), and builds the instance with
+   `fields` (as `Rebuild`'s: 'child' takes the mapped child at that index, 'kept' reads
+   the field from x, 'value' and 'factory' reset it) as `new_instance` does; with
+   `structural` (fmapstructure), the dict of the mapped children by name. The
+   generated mapper does the same in the same order: each child read and mapped in
+   turn, then the kept fields read and the factories called in field order, the
+   instance made last. So a node costs no Python frame, and `f` is called from C with
+   or without the cache (benchmarks/run.py, W3id). `Loop` runs a MapNode found in
+   `direct` without calling it; Python code (`_fast._Mode.node`, the mappers of other
+   classes) calls it as `node(x, depth)`.
+
+   An AttributeError anywhere in that (an unset field, or `f`'s own) becomes
+   `unset(x, err)` raised `from None`, as in the generated `except AttributeError`.
+   Past max_depth, the mapper is called instead, and hands x to the iterative engine;
+   with the thread's stack running low, it is called with HANDOVER_DEPTH, so that it
+   does the same, as the loops hand over their children. */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *cls;      /* NULL once cleared (then a call raises) */
+    PyObject *mapper;   /* the generated map_node(x, depth) */
+    PyObject *loop;     /* the Loop whose bound values (f, the table) a call uses */
+    PyObject *children; /* tuple of interned str: the children's fields, in visit order */
+    PyObject *unset;    /* unset(x, err) -> the exception to raise */
+    Field *fields;
+    Py_ssize_t n_fields;
+    int structural;
+} MapNodeObject;
+
+static int
+MapNode_traverse(MapNodeObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->cls);
+    Py_VISIT(self->mapper);
+    Py_VISIT(self->loop);
+    Py_VISIT(self->children);
+    Py_VISIT(self->unset);
+    return fields_traverse(self->fields, self->n_fields, visit, arg);
+}
+
+static int
+MapNode_clear(MapNodeObject *self)
+{
+    Py_CLEAR(self->cls); /* first: a call made while the rest is released raises */
+    Py_CLEAR(self->mapper);
+    Py_CLEAR(self->loop);
+    Py_CLEAR(self->children);
+    Py_CLEAR(self->unset);
+    fields_clear(self->fields, self->n_fields);
+    return 0;
+}
+
+static void
+MapNode_dealloc(MapNodeObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    MapNode_clear(self);
+    fields_free(self->fields, self->n_fields);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+static PyObject *
+MapNode_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    MapNodeObject *self = (MapNodeObject *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 2 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "MapNode() takes 2 positional arguments (x, depth)");
+        return NULL;
+    }
+    if (self->cls == NULL) {
+        PyErr_SetString(PyExc_TypeError, "MapNode: the object was cleared");
+        return NULL;
+    }
+    Run run;
+    if (run_take((LoopObject *)self->loop, "MapNode", &run) < 0) {
+        return NULL;
+    }
+    PyObject *r = map_declared(&run, callable, args[0], args[1]);
+    run_release(&run);
+    return r;
+}
+
+/* No __init__, as Rebuild: the fields never change under a call. */
+static PyObject *
+MapNode_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"mapper",   "loop",  "cls",        "fields",
+                            "children", "unset", "structural", NULL};
+    PyObject *mapper, *loop, *cls, *fields, *children, *unset;
+    int structural;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!O!O!Op:MapNode", names, &mapper, &loop,
+                                     &PyType_Type, &cls, &PyTuple_Type, &fields, &PyTuple_Type,
+                                     &children, &unset, &structural)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(mapper) || !PyCallable_Check(unset)) {
+        PyErr_SetString(PyExc_TypeError, "MapNode: mapper and unset must be callable");
+        return NULL;
+    }
+    /* the types cannot be subclassed, so type is the one its module made */
+    if (!Py_IS_TYPE(loop, ((ModuleState *)PyType_GetModuleState(type))->loop_type)) {
+        PyErr_Format(PyExc_TypeError, "MapNode: loop must be a Loop of this module, not "
+                                      "'%.100s'",
+                     Py_TYPE(loop)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t n_children = PyTuple_GET_SIZE(children), n = PyTuple_GET_SIZE(fields), i;
+    for (i = 0; i < n_children; i++) {
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(children, i))) {
+            PyErr_SetString(PyExc_TypeError, "MapNode: children must be a tuple of str");
+            return NULL;
+        }
+    }
+    MapNodeObject *self = (MapNodeObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->vectorcall = MapNode_vectorcall;
+    self->structural = structural;
+    self->fields = PyMem_Calloc(n ? n : 1, sizeof(Field));
+    if (self->fields == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t counted = 0;
+    for (i = 0; i < n; i++) {
+        self->n_fields = i + 1; /* released by dealloc if what follows fails */
+        Field *field = &self->fields[i];
+        if (read_field("MapNode", PyTuple_GET_ITEM(fields, i), field, &counted) < 0) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        if (field->how == FROM_FACTORY_SELF ||
+            (field->how == FROM_CHILD && field->index >= n_children)) {
+            PyErr_Format(PyExc_ValueError, "MapNode: field %R cannot be built here (a "
+                                           "factory taking self, or a child index out of "
+                                           "range)",
+                         field->name);
+            Py_DECREF(self);
+            return NULL;
+        }
+    }
+    self->children = PyTuple_New(n_children);
+    if (self->children == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    for (i = 0; i < n_children; i++) {
+        PyObject *name = PyTuple_GET_ITEM(children, i);
+        Py_INCREF(name);
+        PyUnicode_InternInPlace(&name);
+        PyTuple_SET_ITEM(self->children, i, name);
+    }
+    self->mapper = Py_NewRef(mapper);
+    self->loop = Py_NewRef(loop);
+    self->unset = Py_NewRef(unset);
+    self->cls = Py_NewRef(cls); /* last: a set cls says the object is complete */
+    return (PyObject *)self;
+}
+
+/* The exception being raised, taken (normalized, with its traceback). */
+static PyObject *
+take_raised(void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL) {
+        PyException_SetTraceback(value, tb);
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    return value;
+#endif
+}
+
+/* Raise the exception exc (a reference taken). */
+static void
+set_raised(PyObject *exc)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#else
+    PyErr_Restore(Py_NewRef(Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
+#endif
+}
+
+/* The AttributeError being raised replaced, as the generated mapper's
+   `except AttributeError as _e: raise _ct_unset(x, _e) from None` replaces it. */
+static void
+raise_unset(MapNodeObject *self, PyObject *x)
+{
+    PyObject *err = take_raised();
+    PyObject *exc = PyObject_CallFunctionObjArgs(self->unset, x, err, NULL);
+    if (exc != NULL && !PyExceptionInstance_Check(exc)) {
+        Py_CLEAR(exc);
+        PyErr_SetString(PyExc_TypeError, "exceptions must derive from BaseException");
+    }
+    if (exc == NULL) { /* raised in the except clause: chained to err */
+        exc = take_raised();
+        PyException_SetContext(exc, err);
+        set_raised(exc);
+        return;
+    }
+    PyException_SetCause(exc, NULL); /* `from None`: also suppresses the context */
+    if (exc != err) {
+        PyException_SetContext(exc, err);
+    }
+    else {
+        Py_DECREF(err);
+    }
+    set_raised(exc);
+}
+
+/* kids[0:n] (mapped children, borrowed) and x's kept fields and defaults, as the
+   instance or, structural, as the dict of the children by name. */
+static PyObject *
+build_declared(MapNodeObject *self, PyObject *x, PyObject *const *kids)
+{
+    Py_ssize_t n = self->n_fields, i, made = 0;
+    if (self->structural) {
+        PyObject *out = PyDict_New();
+        for (i = 0; out != NULL && i < PyTuple_GET_SIZE(self->children); i++) {
+            if (PyDict_SetItem(out, PyTuple_GET_ITEM(self->children, i), kids[i]) < 0) {
+                Py_CLEAR(out);
+            }
+        }
+        return out;
+    }
+    PyObject *stack[STACK_CHILDREN];
+    PyObject **values = n <= STACK_CHILDREN ? stack : PyMem_New(PyObject *, n);
+    PyObject *obj = NULL;
+    if (values == NULL) {
+        return PyErr_NoMemory();
+    }
+    /* every value first, in field order, then the instance (new_instance's arguments) */
+    for (; made < n; made++) {
+        const Field *field = &self->fields[made];
+        PyObject *value;
+        switch (field->how) {
+        case FROM_CHILD:
+            value = Py_NewRef(kids[field->index]);
+            break;
+        case FROM_KEPT:
+            value = PyObject_GetAttr(x, field->name);
+            break;
+        case FROM_VALUE:
+            value = Py_NewRef(field->value);
+            break;
+        default: /* FROM_FACTORY */
+            value = PyObject_CallNoArgs(field->value);
+            break;
+        }
+        if (value == NULL) {
+            goto done;
+        }
+        values[made] = value;
+    }
+    obj = new_object((PyTypeObject *)self->cls);
+    for (i = 0; obj != NULL && i < n; i++) {
+        if (PyObject_GenericSetAttr(obj, self->fields[i].name, values[i]) < 0) {
+            Py_CLEAR(obj);
+        }
+    }
+done:
+    while (made--) {
+        Py_DECREF(values[made]);
+    }
+    if (values != stack) {
+        PyMem_Free(values);
+    }
+    return obj;
+}
+
+/* x, an instance of the MapNode node's class, mapped with the run's values (at depth). */
+static PyObject *
+map_declared(const Run *run, PyObject *node, PyObject *x, PyObject *depth)
+{
+    MapNodeObject *self = (MapNodeObject *)node;
+    Py_ssize_t d = PyLong_AsSsize_t(depth);
+    if (d == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (self->cls == NULL) {
+        PyErr_SetString(PyExc_TypeError, "MapNode: the object was cleared");
+        return NULL;
+    }
+    int low = stack_is_low();
+    if (d > run->max_depth || low) { /* the mapper hands x to the iterative engine */
+        PyObject *mapper = Py_NewRef(self->mapper); /* the call may clear self */
+        PyObject *argv[2] = {x, low ? ((ModuleState *)PyType_GetModuleState(Py_TYPE(node)))
+                                          ->handover_depth
+                                    : depth};
+        PyObject *r = PyObject_Vectorcall(mapper, argv, 2, NULL);
+        Py_DECREF(mapper);
+        return r;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(self->children), taken = 0;
+    PyObject *stack[STACK_CHILDREN];
+    PyObject **kids = n <= STACK_CHILDREN ? stack : PyMem_New(PyObject *, n);
+    if (kids == NULL) {
+        return PyErr_NoMemory();
+    }
+    Py_INCREF(self); /* f may drop direct's reference to it */
+    PyObject *out = NULL, *kid_depth = PyLong_FromSsize_t(d + 1);
+    if (kid_depth == NULL) {
+        goto done;
+    }
+    for (; taken < n; taken++) {
+        PyObject *v = PyObject_GetAttr(x, PyTuple_GET_ITEM(self->children, taken));
+        if (v == NULL) {
+            goto done;
+        }
+        kids[taken] = map_child(run, v, NULL, kid_depth);
+        Py_DECREF(v);
+        if (kids[taken] == NULL) {
+            goto done;
+        }
+    }
+    out = build_declared(self, x, kids);
+done:
+    Py_XDECREF(kid_depth);
+    while (taken--) {
+        Py_DECREF(kids[taken]);
+    }
+    if (kids != stack) {
+        PyMem_Free(kids);
+    }
+    if (out == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        raise_unset(self, x);
+    }
+    Py_DECREF(self);
+    return out;
+}
+
+static PyMemberDef MapNode_members[] = {
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(MapNodeObject, vectorcall), Py_READONLY,
+     NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot MapNode_slots[] = {
+    {Py_tp_doc, (void *)PyDoc_STR(
+                    "MapNode(mapper, loop, cls, fields, children, unset, structural): the "
+                    "generated mapper of one declared class, called as mapper(x, depth), "
+                    "in C with loop's bound values. fields as Rebuild's, without "
+                    "'factory_self'; children: the names of the children, in visit "
+                    "order.")},
+    {Py_tp_new, MapNode_new},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_dealloc, MapNode_dealloc},
+    {Py_tp_traverse, MapNode_traverse},
+    {Py_tp_clear, MapNode_clear},
+    {Py_tp_members, MapNode_members},
+    {0, NULL},
+};
+
 /* Heap types, one pair per module object; like the static types they replace, they
    cannot be subclassed or changed. */
 #define LOOP_FLAGS (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE)
@@ -2585,6 +2991,13 @@ static PyType_Spec Rebuild_spec = {
     .slots = Rebuild_slots,
 };
 
+static PyType_Spec MapNode_spec = {
+    .name = "containers._engine._speedups.MapNode",
+    .basicsize = sizeof(MapNodeObject),
+    .flags = LOOP_FLAGS | Py_TPFLAGS_HAVE_VECTORCALL,
+    .slots = MapNode_slots,
+};
+
 /* Make a type for this module object and add it; -1 on error. With kept, also store a
    new reference to it there. */
 static int
@@ -2614,8 +3027,10 @@ speedups_exec(PyObject *module)
     if (state->handover_depth == NULL || state->flatten_name == NULL ||
         state->unflatten_name == NULL ||
         add_type(module, &IdTable_spec, &state->table_type) < 0 ||
-        add_type(module, &Loop_spec, NULL) < 0 || add_type(module, &PairLoop_spec, NULL) < 0 ||
+        add_type(module, &Loop_spec, &state->loop_type) < 0 ||
+        add_type(module, &PairLoop_spec, NULL) < 0 ||
         add_type(module, &Rebuild_spec, NULL) < 0 ||
+        add_type(module, &MapNode_spec, &state->node_type) < 0 ||
         PyModule_AddIntConstant(module, "UNROLLED", UNROLLED) < 0) {
         return -1;
     }
@@ -2628,6 +3043,8 @@ speedups_traverse(PyObject *module, visitproc visit, void *arg)
     ModuleState *state = PyModule_GetState(module);
     Py_VISIT(state->handover_depth);
     Py_VISIT(state->table_type);
+    Py_VISIT(state->loop_type);
+    Py_VISIT(state->node_type);
     Py_VISIT(state->flatten_name);
     Py_VISIT(state->unflatten_name);
     return 0;
@@ -2639,6 +3056,8 @@ speedups_clear(PyObject *module)
     ModuleState *state = PyModule_GetState(module);
     Py_CLEAR(state->handover_depth);
     Py_CLEAR(state->table_type);
+    Py_CLEAR(state->loop_type);
+    Py_CLEAR(state->node_type);
     Py_CLEAR(state->flatten_name);
     Py_CLEAR(state->unflatten_name);
     return 0;

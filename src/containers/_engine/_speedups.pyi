@@ -68,3 +68,16 @@ class Rebuild:
         kept_first: bool,
     ) -> None: ...
     def __call__(self, a: Any, b: Any, /) -> Any: ...
+
+class MapNode:
+    def __init__(
+        self,
+        mapper: Callable[[Any, int], Any],
+        loop: Loop,
+        cls: type,
+        fields: tuple[tuple[str, str, Any], ...],
+        children: tuple[str, ...],
+        unset: Callable[[Any, AttributeError], BaseException],
+        structural: bool,
+    ) -> None: ...
+    def __call__(self, x: Any, depth: int, /) -> Any: ...

@@ -18,7 +18,7 @@ import linecache
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from containers._codegen import _construct, _unpack, setattr_stores
+from containers._codegen import _construct, _unpack, field_sources, setattr_stores
 from containers._codegen import plain_unflatten as _plain_unflatten
 from containers._engine import _fast
 from containers._errors import type_name
@@ -142,16 +142,7 @@ def compiled_rebuild_fields(spec: ContainerSpec) -> tuple[tuple[str, str, Any], 
         object.__new__(cls)
     except TypeError:
         return None
-    fields: list[tuple[str, str, Any]] = []
-    for name in spec.fields:
-        if name in spec.children:
-            fields.append((name, "child", spec.children.index(name)))
-        elif name in spec.keep:
-            fields.append((name, "kept", spec.keep.index(name)))
-        else:
-            default = spec.defaults[name]
-            fields.append((name, default.how, default.value))
-    return tuple(fields)
+    return field_sources(spec)
 
 
 def plain_unflatten(spec: ContainerSpec) -> Callable[[Any, Sequence[Any]], Any]:
