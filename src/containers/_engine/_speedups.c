@@ -236,6 +236,47 @@ table_store(IdTableObject *self, PyObject *key, PyObject *value)
     return 0;
 }
 
+/* Where a lookup of one key ended: the empty slot its store can fill, while the
+   table's version is the one seen (f may store into the table, or clear it, between
+   the lookup and the store). */
+typedef struct {
+    size_t slot;
+    uint64_t version;
+    int valid; /* 0: no slot to reuse (no table yet) */
+} Probe;
+
+/* The value stored for key (borrowed), or NULL with probe set for table_fill. One probe
+   per lookup and store instead of two (benchmarks/instructions.py, W3id). */
+static PyObject *
+table_probe(const IdTableObject *self, const void *key, Probe *probe)
+{
+    probe->valid = 0;
+    if (self->slots == NULL) {
+        return NULL;
+    }
+    size_t i = table_find(self, key);
+    uint32_t s = self->slots[i];
+    if (s != 0) {
+        return self->entries[s - 1].value;
+    }
+    probe->slot = i;
+    probe->version = self->version;
+    probe->valid = 1;
+    return NULL;
+}
+
+/* table_store(key, value) after table_probe(key) found nothing: the slot it found, if
+   still valid and no growth is needed, else a new probe; -1 on error. */
+static int
+table_fill(IdTableObject *self, const Probe *probe, PyObject *key, PyObject *value)
+{
+    if (probe->valid && self->version == probe->version && table_has_room(self)) {
+        table_put(self, probe->slot, key, value);
+        return 0;
+    }
+    return table_store(self, key, value);
+}
+
 /* Forget everything. The arrays are detached first, so that Python code run by the
    releases (a __del__) finds an empty, usable table; entries are released in the
    order stored. */
@@ -582,42 +623,23 @@ Loop_bind(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* f(x), or f(x, y) when y is not NULL, for a leaf that is not a value: the cached
-   result (or prune), or f's, stored. Without a table, f's.
-
-   The slot where the lookup ended is where the store puts x, unless the table changed
-   in between (f may store into it, or clear it: its version says) or must grow first:
-   then it is probed again. One probe per leaf instead of two (benchmarks/
-   instructions.py, W3id). */
+   result (or prune), or f's, stored. Without a table, f's. */
 static PyObject *
 map_cached(const Run *run, PyObject *x, PyObject *y)
 {
     IdTableObject *table = run->refs[REF_TABLE] == Py_None
                                ? NULL
                                : (IdTableObject *)run->refs[REF_TABLE];
-    size_t slot = 0;
-    int found = 0;
-    uint64_t version = 0;
-    if (table != NULL && table->slots != NULL) {
-        slot = table_find(table, x);
-        uint32_t s = table->slots[slot];
-        if (s != 0) {
-            PyObject *r = run->use_prune ? run->refs[REF_PRUNE] : table->entries[s - 1].value;
-            Py_INCREF(r);
-            return r;
+    Probe probe = {0, 0, 0};
+    if (table != NULL) {
+        PyObject *r = table_probe(table, x, &probe);
+        if (r != NULL) {
+            return Py_NewRef(run->use_prune ? run->refs[REF_PRUNE] : r);
         }
-        found = 1;
-        version = table->version;
     }
     PyObject *argv[2] = {x, y};
     PyObject *r = PyObject_Vectorcall(run->refs[REF_F], argv, y ? 2 : 1, NULL);
-    if (r == NULL || table == NULL) {
-        return r;
-    }
-    if (found && table->version == version && table_has_room(table)) {
-        /* what table_store does, without its probe: the slot is still x's empty one */
-        table_put(table, slot, x, r);
-    }
-    else if (table_store(table, x, r) < 0) {
+    if (r != NULL && table != NULL && table_fill(table, &probe, x, r) < 0) {
         Py_CLEAR(r);
     }
     return r;
@@ -844,12 +866,11 @@ map_str_dict(const Run *run, PyObject *x, PyObject *depth)
         return NULL;
     }
     PyObject *table = run->refs[REF_TABLE];
+    Probe probe = {0, 0, 0};
     if (table != Py_None) {
-        PyObject *r = table_lookup((IdTableObject *)table, x); /* borrowed */
+        PyObject *r = table_probe((IdTableObject *)table, x, &probe); /* borrowed */
         if (r != NULL) {
-            r = run->use_prune ? run->refs[REF_PRUNE] : r;
-            Py_INCREF(r);
-            return r;
+            return Py_NewRef(run->use_prune ? run->refs[REF_PRUNE] : r);
         }
     }
     Py_ssize_t n = PyDict_GET_SIZE(x), pos = 0, i;
@@ -977,7 +998,7 @@ map_str_dict(const Run *run, PyObject *x, PyObject *depth)
     }
     Py_DECREF(kid_depth);
     if (PyErr_Occurred() ||
-        (table != Py_None && table_store((IdTableObject *)table, x, out) < 0)) {
+        (table != Py_None && table_fill((IdTableObject *)table, &probe, x, out) < 0)) {
         Py_CLEAR(out);
     }
 done:
