@@ -47,7 +47,7 @@ _serial = itertools.count()
 @st.composite
 def container_classes(draw: st.DrawFn) -> type:
     """A freshly declared container class: dataclass or attrs, with children, kept and
-    reset fields in random order."""
+    reset fields (a default value or a factory) in random order."""
     n = draw(st.integers(0, 4))
     names = [f"f{i}" for i in range(n)]
     roles = [draw(st.sampled_from(["child", "keep", "reset"])) for _ in names]
@@ -56,11 +56,16 @@ def container_classes(draw: st.DrawFn) -> type:
     children = draw(st.permutations(children)) if children else []
     keep = [nm for nm, r in zip(names, roles) if r == "keep"]
     flavor = draw(st.sampled_from(["dataclass", "dataclass-mutable", "attrs", "attrs-slots"]))
-    defaults = {nm: f"default-{nm}" for nm, r in zip(names, roles) if r == "reset"}
+    # a reset field's default: a value, or a factory called for each rebuilt instance
+    defaults = {
+        nm: draw(st.sampled_from([f"default-{nm}", list]))
+        for nm, r in zip(names, roles)
+        if r == "reset"
+    }
     cls_name = f"Random{next(_serial)}"
     if flavor.startswith("dataclass"):
         fields = [
-            (nm, Any, dataclasses.field(default=defaults[nm])) if nm in defaults else (nm, Any)
+            (nm, Any, _dataclass_default(defaults[nm])) if nm in defaults else (nm, Any)
             for nm in names
         ]
         # Fields without defaults must come first in a dataclass.
@@ -68,7 +73,9 @@ def container_classes(draw: st.DrawFn) -> type:
         cls = dataclasses.make_dataclass(cls_name, fields, frozen=flavor == "dataclass")
     else:
         attributes = {
-            nm: attrs.field(default=defaults[nm]) if nm in defaults else attrs.field()
+            nm: attrs.field(default=_attrs_default(defaults[nm]))
+            if nm in defaults
+            else attrs.field()
             for nm in sorted(names, key=lambda nm: nm in defaults)
         }
         cls = attrs.make_class(
@@ -78,6 +85,16 @@ def container_classes(draw: st.DrawFn) -> type:
     cls.__module__ = __name__
     globals()[cls_name] = cls
     return ct.container(children=list(children), keep=keep if use_keep else None)(cls)
+
+
+def _dataclass_default(default: Any) -> Any:
+    if default is list:
+        return dataclasses.field(default_factory=list)
+    return dataclasses.field(default=default)
+
+
+def _attrs_default(default: Any) -> Any:
+    return attrs.Factory(list) if default is list else default
 
 
 def _instance(cls: type, draw: st.DrawFn, child: st.SearchStrategy[Any]) -> Any:
@@ -260,18 +277,27 @@ def test_flatten_unflatten_round_trip(tree: Any) -> None:
 @pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
 @given(trees())
 def test_kept_fields_are_the_same_objects_after_fmap(tree: Any) -> None:
-    """Every kept field of every container is copied unchanged (by identity) by fmap."""
+    """Every kept field of every container is copied unchanged (by identity) by fmap;
+    every reset field gets its default, or a new value of its factory per instance."""
     out = ct.fmap(bump, tree, cache=False)
     before = [n for n in ct.fcollect(tree) if _spec_or_none(n) is not None]
     after = [n for n in ct.fcollect(out) if _spec_or_none(n) is not None]
     assert len(before) == len(after)
+    factory_made: dict[str, Any] = {}  # the last value of each factory field
     for old, new in zip(before, after):
         assert type(old) is type(new)
         spec = ct.spec(old)
         for name in spec.keep:
             assert getattr(new, name) is getattr(old, name)
         for name in spec.reset:
-            assert getattr(new, name) == f"default-{name}"
+            default = spec.defaults[name]
+            if default.how == "factory":
+                assert getattr(new, name) == [] and getattr(new, name) is not factory_made.get(
+                    name
+                )
+                factory_made[name] = getattr(new, name)
+            else:
+                assert getattr(new, name) == f"default-{name}"
 
 
 def _spec_or_none(x: Any) -> Any:
@@ -383,6 +409,17 @@ def test_fast_fcollect_matches_iterative_collect(tree: Any) -> None:
     assert [id(v) for v in fast] == [id(v) for v in collect(tree, lambda v: False)]
 
 
+def _same_fields(spec: Any, a: Any, b: Any, names: Any = None) -> bool:
+    """The fields ``names`` (all) of ``a`` and ``b`` are the same objects, but for those a
+    reset factory made: equal and not shared."""
+    for name in spec.fields if names is None else names:
+        x, y = getattr(a, name), getattr(b, name)
+        factory = name in spec.reset and spec.defaults[name].how == "factory"
+        if not (x == y and x is not y if factory else x is y):
+            return False
+    return True
+
+
 @given(container_classes(), st.data())
 def test_generated_code_agrees_with_plain_twin(cls: type, data: st.DataObject) -> None:
     """Each generated function gives what its getattr-loop twin gives."""
@@ -397,7 +434,7 @@ def test_generated_code_agrees_with_plain_twin(cls: type, data: st.DataObject) -
         (gen.rebuild(x, new_kids), _codegen.plain_rebuild(spec, x, new_kids)),
     ]:
         assert type(built) is type(plain) is cls
-        assert all(getattr(built, f) is getattr(plain, f) for f in spec.fields)
+        assert _same_fields(spec, built, plain)
 
     def step(child: Any, acc: Any) -> Any:
         return ("t", child), [*acc, child]
@@ -405,7 +442,7 @@ def test_generated_code_agrees_with_plain_twin(cls: type, data: st.DataObject) -
     got, acc = x.__container_traverse__([], step)
     want, want_acc = _codegen.plain_traverse(spec, x, [], step)
     assert all(getattr(got, f) == getattr(want, f) for f in spec.children)
-    assert all(getattr(got, f) is getattr(want, f) for f in spec.fields if f not in spec.children)
+    assert _same_fields(spec, got, want, [f for f in spec.fields if f not in spec.children])
     assert acc == want_acc
     assert x.__container_reduce__([], lambda c, a: [*a, c]) == _codegen.plain_reduce(
         spec, x, [], lambda c, a: [*a, c]
@@ -414,7 +451,7 @@ def test_generated_code_agrees_with_plain_twin(cls: type, data: st.DataObject) -
     assert serialized == _codegen.plain_serialize(spec, x)
     back = cls.__container_deserialize__(serialized[1], serialized[2])
     plain_back = _codegen.plain_deserialize(spec, serialized[1], serialized[2])
-    assert all(getattr(back, f) is getattr(plain_back, f) for f in spec.fields)
+    assert _same_fields(spec, back, plain_back)
 
 
 # --- fmap's compiled child loop and its twin ------------------------------------------
