@@ -157,10 +157,10 @@ class _Mode:
             # A frozen declared class's generated mapper, or with the C loop, where the
             # mapper builds with new_instance, the same mapper in C (MapNode: W3id).
             mapper = rebind(make_mapper(self), cells)
-            plan = None if spec is None else node_plan(spec)
-            if map_node is None or plan is None:
+            if map_node is None or spec is None:
                 return mapper
-            return map_node(mapper, compiled, *plan, structural)
+            plan = node_plan(spec)
+            return mapper if plan is None else map_node(mapper, compiled, *plan, structural)
 
         def node(x: Any, depth: int) -> Any:
             t = type(x)
