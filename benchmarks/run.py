@@ -240,15 +240,16 @@ def benchmark(settings: Settings) -> Run:
     )
     for note in notes:
         log(f"note: {note}")
+    # Each workload gets inputs of its own, freed before the next one is measured, so
+    # that a cell does not depend on which workloads ran before it (with every input
+    # kept, the 100k cells ran with every library's earlier trees alive, over 1 GB).
     for n in settings.sizes:
-        case = Case(n, settings.seed)
         for workload in settings.workloads:
             if not workload.deep:
-                measure_cell(workload, libs, case, run, settings)
-    deep_case = Case(settings.depth, settings.seed)
+                measure_cell(workload, libs, Case(n, settings.seed), run, settings)
     for workload in settings.workloads:
         if workload.deep:
-            measure_cell(workload, libs, deep_case, run, settings)
+            measure_cell(workload, libs, Case(settings.depth, settings.seed), run, settings)
     run.meta["load"] += f" -> {load_average()}"
     run.meta["duration_s"] = round(time.time() - started, 1)
     return run

@@ -152,7 +152,8 @@ def hand_deep_map(f: Fn, tree: Any) -> Any:
 
 
 class Case:
-    """The inputs at one size N, built once and shared by every library.
+    """The inputs of one workload at one size N, built once and shared by every library
+    (run.py makes a new Case for each workload, and drops it once measured).
 
     W3 trees hold arrays nothing else refers to, as a model holds its parameters: each
     library's trees get arrays of their own, drawn from the same seed (equal values).
