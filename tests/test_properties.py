@@ -292,10 +292,9 @@ def test_kept_fields_are_the_same_objects_after_fmap(tree: Any) -> None:
         for name in spec.reset:
             default = spec.defaults[name]
             if default.how == "factory":
-                assert getattr(new, name) == [] and getattr(new, name) is not factory_made.get(
-                    name
-                )
-                factory_made[name] = getattr(new, name)
+                made = getattr(new, name)
+                assert made == [] and made is not factory_made.get(name)
+                factory_made[name] = made
             else:
                 assert getattr(new, name) == f"default-{name}"
 

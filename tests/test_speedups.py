@@ -345,9 +345,8 @@ def _assert_runs_in_a_thread(work: str, *, stack_kb: int) -> None:
 def test_a_thread_with_a_tiny_stack_maps_deep_trees(engine: str, kib: int) -> None:
     """In a thread with 32 or 64 KiB of stack, a list 100 deep (the depth the fast path
     recurses to), mixed trees and a chain of declared nodes 1,000 deep map with one
-    tree and two, and through
-    fmapstructure: the compiled loops hand their nodes to the iterative engine when
-    the stack runs low. (A list 100 deep crashed the interpreter at 64 KiB.) The trees
+    tree and two, and through fmapstructure: the compiled loops hand their nodes to
+    the iterative engine when the stack runs low. (A list 100 deep crashed the interpreter at 64 KiB.) The trees
     and results outlive the thread, so the main thread frees them: CPython 3.13 frees
     nested objects recursively in C, and a list 1,000 deep freed in a 32 KiB thread
     crashes it, containers or not."""
@@ -986,11 +985,14 @@ def test_map_node_raises_what_the_generated_mapper_raises(engine: str) -> None:
 
 
 def test_map_node_hands_deep_chains_to_the_engine(engine: str) -> None:
-    """Declared nodes nested past the fast path's depth go to the iterative engine."""
+    """Declared nodes nested past the fast path's depth go to the iterative engine: the
+    compiled loop calls the generated mapper once, at the first node past the limit,
+    which hands the rest over; the twin runs it at every level down to there."""
     chain: Any = 0.0
     for _ in range(3 * MAX_FAST_DEPTH):
         chain = _SlotMapped(chain)
-    out = ct.fmap(lambda v: v + 1, chain)
+    out, frames = _map_node_frames(ct.fmap, lambda v: v + 1, chain)
+    assert frames == 1 if engine == "compiled" else frames > MAX_FAST_DEPTH, frames
     assert ct.leaves(out) == [1.0]
     assert len(ct.structure(out).paths()[0]) == 3 * MAX_FAST_DEPTH
 

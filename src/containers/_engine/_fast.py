@@ -87,7 +87,9 @@ class _Mode:
     built; it cannot read cells, so ``begin`` and ``end`` also hand it the same values
     (``bind``). The cache is then a ``_speedups.IdTable`` (``Memo.table``), and a
     leaf that is not a value goes through it in one call, ``Loop.leaf``, from the
-    generated mappers too.
+    generated mappers too. A frozen declared class's mapper in ``direct`` is then a
+    ``_speedups.MapNode`` where ``_codegen.node_plan`` allows it: the same mapper run
+    in C by the loop, its generated twin called past ``MAX_FAST_DEPTH``.
     """
 
     __slots__ = (

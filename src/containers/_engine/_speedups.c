@@ -2720,7 +2720,7 @@ MapNode_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_DECREF(self);
         return PyErr_NoMemory();
     }
-    Py_ssize_t counted = 0;
+    Py_ssize_t counted = 0; /* read_field counts the children; `children` names them */
     for (i = 0; i < n; i++) {
         self->n_fields = i + 1; /* released by dealloc if what follows fails */
         Field *field = &self->fields[i];
