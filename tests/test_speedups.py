@@ -520,6 +520,23 @@ def test_table_grows_past_many_resizes() -> None:
 
 
 @compiled
+def test_table_finds_objects_allocated_side_by_side() -> None:
+    """100,000 ``object()``s, 16 bytes apart, take runs of neighbouring slots; where runs
+    meet, probes leave the run and jump (as the table grows too): every key is found
+    again with its value, ids never stored are not, and fmap keeps the sharing."""
+    table, objects = _table(), [object() for _ in range(100_000)]
+    for i, obj in enumerate(objects):
+        table.store(obj, i)
+    assert len(table) == len(objects)
+    assert all(table.get(id(obj)) == i for i, obj in enumerate(objects))
+    strangers = [object() for _ in range(10_000)]
+    assert not any(id(obj) in table for obj in strangers)
+    out = ct.fmap(lambda v: [v], objects + objects[::-1])
+    assert all(a is b for a, b in zip(out[: len(objects)], out[::-1][: len(objects)]))
+    assert len({id(v) for v in out}) == len(objects)
+
+
+@compiled
 def test_table_keeps_its_entries_in_the_order_stored() -> None:
     """``keys()`` lists the objects in the order they were first stored, across the
     resizes (the entries stay in order; only the slots are rebuilt), and storing again
