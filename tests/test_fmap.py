@@ -190,6 +190,46 @@ def test_other_trees_are_read_by_key_not_order():
     assert ct.fmap(lambda a, b: a - b, {"a": 10, "b": 20}, {"b": 2, "a": 1}) == {"a": 9, "b": 18}
 
 
+@pytest.mark.parametrize("route", ["loop", "engine", "with_path"])
+def test_a_repeat_in_the_first_tree_reuses_its_result_without_reading_the_others(
+    route: str,
+) -> None:
+    """The cache is keyed by the first tree's objects (Functors.jl): at a repeat, the
+    first occurrence's result is reused and the other trees are not read, for a leaf
+    (an array) and for a node (a list); ``cache=False`` maps each position with its
+    own values. Through the fast loops, the iterative engine (a custom exclude) and
+    fmap_with_path."""
+    w, xs = np.zeros(2), [0.0]
+    first = {"a": w, "b": w, "c": xs, "d": xs}  # visited in sorted key order
+    other = {"a": np.ones(2), "b": np.full(2, 5.0), "c": [1.0], "d": [100.0]}
+    calls: list[Any] = []
+
+    def step(p: Any, g: Any) -> Any:
+        calls.append(g)
+        return p - g
+
+    def run(**kw: Any) -> Any:
+        if route == "with_path":
+            return ct.fmap_with_path(lambda _, p, g: step(p, g), first, other, **kw)
+        if route == "engine":  # an exclude of its own: the iterative engine
+            return ct.fmap(step, first, other, exclude=lambda v: ct.isleaf(v), **kw)  # noqa: PLW0108
+        return ct.fmap(step, first, other, **kw)
+
+    out = run()
+    assert out["a"] is out["b"] and out["c"] is out["d"]
+    assert (out["a"].tolist(), out["c"]) == ([-1.0, -1.0], [-1.0])
+    assert len(calls) == 2  # one array, one float: "b" and "d" were not read
+    calls.clear()
+    out = run(cache=False)
+    assert (out["a"].tolist(), out["b"].tolist(), out["c"], out["d"]) == (
+        [-1.0, -1.0],
+        [-5.0, -5.0],
+        [-1.0],
+        [-100.0],
+    )
+    assert len(calls) == 4
+
+
 def test_other_tree_may_hold_a_node_where_the_first_has_a_leaf():
     """Where the first tree has a leaf, f receives whatever the other tree has there."""
     assert ct.fmap(lambda a, b: (a, b), [1], [[2, 3]]) == [(1, [2, 3])]

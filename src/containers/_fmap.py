@@ -76,7 +76,11 @@ def fmap(
     Mutable objects (lists, dicts, arrays, non-frozen containers, other objects) are
     mapped once by identity, so shared objects stay shared; values (numbers, strings,
     tuples, frozen containers) are not cached. ``cache=False`` turns this off;
-    ``prune=v`` replaces every repeat of a cached object with ``v``.
+    ``prune=v`` replaces every repeat of a cached object with ``v``. With several
+    trees the cache is keyed by the first tree's objects (Functors.jl): a repeat gets
+    the first result and the other trees are not read there, so tied weights updated
+    with ``fmap(step, params, grads)`` stay tied, with the gradient at their first
+    occurrence; ``cache=False`` maps every position with its own values.
 
     ``where=filter`` (``containers.filters``) maps only the leaves that match it,
     called with each leaf's key path; the others stay as they are. A shared object is
