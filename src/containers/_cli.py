@@ -113,7 +113,7 @@ def demo() -> None:
         same = [np.array_equal(a, b) for a, b in zip(ct.leaves(model), ct.leaves(back))]
         print(f"loaded {type(back).__name__}, {len(same)} arrays equal: {all(same)}")
         print(str(ct.inspect(file)).split("\n", 1)[1])
-        print("The same from the shell: containers inspect model.safetensors")
+        print("From the shell, on a saved file: containers inspect FILE; containers diff A B")
 
     step("11. Interop: the same classes as optree pytrees (also JAX and PyTorch)")
     try:
