@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import containers as ct
-from containers._registry import class_by_name
+from containers._registry import REGISTRY, class_by_name
 
 
 def exact(message: str) -> str:
@@ -676,6 +676,60 @@ def test_field_tags_must_not_be_a_string():
         ct.field(tags="param")
 
 
+@pytest.mark.parametrize("tags", [3, ["param", 3], {"param"}])
+def test_field_tags_must_be_a_list_or_tuple_of_strings(tags):
+    """tags= that is not a list or tuple of strings is refused when the field is made."""
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(
+            f"field(tags=...) takes a tuple of strings, got {tags!r}: write, e.g., "
+            f"tags=('param',)."
+        ),
+    ):
+        ct.field(tags=tags)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "allowed"),
+    [
+        ("init", "no", "True or False"),
+        ("repr", 0, "True or False"),
+        ("compare", None, "True or False"),
+        ("kw_only", "yes", "True or False"),
+        ("hash", 1, "True, False or None"),
+    ],
+)
+def test_field_boolean_options_must_be_bools(option, value, allowed):
+    """field()'s boolean options refuse a stand-in that Python would take for a bool."""
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(f"field(): {option}= must be {allowed}, got {value!r}."),
+    ):
+        ct.field(**{option: value})
+
+
+def test_field_metadata_must_be_a_mapping():
+    """metadata= that is not a mapping is refused by field(), not deep in dataclasses."""
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact("field(): metadata= must be a dict or None, got 3."),
+    ):
+        ct.field(metadata=3, tags=("param",))  # type: ignore[arg-type]
+
+
+def test_field_default_factory_must_be_callable():
+    """A default_factory= that is not callable is refused when the field is made, not
+    when an instance is first built."""
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(
+            "field(): default_factory= must be a function called with no arguments, got "
+            "3. Write default=... for a value, or, e.g., default_factory=list."
+        ),
+    ):
+        ct.field(default_factory=3)
+
+
 def test_attrs_tags_must_be_strings():
     """Tags given through attrs metadata must be a tuple of strings."""
 
@@ -990,6 +1044,56 @@ def test_version_must_be_a_positive_int(version):
         match=exact(f"@container on 'L': version= must be an int >= 1, got {version!r}."),
     ):
         ct.container(version=version)(raw_class())
+
+
+@pytest.mark.parametrize("frozen", ["no", 0, 1, None])
+def test_frozen_must_be_a_bool(frozen):
+    """frozen= refuses a stand-in that Python would silently take for True or False."""
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(f"@container on 'L': frozen= must be True or False, got {frozen!r}."),
+    ):
+        ct.container(frozen=frozen)(raw_class())
+
+
+@pytest.mark.parametrize("name", [3, "", b"lib.L"])
+@pytest.mark.parametrize("where", ["@container", "register", "register_node"])
+def test_name_must_be_a_non_empty_string(where, name):
+    """A name= that files cannot carry (not a string) or that names nothing (empty) is
+    refused when declaring, not when a file is saved or loaded."""
+    cls = raw_class()
+    if where == "register":
+        cls = dataclasses.dataclass(cls)
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(
+            f"{where} on 'L': name= must be a non-empty string, got {name!r}. The name "
+            f"identifies the class in saved files: pass a string such as "
+            f"'{__name__}.L', or leave name= out to use module.qualname."
+        ),
+    ):
+        if where == "@container":
+            ct.container(name=name)(cls)
+        elif where == "register":
+            ct.register(cls, name=name)
+        else:
+            ct.register_node(cls, lambda x: ((), None), lambda aux, ch: cls(), name=name)
+    assert REGISTRY.registered(cls) is None
+
+
+@pytest.mark.parametrize("renamed", [{3: "b"}, {"old": 3}])
+def test_renamed_names_must_be_strings(renamed):
+    """renamed= maps field names (strings) to field names: other keys could never match
+    a name in a file."""
+    old, new = next(iter(renamed.items()))
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(
+            f"@container on 'L': renamed= maps old field names to new ones (strings), got "
+            f"{old!r}: {new!r}."
+        ),
+    ):
+        ct.container(renamed=renamed)(raw_class())
 
 
 def test_renamed_to_an_unknown_field():

@@ -25,7 +25,14 @@ from containers._errors import (
 )
 from containers._paths import AttrKey
 
-__all__ = ["TAGS_METADATA_KEY", "ContainerSpec", "Default", "build_spec", "class_flavor"]
+__all__ = [
+    "TAGS_METADATA_KEY",
+    "ContainerSpec",
+    "Default",
+    "build_spec",
+    "check_name",
+    "class_flavor",
+]
 
 #: Where ``containers.field(tags=...)`` stores tags in a field's metadata (dataclass
 #: ``metadata=`` or attrs ``metadata=``).
@@ -176,6 +183,17 @@ def _is_frozen(cls: type, flavor: Flavor) -> bool:
     return True
 
 
+def check_name(name: str | None, where: str, cls: type) -> None:
+    """Refuse a ``name=`` that cannot identify the class in files: not a string, or empty."""
+    if name is not None and (type(name) is not str or not name):
+        raise ContainerDefinitionError(
+            f"{where} on {type_name(cls)!r}: name= must be a non-empty string, got "
+            f"{_short(name)}. The name identifies the class in saved files: pass a string "
+            f"such as {f'{cls.__module__}.{type_name(cls)}'!r}, or leave name= out to use "
+            f"module.qualname."
+        )
+
+
 def _names(value: Iterable[str] | None, option: str, where: str, cls: type) -> list[str] | None:
     """The names given to ``option=``, read once: a list or tuple of strings."""
     if value is None:
@@ -287,6 +305,7 @@ def build_spec(
             raise ContainerDefinitionError(reset_without_default_message(where, type_name(cls), n))
         defaults[n] = default
 
+    check_name(name, where, cls)
     removed_names = _names(() if removed is None else removed, "removed", where, cls) or []
     _check_evolution(cls, where, version, renamed, removed_names, migrations, field_names)
     return ContainerSpec(
@@ -329,6 +348,11 @@ def _check_evolution(
                 f"got {type(value).__name__} {_short(value)}."
             )
     for old, new in (renamed or {}).items():
+        if type(old) is not str or type(new) is not str:
+            raise ContainerDefinitionError(
+                f"{head} renamed= maps old field names to new ones (strings), got "
+                f"{old!r}: {new!r}."
+            )
         if new not in fields:
             raise ContainerDefinitionError(
                 unknown_field_message(where, type_name(cls), new, "renamed", list(fields))
