@@ -166,6 +166,28 @@ def test_unknown_mode_is_a_value_error():
         ct.treelize(3)  # type: ignore[arg-type]
 
 
+def test_treelize_without_parentheses_or_on_a_non_function():
+    """@treelize without parentheses says to add them; a non-callable to decorate is a
+    TypeError when decorating, not when the result is called."""
+    with pytest.raises(
+        TypeError,
+        match=exact(
+            "treelize: mode must be a string, one of 'strict', 'inner', 'outer', 'left'; "
+            "got function. treelize takes options and returns the decorator: write "
+            "@ct.treelize() with parentheses."
+        ),
+    ):
+        ct.treelize(add)  # type: ignore[arg-type]
+    with pytest.raises(
+        TypeError,
+        match=exact(
+            "treelize: the decorated value must be a function, got int 3. Decorate a def, "
+            "or call treelize(mode)(f)."
+        ),
+    ):
+        ct.treelize()(3)  # type: ignore[arg-type]
+
+
 # --- inner / outer / left over dicts ------------------------------------------------------
 
 

@@ -25,6 +25,8 @@ __all__ = [
     "UnknownTypeError",
     "VersionError",
     "did_you_mean",
+    "require_callable",
+    "short_repr",
     "type_name",
 ]
 
@@ -93,6 +95,26 @@ class SchemaError(SerializationError):
 def type_name(cls: type) -> str:
     """A class's name for messages: its qualname without ``<locals>`` scopes."""
     return cls.__qualname__.rsplit("<locals>.", 1)[-1]
+
+
+def short_repr(value: object, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters for messages."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def require_callable(value: object, op: str, arg: str, usage: str) -> None:
+    """Raise ``TypeError`` unless ``value`` (``op``'s argument ``arg``) is callable;
+    ``usage`` says in what order the arguments go, which a swap gets wrong.
+
+    Operations check once per call, at their entry point: deep in a traversal the error
+    would not name them, and an empty tree would take a non-function silently.
+    """
+    if not callable(value):
+        raise TypeError(
+            f"{op}: {arg} must be a function, got {type(value).__qualname__} "
+            f"{short_repr(value)}. {usage}."
+        )
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:

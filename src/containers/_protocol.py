@@ -10,13 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from containers._errors import StructureError
+from containers._errors import StructureError, require_callable
 from containers._paths import AttrKey
 from containers._registry import KINDS, kind_of
 
-__all__ = ["Container", "children", "functor", "isleaf", "reduce", "traverse"]
+__all__ = ["ACC_USAGE", "Container", "children", "functor", "isleaf", "reduce", "traverse"]
 
 A = TypeVar("A")
+
+#: How the functions with an accumulator take their arguments (Nx's order), for the
+#: error when ``fun`` is not callable (``composite`` uses it too).
+ACC_USAGE = "Pass the tree, the accumulator, then the function: {op}(x, acc, fun)"
 
 
 @runtime_checkable
@@ -74,7 +78,11 @@ def traverse(x: Any, acc: A, fun: Callable[[Any, A], tuple[Any, A]], /) -> tuple
 
     Returns:
         ``(new_x, acc)``.
+
+    Raises:
+        TypeError: ``fun`` is not callable (the arguments are in another order, say).
     """
+    require_callable(fun, "traverse", "fun", ACC_USAGE.format(op="traverse"))
     kind = kind_of(x)
     if kind is None:
         return fun(x, acc)
@@ -98,7 +106,11 @@ def reduce(x: Any, acc: A, fun: Callable[[Any, A], A], /) -> A:
         >>> import containers as ct
         >>> ct.reduce((1, [2, 3], 4), [], lambda child, acc: acc + [child])
         [1, [2, 3], 4]
+
+    Raises:
+        TypeError: ``fun`` is not callable (the arguments are in another order, say).
     """
+    require_callable(fun, "reduce", "fun", ACC_USAGE.format(op="reduce"))
     kind = kind_of(x)
     if kind is None:
         return fun(x, acc)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from containers._errors import ContainerDefinitionError, type_name
+from containers._errors import ContainerDefinitionError, short_repr, type_name
 from containers._paths import AttrKey, DictKey, IndexKey, Key, index_key, index_keys, keystr
 from containers._spec import ContainerSpec
 
@@ -835,11 +835,6 @@ def check_keys(what: str, keys: tuple[Key, ...], n: int) -> None:
         )
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def _as_key(k: Any, i: int) -> Key:
     if isinstance(k, (AttrKey, IndexKey, DictKey)):
         return k
@@ -866,7 +861,7 @@ def custom_kind(
         if type(out) is not tuple or len(out) != 2:
             raise ContainerDefinitionError(
                 f"register_node on {type_name(cls)!r}: flatten must return a pair "
-                f"(children, aux), got {_short(out)}."
+                f"(children, aux), got {short_repr(out, 80)}."
             )
         children, aux = out
         try:
@@ -874,7 +869,7 @@ def custom_kind(
         except TypeError:
             raise ContainerDefinitionError(
                 f"register_node on {type_name(cls)!r}: flatten must return "
-                f"(children, aux) with children a sequence, got {_short(children)}."
+                f"(children, aux) with children a sequence, got {short_repr(children, 80)}."
             ) from None
 
     if keys is None:

@@ -20,6 +20,7 @@ from containers._errors import (
     in_both_message,
     listed_twice_message,
     reset_without_default_message,
+    short_repr,
     type_name,
     unknown_field_message,
 )
@@ -188,7 +189,7 @@ def check_name(name: str | None, where: str, cls: type) -> None:
     if name is not None and (type(name) is not str or not name):
         raise ContainerDefinitionError(
             f"{where} on {type_name(cls)!r}: name= must be a non-empty string, got "
-            f"{_short(name)}. The name identifies the class in saved files: pass a string "
+            f"{short_repr(name)}. The name identifies the class in saved files: pass a string "
             f"such as {f'{cls.__module__}.{type_name(cls)}'!r}, or leave name= out to use "
             f"module.qualname."
         )
@@ -206,17 +207,12 @@ def _names(value: Iterable[str] | None, option: str, where: str, cls: type) -> l
     if not isinstance(value, (list, tuple)):
         # An iterator would be used up by validation; a set has no order.
         raise ContainerDefinitionError(
-            f"{head}, got {type(value).__name__} {_short(value)}. Pass a list or tuple "
+            f"{head}, got {type(value).__name__} {short_repr(value)}. Pass a list or tuple "
             f"(for an iterator or a set: {option}=list(...) or sorted(...))."
         )
     if not all(isinstance(v, str) for v in value):
         raise ContainerDefinitionError(f"{head} (strings), got {value!r}.")
     return list(value)
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _resolve(
@@ -345,7 +341,7 @@ def _check_evolution(
             raise ContainerDefinitionError(
                 f"{head} {option}= must be a dict "
                 f"({'{old_name: new_name}' if option == 'renamed' else '{version: function}'}), "
-                f"got {type(value).__name__} {_short(value)}."
+                f"got {type(value).__name__} {short_repr(value)}."
             )
     for old, new in (renamed or {}).items():
         if type(old) is not str or type(new) is not str:

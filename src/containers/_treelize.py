@@ -23,6 +23,7 @@ from containers._errors import (
     StructureError,
     StructureKeyError,
     StructureTypeError,
+    require_callable,
 )
 from containers._paths import DictKey, Key, KeyPath, index_keys, where
 from containers._registry import (
@@ -551,9 +552,15 @@ def rise(tree: Any, /) -> Any:
 
 def _check_mode(mode: Any) -> str:
     if not isinstance(mode, str):
+        hint = (
+            " treelize takes options and returns the decorator: write @ct.treelize() "
+            "with parentheses."
+            if callable(mode)
+            else ""
+        )
         raise TypeError(
             f"treelize: mode must be a string, one of {', '.join(map(repr, MODES))}; "
-            f"got {type(mode).__qualname__}."
+            f"got {type(mode).__qualname__}.{hint}"
         )
     name = mode.lower()
     if name not in MODES:
@@ -651,6 +658,10 @@ def treelize(
     do_subside = subside
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        require_callable(
+            func, "treelize", "the decorated value", "Decorate a def, or call treelize(mode)(f)"
+        )
+
         @functools.wraps(func)
         def treelized(*args: Any, **kwargs: Any) -> Any:
             keywords = sorted(kwargs)
