@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections import OrderedDict, defaultdict, deque, namedtuple
 from typing import Any, NamedTuple
 
@@ -411,6 +412,30 @@ def test_expect_checks_the_root_type(tmp_path):
         ct.deserialize(data, expect=MLP)
     with pytest.raises(ct.SchemaError, match=r"expected a 'dict' at the root.*'list'"):
         ct.deserialize(ct.serialize([1]), expect=dict)
+
+
+@pytest.mark.parametrize("expect", ["list", Linear(1, 2)])
+def test_expect_must_be_a_class(tmp_path, expect):
+    """expect= that is not a class (a type's name, an instance) is a TypeError saying
+    what expect must be, from load and deserialize alike, before the file is read."""
+    path = tmp_path / "t.safetensors"
+    ct.save(path, [1])
+    for op, call in (
+        ("load", lambda: ct.load(path, expect=expect)),
+        ("deserialize", lambda: ct.deserialize(path.read_bytes(), expect=expect)),
+    ):
+        with pytest.raises(
+            TypeError,
+            match="^"
+            + re.escape(
+                f"{op}: expect must be a class or None, got {type(expect).__qualname__} "
+                f"{expect!r}. Pass the class itself, e.g. expect=list or expect=MyModel."
+            )
+            + "$",
+        ):
+            call()
+    with pytest.raises(TypeError, match=r"^load: expect must be a class or None, got str"):
+        ct.load(tmp_path / "missing.safetensors", expect="list")
 
 
 # --- save-side errors ----------------------------------------------------------------
