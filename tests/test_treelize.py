@@ -438,9 +438,22 @@ def test_subside_and_rise_functions_are_inverse():
 
 
 def test_subside_raises_on_elements_of_different_structure():
-    """subside aligns its elements strictly: different keys raise a KeyError."""
-    with pytest.raises(KeyError, match=r"^subside: the tree arguments have different keys"):
-        ct.subside([{"a": 1}, {"b": 2}])
+    """subside aligns its elements strictly: different keys raise a KeyError whose fix
+    is treelize's modes (subside itself has none), and that fix works."""
+    with pytest.raises(
+        KeyError,
+        match=exact(
+            "subside: the elements have different keys at the root: element [0] has keys "
+            "'a', 'c', element [1] has 'a', 'b' (only in element [0]: 'c'; only in element "
+            "[1]: 'b'). subside aligns the elements strictly, so they must have the same "
+            "keys; to align different keys, put @treelize(mode='inner', subside=True) (or "
+            "mode 'outer' with missing=, or 'left') on the function that takes them."
+        ),
+    ):
+        ct.subside([{"a": 1, "c": 3}, {"a": 2, "b": 2}])
+    assert ct.treelize("inner", subside=True)(sum)([{"a": 1, "c": 3}, {"a": 2, "b": 2}]) == {
+        "a": 3
+    }
 
 
 def test_subside_and_rise_options():

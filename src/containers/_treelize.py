@@ -320,10 +320,20 @@ class _Align(Align):
             if only_i or only_j:
                 what += f" (only in {self.names[i]}: {_keys_text(only_i)}; only in "
                 what += f"{self.names[j]}: {_keys_text(only_j)})"
+        # subside() has no mode: it aligns strictly, and treelize's modes are the way out.
+        subside = self.op == "subside"
+        who = "the elements" if subside else "the tree arguments"
+        mode = "" if subside else f" (mode={self.mode!r})"
         if fixed is not None:
             fix = (
                 f"{fixed} has a fixed set of children, so its keys must be equal in "
                 f"every mode; give both the same keys."
+            )
+        elif subside:
+            fix = (
+                "subside aligns the elements strictly, so they must have the same keys; to "
+                "align different keys, put @treelize(mode='inner', subside=True) (or mode "
+                "'outer' with missing=, or 'left') on the function that takes them."
             )
         else:
             fix = (
@@ -331,8 +341,7 @@ class _Align(Align):
                 "mode='inner', 'outer' (with missing=) or 'left' to align different keys."
             )
         return StructureKeyError(
-            f"{self.op}: the tree arguments have different keys at {where(path)} "
-            f"(mode={self.mode!r}): {what}. {fix}",
+            f"{self.op}: {who} have different keys at {where(path)}{mode}: {what}. {fix}",
             path,
         )
 
