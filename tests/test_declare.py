@@ -528,8 +528,7 @@ def test_undeclared_subclass_of_a_container_raises_when_traversed():
     message = (
         "'UndeclaredSub' is a subclass of the container 'Base' but is not declared itself, "
         "so its fields are unknown and it cannot be rebuilt. Decorate 'UndeclaredSub' with "
-        "@container (or call register(UndeclaredSub)), or treat it as a leaf with "
-        "is_leaf=/exclude=."
+        "@container, or treat it as a leaf with is_leaf=/exclude=."
     )
     for name, operation in [
         ("leaves", ct.leaves),
@@ -562,6 +561,53 @@ def test_undeclared_subclass_of_a_registered_class_raises():
         match=re.escape("'Child' is a subclass of the container 'Parent' but is not declared"),
     ):
         ct.leaves(Child(1))
+
+
+def test_undeclared_subclass_with_fields_of_its_own_may_also_be_registered():
+    """The hint offers register() only to a subclass that is a dataclass itself (register
+    refuses plain classes), and the offered fix works."""
+
+    @dataclasses.dataclass(frozen=True)
+    class FieldedSub(Base):
+        extra: Any = 0
+
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=re.escape(
+            "Decorate 'FieldedSub' with @container (or call register(FieldedSub)), or treat "
+            "it as a leaf with is_leaf=/exclude=."
+        ),
+    ):
+        ct.leaves(FieldedSub(1, 2))
+    ct.register(FieldedSub)
+    assert ct.leaves(FieldedSub(1, 2)) == [1, 2]
+
+
+def test_undeclared_subclass_of_a_register_node_type_points_to_register_node():
+    """A subclass of a register_node type is told to use register_node, which works,
+    not @container/register, which refuse such classes."""
+
+    class Span:
+        def __init__(self, lo: Any, hi: Any) -> None:
+            self.lo, self.hi = lo, hi
+
+    ct.register_node(Span, lambda s: ((s.lo, s.hi), None), lambda aux, ch: Span(*ch))
+
+    class Interval(Span):
+        pass
+
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(
+            "leaves: at the root: 'Interval' is a subclass of the registered type 'Span' but "
+            "is not registered itself, so it cannot be taken apart and rebuilt. Register it "
+            "with register_node(Interval, flatten, unflatten) as 'Span' was, or treat it as a "
+            "leaf with is_leaf=/exclude=."
+        ),
+    ):
+        ct.leaves(Interval(1, 2))
+    ct.register_node(Interval, lambda s: ((s.lo, s.hi), None), lambda aux, ch: Interval(*ch))
+    assert ct.leaves(Interval(1, 2)) == [1, 2]
 
 
 def test_undeclared_subclass_error_names_the_path():

@@ -21,7 +21,7 @@ import numpy as np
 
 from containers._errors import ContainerDefinitionError, short_repr, type_name
 from containers._paths import AttrKey, DictKey, IndexKey, Key, index_key, index_keys, keystr
-from containers._spec import ContainerSpec
+from containers._spec import ContainerSpec, class_flavor
 
 __all__ = [
     "IMMUTABLE_LEAVES",
@@ -541,7 +541,7 @@ class Registry:
         if traverse is not None:
             owner = getattr(traverse, "__container_owner__", None)
             if owner is not None and owner is not t:
-                raise _subclass_error(t, owner)
+                raise _subclass_error(t, owner, declared=True)
             missing = [m for m in _PROTOCOL[1:] if not callable(getattr(t, m, None))]
             if missing:
                 raise ContainerDefinitionError(
@@ -551,8 +551,9 @@ class Registry:
                 )
             return _protocol_kind(t)
         for base in t.__mro__[1:]:
-            if base in self._registered or _retired_kind(base) is not None:
-                raise _subclass_error(t, base)
+            kind = self._registered.get(base) or _retired_kind(base)
+            if kind is not None:
+                raise _subclass_error(t, base, declared=kind.spec is not None)
         return None
 
     def add(self, kind: NodeKind, name: str, *, explicit_name: bool, where: str) -> None:
@@ -673,12 +674,24 @@ def kind_for_type(t: type) -> NodeKind:
     return kind
 
 
-def _subclass_error(t: type, base: type) -> ContainerDefinitionError:
+def _subclass_error(t: type, base: type, declared: bool) -> ContainerDefinitionError:
+    """The error for an undeclared subclass ``t`` of ``base``, a declared container
+    (``declared``) or a ``register_node`` type; the fix offered is one that works for
+    ``t``: ``register`` only takes classes with fields of their own."""
+    sub, name = repr(type_name(t)), type_name(t)
+    leaf = "or treat it as a leaf with is_leaf=/exclude=."
+    if not declared:
+        return ContainerDefinitionError(
+            f"{sub} is a subclass of the registered type {type_name(base)!r} but is not "
+            f"registered itself, so it cannot be taken apart and rebuilt. Register it "
+            f"with register_node({name}, flatten, unflatten) as {type_name(base)!r} was, "
+            f"{leaf}"
+        )
+    register = f" (or call register({name}))" if class_flavor(t) is not None else ""
     return ContainerDefinitionError(
-        f"{type_name(t)!r} is a subclass of the container {type_name(base)!r} but is "
-        f"not declared itself, so its fields are unknown and it cannot be rebuilt. "
-        f"Decorate {type_name(t)!r} with @container (or call register({type_name(t)})), "
-        f"or treat it as a leaf with is_leaf=/exclude=."
+        f"{sub} is a subclass of the container {type_name(base)!r} but is not declared "
+        f"itself, so its fields are unknown and it cannot be rebuilt. Decorate {sub} with "
+        f"@container{register}, {leaf}"
     )
 
 
