@@ -478,6 +478,33 @@ def test_unstorable_trees_raise_at_save_and_leave_no_file(tmp_path, tree, messag
         ct.serialize(tree)
 
 
+def test_an_unstorable_kept_value_gets_advice_for_kept_values(tmp_path):
+    """A kept field holding an unsupported object is told what kept values may hold, or
+    to become a reset field (which works), not to become the kept field it already is."""
+
+    def holder(**options: Any) -> type:
+        @ct.container(children=["w"], **options)
+        class Holder:
+            w: Any
+            lock: Any = None
+
+        return Holder
+
+    with pytest.raises(
+        ct.SerializationError,
+        match=re.escape(
+            "save: at .lock: a leaf of type object, which files cannot hold. Kept values "
+            "and register_node aux are stored as plain data: scalars (int, float, complex, "
+            "str, bytes, bool, None, numpy scalars) in tuples, lists and dicts. Convert the "
+            "value to plain data, or make the field a reset field, which is not saved: pass "
+            "keep= without it (it needs a default)."
+        ),
+    ):
+        ct.serialize(holder()(arr(1), object()))
+    reset = holder(keep=[])
+    assert ct.deserialize(ct.serialize(reset(arr(1), object())), expect=reset).lock is None
+
+
 class Twins:
     def __init__(self, a: Any, b: Any) -> None:
         self.a, self.b = a, b
