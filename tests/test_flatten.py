@@ -605,6 +605,25 @@ def test_diff_node_kinds_and_leaves():
     assert ct.diff([1, 2], [1, [2]]) == [((ct.IndexKey(1),), "a leaf of type int vs a list")]
 
 
+def test_same_named_classes_are_told_apart(twin_classes):
+    """diff and flatten_up_to show the modules of two classes named alike, and call a
+    redefined class (same module and name) another class."""
+    one, two = twin_classes("pkg.one", "pkg.two")
+    assert ct.diff(one(1), two(1)) == [((), "a 'pkg.one.Twin' vs a 'pkg.two.Twin'")]
+    with pytest.raises(
+        ct.StructureError,
+        match=exact(
+            "flatten_up_to: the tree does not match the structure at the root: expected a "
+            "'pkg.one.Twin' there, found a 'pkg.two.Twin'."
+        ),
+    ):
+        ct.structure(one(1)).flatten_up_to(two(1))
+    old, new = twin_classes("pkg", "pkg")
+    assert ct.diff(old(1), new(1)) == [
+        ((), "a 'pkg.Twin' vs an instance of another class also named 'pkg.Twin'")
+    ]
+
+
 def test_diff_kept_fields_and_nested_differences():
     """diff reports a kept-field difference and keeps comparing children."""
     assert ct.diff(Layer([1], 0, "x"), Layer([1, 2], 0, "y")) == [

@@ -302,6 +302,19 @@ def test_f_that_is_not_callable_is_refused_with_where() -> None:
         ct.fmap(3, [1], where=int)
 
 
+def test_same_named_classes_in_two_trees_are_told_apart(twin_classes: Any) -> None:
+    """fmap over two trees shows the modules of two classes named alike."""
+    one, two = twin_classes("pkg.one", "pkg.two")
+    with pytest.raises(
+        ct.StructureError,
+        match=trees_differ(
+            "the root",
+            "the first tree has a 'pkg.one.Twin' there, the second has a 'pkg.two.Twin'",
+        ),
+    ):
+        ct.fmap(lambda a, b: a, one(1), two(2))
+
+
 def nested_mismatch(v: Any) -> Any:
     """f that calls fmap on two trees that do not fit: the inner fmap raises."""
     return ct.fmap(lambda a, b: a + b, {"a": v}, {"b": v})

@@ -299,6 +299,21 @@ def test_containers_keep_kept_fields_and_reset_fields(path):
     )
 
 
+def test_same_named_classes_are_told_apart_by_module(twin_classes):
+    """Two different classes named alike are shown with their modules, not as 'Twin'
+    and 'Twin'."""
+    one, two = twin_classes("pkg.one", "pkg.two")
+    with pytest.raises(
+        ct.StructureError,
+        match=exact(
+            "treelize: the tree arguments differ at the root: argument 0 has a "
+            "'pkg.one.Twin' there, argument 1 has a 'pkg.two.Twin'. Aligned nodes must be of "
+            "the same kind: convert one of them, or pass a leaf there to broadcast it."
+        ),
+    ):
+        ct.treelize()(add)(one(1), two(2))
+
+
 def test_differing_container_classes_raise_naming_the_path(path):
     """Containers of different classes cannot align in any mode."""
     msg = exact(

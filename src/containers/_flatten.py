@@ -23,6 +23,7 @@ from containers._registry import (
     LIST,
     TUPLE,
     NodeKind,
+    distinct_labels,
     kind_for_type,
     kind_of,
     label,
@@ -535,9 +536,10 @@ def node_children_matching(
     vkind = kind_of(value)
     path = path_of() if vkind is None or vkind.type is not kind.type else ()
     if vkind is None or vkind.type is not kind.type:
+        expected, found = distinct_labels(kind.label, kind.type, label(value), type(value))
         raise StructureError(
             f"{op}: the tree does not match the structure at {where(path)}: expected "
-            f"{kind.label} there, found {label(value)}.",
+            f"{expected} there, found {found}.",
             path,
         )
     kids, vaux = vkind.flatten(value)

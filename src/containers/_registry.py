@@ -37,6 +37,7 @@ __all__ = [
     "class_by_name",
     "container_kind",
     "custom_kind",
+    "distinct_labels",
     "kind_for_type",
     "kind_of",
     "label",
@@ -180,6 +181,18 @@ def label(x: Any) -> str:
     if kind is not None:
         return kind.label
     return f"a leaf of type {type(x).__qualname__}"
+
+
+def distinct_labels(a: str, type_a: type, b: str, type_b: type) -> tuple[str, str]:
+    """Labels ``a`` and ``b`` of two values, told apart when they read the same but the
+    types differ (two classes named ``P``): then the classes' modules are shown, and a
+    class redefined under the same module and name is called another class."""
+    if a != b or type_a is type_b:
+        return a, b
+    qual_a, qual_b = _qualified(type_a), _qualified(type_b)
+    if qual_a != qual_b:
+        return f"a {qual_a!r}", f"a {qual_b!r}"
+    return f"a {qual_a!r}", f"an instance of another class also named {qual_b!r}"
 
 
 # --- builtin kinds --------------------------------------------------------------------
@@ -718,9 +731,8 @@ def _namedtuple_kind(t: type) -> NodeKind:
 def _same_type_children(t: type, flatten: Callable[[Any], tuple[Sequence[Any], Any]]) -> Any:
     def read(y: Any, aux: Any, n: int) -> Sequence[Any]:
         if type(y) is not t:
-            raise Mismatch(
-                f"the first tree has a {type_name(t)!r} there, {{other}} has {label(y)}"
-            )
+            mine, theirs = distinct_labels(f"a {type_name(t)!r}", t, label(y), type(y))
+            raise Mismatch(f"the first tree has {mine} there, {{other}} has {theirs}")
         children = flatten(y)[0]
         if len(children) != n:
             raise Mismatch(
@@ -793,9 +805,8 @@ def container_kind(
 
     def read(y: Any, aux: Any, n: int) -> Sequence[Any]:
         if type(y) is not cls:
-            raise Mismatch(
-                f"the first tree has a {type_name(cls)!r} there, {{other}} has {label(y)}"
-            )
+            mine, theirs = distinct_labels(f"a {type_name(cls)!r}", cls, label(y), type(y))
+            raise Mismatch(f"the first tree has {mine} there, {{other}} has {theirs}")
         return children(y)  # type: ignore[no-any-return]
 
     return NodeKind(

@@ -14,7 +14,7 @@ from containers._engine._core import Cursor, leave_nothing, traverse
 from containers._errors import StructureError
 from containers._flatten import Structure, aux_difference, flatten
 from containers._paths import DictKey, Key, KeyPath, keystr
-from containers._registry import label
+from containers._registry import distinct_labels, label
 
 __all__ = ["assert_same_structure", "broadcast", "diff", "transpose"]
 
@@ -116,7 +116,8 @@ def diff(a: Any, b: Any, /) -> list[tuple[KeyPath, str]]:
         if ka is None and kb is None:
             return True, None
         if ka is None or kb is None or ka.type is not kb.type:
-            out.append((cursor.path(), f"{label(va)} vs {label(vb)}"))
+            one, other = distinct_labels(label(va), type(va), label(vb), type(vb))
+            out.append((cursor.path(), f"{one} vs {other}"))
             return True, None
         kids_a, aux_a = ka.flatten(va)
         kids_b, aux_b = kb.flatten(vb)

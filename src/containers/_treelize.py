@@ -35,6 +35,7 @@ from containers._registry import (
     LIST,
     ORDERED_DICT,
     TUPLE,
+    distinct_labels,
     kind_of,
 )
 
@@ -156,10 +157,13 @@ class _Align(Align):
                 if v is not _ABSENT and not self.inherit:
                     raise self._leaf_error(i, lead_i, v, lead_kind, path())
             elif kind is not lead_kind:
+                theirs, mine = distinct_labels(
+                    lead_kind.label, lead_kind.type, kind.label, kind.type
+                )
                 raise StructureError(
                     f"{self.op}: the tree arguments differ at {where(path())}: "
-                    f"{self.names[lead_i]} has {lead_kind.label} there, {self.names[i]} "
-                    f"has {kind.label}. Aligned nodes must be of the same kind: convert "
+                    f"{self.names[lead_i]} has {theirs} there, {self.names[i]} "
+                    f"has {mine}. Aligned nodes must be of the same kind: convert "
                     f"one of them, or pass a leaf there to broadcast it.",
                     path(),
                 )
