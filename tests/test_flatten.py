@@ -477,6 +477,22 @@ def test_unflatten_wrong_number_of_leaves():
         ct.unflatten(s, [1, 2])
 
 
+@pytest.mark.parametrize(
+    ("tree", "given", "text"),
+    [([1], [1, 2], "1 leaf but 2 were given"), ([1, 2], [1], "2 leaves but 1 was given")],
+)
+def test_unflatten_wrong_number_of_leaves_in_the_right_number(tree, given, text):
+    """The count of leaves and of values given read right when one of them is 1."""
+    with pytest.raises(
+        ct.StructureError,
+        match=exact(
+            f"unflatten: the structure has {text}. Pass exactly one value per leaf, in the "
+            f"order flatten returned them."
+        ),
+    ):
+        ct.unflatten(ct.structure(tree), given)
+
+
 def test_unflatten_with_swapped_arguments():
     """unflatten(leaves, structure) says the argument order."""
     with pytest.raises(

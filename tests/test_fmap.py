@@ -315,6 +315,23 @@ def test_same_named_classes_in_two_trees_are_told_apart(twin_classes: Any) -> No
         ct.fmap(lambda a, b: a, one(1), two(2))
 
 
+def test_child_count_mismatch_of_a_registered_type_says_child() -> None:
+    """Two trees whose register_node nodes differ in child count read "1 child"."""
+
+    class Bag:
+        def __init__(self, *items: Any) -> None:
+            self.items = items
+
+    ct.register_node(Bag, lambda b: (b.items, None), lambda aux, ch: Bag(*ch))
+    with pytest.raises(
+        ct.StructureError,
+        match=trees_differ(
+            "the root", "the first tree has a 'Bag' with 1 child there, the second has one with 2"
+        ),
+    ):
+        ct.fmap(lambda a, b: a, Bag(1), Bag(1, 2))
+
+
 def nested_mismatch(v: Any) -> Any:
     """f that calls fmap on two trees that do not fit: the inner fmap raises."""
     return ct.fmap(lambda a, b: a + b, {"a": v}, {"b": v})

@@ -332,6 +332,19 @@ def test_functor_rebuild_with_the_wrong_count():
         rebuild([1, 2])
 
 
+def test_functor_rebuild_of_one_child_says_child():
+    """rebuild of a node with one child says "1 child", not "1 children"."""
+    _, rebuild = ct.functor([1])
+    with pytest.raises(
+        ValueError,
+        match=exact(
+            "functor rebuild of a list: expected 1 child, got 2. Pass them in child order, "
+            "or as tuple."
+        ),
+    ):
+        rebuild([1, 2])
+
+
 def test_functor_of_a_hand_written_container_gives_a_dict():
     """functor(hand-written Container) gives its children keyed like serialize's pairs."""
     assert ct.functor(Pair(1, 2))[0] == {"a": 1, "b": 2}

@@ -24,6 +24,7 @@ __all__ = [
     "StructureTypeError",
     "UnknownTypeError",
     "VersionError",
+    "counted",
     "did_you_mean",
     "require_callable",
     "short_repr",
@@ -95,6 +96,11 @@ class SchemaError(SerializationError):
 def type_name(cls: type) -> str:
     """A class's name for messages: its qualname without ``<locals>`` scopes."""
     return cls.__qualname__.rsplit("<locals>.", 1)[-1]
+
+
+def counted(n: int, one: str, many: str | None = None) -> str:
+    """``n`` with the noun in the right number: ``1 leaf``, ``2 leaves``, ``0 keys``."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def short_repr(value: object, limit: int = 60) -> str:

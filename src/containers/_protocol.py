@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from containers._errors import StructureError, require_callable
+from containers._errors import StructureError, counted, require_callable
 from containers._paths import AttrKey
 from containers._registry import KINDS, kind_of
 
@@ -190,7 +190,8 @@ def functor(x: Any, /) -> tuple[Any, Callable[[Any], Any]]:
             ordered = list(new)
             if len(ordered) != n:
                 raise StructureError(
-                    f"functor rebuild of {kind.label}: expected {n} children, got "
+                    f"functor rebuild of {kind.label}: expected "
+                    f"{counted(n, 'child', 'children')}, got "
                     f"{len(ordered)}. Pass them in child order, or as {type(view).__name__}."
                 )
         return kind.unflatten(aux, ordered)

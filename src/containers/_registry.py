@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from containers._errors import ContainerDefinitionError, short_repr, type_name
+from containers._errors import ContainerDefinitionError, counted, short_repr, type_name
 from containers._paths import AttrKey, DictKey, IndexKey, Key, index_key, index_keys, keystr
 from containers._spec import ContainerSpec, class_flavor
 
@@ -736,8 +736,8 @@ def _same_type_children(t: type, flatten: Callable[[Any], tuple[Sequence[Any], A
         children = flatten(y)[0]
         if len(children) != n:
             raise Mismatch(
-                f"the first tree has a {type_name(t)!r} with {n} children there, "
-                f"{{other}} has one with {len(children)}"
+                f"the first tree has a {type_name(t)!r} with {counted(n, 'child', 'children')} "
+                f"there, {{other}} has one with {len(children)}"
             )
         return children
 
@@ -848,7 +848,7 @@ def check_keys(what: str, keys: tuple[Key, ...], n: int) -> None:
     ``what`` says who gave them."""
     if len(keys) != n or len(set(keys)) != n:
         problem = (
-            f"{len(keys)} key{'' if len(keys) == 1 else 's'} for {n} children"
+            f"{counted(len(keys), 'key')} for {counted(n, 'child', 'children')}"
             if len(keys) != n
             else "the same key twice: "
             + ", ".join(sorted({keystr((k,)) for k in keys if keys.count(k) > 1}))

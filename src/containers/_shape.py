@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from containers._engine._core import Cursor, leave_nothing, traverse
-from containers._errors import StructureError
+from containers._errors import StructureError, counted
 from containers._flatten import Structure, aux_difference, flatten
 from containers._paths import DictKey, Key, KeyPath, keystr
 from containers._registry import distinct_labels, label
@@ -188,7 +188,7 @@ def assert_same_structure(a: Any, b: Any, /) -> None:
         places = "; ".join(f"at {keystr(p) or 'the root'}: {what}" for p, what in found[:10])
         more = f" (and {len(found) - 10} more)" if len(found) > 10 else ""
         raise StructureError(
-            f"assert_same_structure: the trees differ in {len(found)} "
-            f"place{'s' if len(found) > 1 else ''}: {places}{more}.",
+            f"assert_same_structure: the trees differ in {counted(len(found), 'place')}: "
+            f"{places}{more}.",
             found[0][0],
         )
