@@ -26,7 +26,7 @@ __all__ = [
     "VersionError",
     "counted",
     "did_you_mean",
-    "require_callable",
+    "not_callable_error",
     "short_repr",
     "type_name",
 ]
@@ -109,18 +109,19 @@ def short_repr(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def require_callable(value: object, op: str, arg: str, usage: str) -> None:
-    """Raise ``TypeError`` unless ``value`` (``op``'s argument ``arg``) is callable;
-    ``usage`` says in what order the arguments go, which a swap gets wrong.
+def not_callable_error(value: object, op: str, arg: str, usage: str) -> TypeError:
+    """The error for ``op``'s argument ``arg`` that is not callable; ``usage`` (where
+    ``{op}`` stands for ``op``) says in what order the arguments go, which a swap gets
+    wrong.
 
-    Operations check once per call, at their entry point: deep in a traversal the error
-    would not name them, and an empty tree would take a non-function silently.
+    Operations check ``callable`` once per call, at their entry point, and build this
+    only when it fails: deep in a traversal the error would not name them, and an empty
+    tree would take a non-function silently.
     """
-    if not callable(value):
-        raise TypeError(
-            f"{op}: {arg} must be a function, got {type(value).__qualname__} "
-            f"{short_repr(value)}. {usage}."
-        )
+    return TypeError(
+        f"{op}: {arg} must be a function, got {type(value).__qualname__} "
+        f"{short_repr(value)}. {usage.format(op=op)}."
+    )
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:

@@ -14,7 +14,7 @@ from typing import Any, TypeVar, overload
 from containers._engine._core import UNSET, Memo, collect, map_tree
 from containers._engine._fast import fast_collect, fast_map, fast_map_many
 from containers._engine._walks import CachedWalk, ExcludeWalk, Walk, execute
-from containers._errors import require_callable
+from containers._errors import not_callable_error
 from containers._paths import KeyPath
 from containers._protocol import isleaf
 from containers.filters import Filter
@@ -127,7 +127,8 @@ def fmap(
             contains a reference cycle; the message names the path.
         TypeError: ``f`` is not callable (the arguments are swapped, say).
     """
-    require_callable(f, "fmap", "f", _USAGE.format(op="fmap"))
+    if not callable(f):
+        raise not_callable_error(f, "fmap", "f", _USAGE)
     if where is not UNSET:
         from containers._split import fmap_where  # _split is a later stage
 
@@ -200,7 +201,8 @@ def fmap_with_path(
     Raises:
         TypeError: ``f`` is not callable (the arguments are swapped, say).
     """
-    require_callable(f, "fmap_with_path", "f", _USAGE.format(op="fmap_with_path"))
+    if not callable(f):
+        raise not_callable_error(f, "fmap_with_path", "f", _USAGE)
     memo: Memo | None = Memo() if cache else None
     return map_tree(
         f,
@@ -265,7 +267,8 @@ def fmapstructure(
     Raises:
         TypeError: ``f`` is not callable (the arguments are swapped, say).
     """
-    require_callable(f, "fmapstructure", "f", _USAGE.format(op="fmapstructure"))
+    if not callable(f):
+        raise not_callable_error(f, "fmapstructure", "f", _USAGE)
     memo: Memo | None = Memo() if cache else None
     if exclude is isleaf and not rest:
         try:

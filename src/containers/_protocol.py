@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from containers._errors import StructureError, counted, require_callable
+from containers._errors import StructureError, counted, not_callable_error
 from containers._paths import AttrKey
 from containers._registry import KINDS, kind_of
 
@@ -82,7 +82,8 @@ def traverse(x: Any, acc: A, fun: Callable[[Any, A], tuple[Any, A]], /) -> tuple
     Raises:
         TypeError: ``fun`` is not callable (the arguments are in another order, say).
     """
-    require_callable(fun, "traverse", "fun", ACC_USAGE.format(op="traverse"))
+    if not callable(fun):
+        raise not_callable_error(fun, "traverse", "fun", ACC_USAGE)
     kind = kind_of(x)
     if kind is None:
         return fun(x, acc)
@@ -110,7 +111,8 @@ def reduce(x: Any, acc: A, fun: Callable[[Any, A], A], /) -> A:
     Raises:
         TypeError: ``fun`` is not callable (the arguments are in another order, say).
     """
-    require_callable(fun, "reduce", "fun", ACC_USAGE.format(op="reduce"))
+    if not callable(fun):
+        raise not_callable_error(fun, "reduce", "fun", ACC_USAGE)
     kind = kind_of(x)
     if kind is None:
         return fun(x, acc)

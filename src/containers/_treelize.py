@@ -23,7 +23,7 @@ from containers._errors import (
     StructureError,
     StructureKeyError,
     StructureTypeError,
-    require_callable,
+    not_callable_error,
 )
 from containers._paths import DictKey, Key, KeyPath, index_keys, where
 from containers._registry import (
@@ -671,9 +671,10 @@ def treelize(
     do_subside = subside
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        require_callable(
-            func, "treelize", "the decorated value", "Decorate a def, or call treelize(mode)(f)"
-        )
+        if not callable(func):
+            raise not_callable_error(
+                func, "treelize", "the decorated value", "Decorate a def, or call {op}(mode)(f)"
+            )
 
         @functools.wraps(func)
         def treelized(*args: Any, **kwargs: Any) -> Any:

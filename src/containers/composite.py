@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from containers._errors import require_callable
+from containers._errors import not_callable_error
 from containers._flatten import flatten, leaves
 from containers._protocol import ACC_USAGE
 
@@ -36,7 +36,8 @@ def traverse(x: T, acc: A, fun: Callable[[Any, A], tuple[Any, A]], /) -> tuple[T
     Raises:
         TypeError: ``fun`` is not callable (the arguments are in another order, say).
     """
-    require_callable(fun, "composite.traverse", "fun", ACC_USAGE.format(op="composite.traverse"))
+    if not callable(fun):
+        raise not_callable_error(fun, "composite.traverse", "fun", ACC_USAGE)
     old, s = flatten(x)
     new = []
     for leaf in old:
@@ -51,7 +52,8 @@ def reduce(x: Any, acc: A, fun: Callable[[Any, A], A], /) -> A:
     Raises:
         TypeError: ``fun`` is not callable (the arguments are in another order, say).
     """
-    require_callable(fun, "composite.reduce", "fun", ACC_USAGE.format(op="composite.reduce"))
+    if not callable(fun):
+        raise not_callable_error(fun, "composite.reduce", "fun", ACC_USAGE)
     for leaf in leaves(x):
         acc = fun(leaf, acc)
     return acc
