@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+import containers as ct
 from containers._engine import _fast
 
 
@@ -84,3 +85,18 @@ def hand_pair() -> type:
             return cls(kids["a"], kids["b"], metadata["tag"])
 
     return HandPair
+
+
+@pytest.fixture
+def twin_classes() -> Callable[..., tuple[type, ...]]:
+    """Make container classes named ``Twin`` (one child, ``a``), one per module name
+    given: two modules give two classes named alike, one module twice a class and its
+    redefinition."""
+
+    def make(*modules: str) -> tuple[type, ...]:
+        return tuple(
+            ct.container(type("Twin", (), {"__annotations__": {"a": int}, "__module__": m}))
+            for m in modules
+        )
+
+    return make

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import containers as ct
-from containers._registry import class_by_name
+from containers._registry import REGISTRY, class_by_name
 
 
 def exact(message: str) -> str:
@@ -528,8 +528,7 @@ def test_undeclared_subclass_of_a_container_raises_when_traversed():
     message = (
         "'UndeclaredSub' is a subclass of the container 'Base' but is not declared itself, "
         "so its fields are unknown and it cannot be rebuilt. Decorate 'UndeclaredSub' with "
-        "@container (or call register(UndeclaredSub)), or treat it as a leaf with "
-        "is_leaf=/exclude=."
+        "@container, or treat it as a leaf with is_leaf=/exclude=."
     )
     for name, operation in [
         ("leaves", ct.leaves),
@@ -562,6 +561,53 @@ def test_undeclared_subclass_of_a_registered_class_raises():
         match=re.escape("'Child' is a subclass of the container 'Parent' but is not declared"),
     ):
         ct.leaves(Child(1))
+
+
+def test_undeclared_subclass_with_fields_of_its_own_may_also_be_registered():
+    """The hint offers register() only to a subclass that is a dataclass itself (register
+    refuses plain classes), and the offered fix works."""
+
+    @dataclasses.dataclass(frozen=True)
+    class FieldedSub(Base):
+        extra: Any = 0
+
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=re.escape(
+            "Decorate 'FieldedSub' with @container (or call register(FieldedSub)), or treat "
+            "it as a leaf with is_leaf=/exclude=."
+        ),
+    ):
+        ct.leaves(FieldedSub(1, 2))
+    ct.register(FieldedSub)
+    assert ct.leaves(FieldedSub(1, 2)) == [1, 2]
+
+
+def test_undeclared_subclass_of_a_register_node_type_points_to_register_node():
+    """A subclass of a register_node type is told to use register_node, which works,
+    not @container/register, which refuse such classes."""
+
+    class Span:
+        def __init__(self, lo: Any, hi: Any) -> None:
+            self.lo, self.hi = lo, hi
+
+    ct.register_node(Span, lambda s: ((s.lo, s.hi), None), lambda aux, ch: Span(*ch))
+
+    class Interval(Span):
+        pass
+
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(
+            "leaves: at the root: 'Interval' is a subclass of the registered type 'Span' but "
+            "is not registered itself, so it cannot be taken apart and rebuilt. Register it "
+            "with register_node(Interval, flatten, unflatten) as 'Span' was, or treat it as a "
+            "leaf with is_leaf=/exclude=."
+        ),
+    ):
+        ct.leaves(Interval(1, 2))
+    ct.register_node(Interval, lambda s: ((s.lo, s.hi), None), lambda aux, ch: Interval(*ch))
+    assert ct.leaves(Interval(1, 2)) == [1, 2]
 
 
 def test_undeclared_subclass_error_names_the_path():
@@ -674,6 +720,60 @@ def test_field_tags_must_not_be_a_string():
         match=exact("field(tags=...) takes a tuple of tags, got 'param': write tags=('param',)."),
     ):
         ct.field(tags="param")
+
+
+@pytest.mark.parametrize("tags", [3, ["param", 3], {"param"}])
+def test_field_tags_must_be_a_list_or_tuple_of_strings(tags):
+    """tags= that is not a list or tuple of strings is refused when the field is made."""
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(
+            f"field(tags=...) takes a tuple of strings, got {tags!r}: write, e.g., "
+            f"tags=('param',)."
+        ),
+    ):
+        ct.field(tags=tags)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "allowed"),
+    [
+        ("init", "no", "True or False"),
+        ("repr", 0, "True or False"),
+        ("compare", None, "True or False"),
+        ("kw_only", "yes", "True or False"),
+        ("hash", 1, "True, False or None"),
+    ],
+)
+def test_field_boolean_options_must_be_bools(option, value, allowed):
+    """field()'s boolean options refuse a stand-in that Python would take for a bool."""
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(f"field(): {option}= must be {allowed}, got {value!r}."),
+    ):
+        ct.field(**{option: value})
+
+
+def test_field_metadata_must_be_a_mapping():
+    """metadata= that is not a mapping is refused by field(), not deep in dataclasses."""
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact("field(): metadata= must be a dict or None, got 3."),
+    ):
+        ct.field(metadata=3, tags=("param",))  # type: ignore[arg-type]
+
+
+def test_field_default_factory_must_be_callable():
+    """A default_factory= that is not callable is refused when the field is made, not
+    when an instance is first built."""
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(
+            "field(): default_factory= must be a function called with no arguments, got "
+            "3. Write default=... for a value, or, e.g., default_factory=list."
+        ),
+    ):
+        ct.field(default_factory=3)
 
 
 def test_attrs_tags_must_be_strings():
@@ -990,6 +1090,56 @@ def test_version_must_be_a_positive_int(version):
         match=exact(f"@container on 'L': version= must be an int >= 1, got {version!r}."),
     ):
         ct.container(version=version)(raw_class())
+
+
+@pytest.mark.parametrize("frozen", ["no", 0, 1, None])
+def test_frozen_must_be_a_bool(frozen):
+    """frozen= refuses a stand-in that Python would silently take for True or False."""
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(f"@container on 'L': frozen= must be True or False, got {frozen!r}."),
+    ):
+        ct.container(frozen=frozen)(raw_class())
+
+
+@pytest.mark.parametrize("name", [3, "", b"lib.L"])
+@pytest.mark.parametrize("where", ["@container", "register", "register_node"])
+def test_name_must_be_a_non_empty_string(where, name):
+    """A name= that files cannot carry (not a string) or that names nothing (empty) is
+    refused when declaring, not when a file is saved or loaded."""
+    cls = raw_class()
+    if where == "register":
+        cls = dataclasses.dataclass(cls)
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(
+            f"{where} on 'L': name= must be a non-empty string, got {name!r}. The name "
+            f"identifies the class in saved files: pass a string such as "
+            f"'{__name__}.L', or leave name= out to use module.qualname."
+        ),
+    ):
+        if where == "@container":
+            ct.container(name=name)(cls)
+        elif where == "register":
+            ct.register(cls, name=name)
+        else:
+            ct.register_node(cls, lambda x: ((), None), lambda aux, ch: cls(), name=name)
+    assert REGISTRY.registered(cls) is None
+
+
+@pytest.mark.parametrize("renamed", [{3: "b"}, {"old": 3}])
+def test_renamed_names_must_be_strings(renamed):
+    """renamed= maps field names (strings) to field names: other keys could never match
+    a name in a file."""
+    old, new = next(iter(renamed.items()))
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(
+            f"@container on 'L': renamed= maps old field names to new ones (strings), got "
+            f"{old!r}: {new!r}."
+        ),
+    ):
+        ct.container(renamed=renamed)(raw_class())
 
 
 def test_renamed_to_an_unknown_field():

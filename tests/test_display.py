@@ -7,6 +7,7 @@ import io
 import re
 import subprocess
 import sys
+from collections import OrderedDict, defaultdict, deque
 from typing import Any
 
 import numpy as np
@@ -77,6 +78,16 @@ def test_pformat_of_leaves_none_and_single_tuples():
     assert ct.pformat(None) == "None"
     assert ct.pformat((1,)) == "(1,)"
     assert ct.pformat({"a": None, "b": ()}) == "{\n  'a': None,\n  'b': (),\n}"
+
+
+def test_pformat_of_ordered_dicts_defaultdicts_and_deques_reads_as_python():
+    """OrderedDict, defaultdict and deque render as the calls that build them, on one
+    line and broken over several, not as OrderedDict('a': 1) or deque(0: 1)."""
+    assert ct.pformat(OrderedDict(a=1)) == "OrderedDict({'a': 1})"
+    assert ct.pformat(defaultdict(list, a=1)) == "defaultdict(list, {'a': 1})"
+    assert ct.pformat(deque([1, 2])) == "deque([1, 2])"
+    assert ct.pformat(OrderedDict(a=[1, 2]), width=16) == ("OrderedDict({\n  'a': [1, 2],\n})")
+    assert ct.pformat(deque([[1]]), width=5) == "deque([\n  [1],\n])"
 
 
 def test_pformat_breaks_nodes_wider_than_width_and_uses_indent():

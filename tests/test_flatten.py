@@ -477,6 +477,22 @@ def test_unflatten_wrong_number_of_leaves():
         ct.unflatten(s, [1, 2])
 
 
+@pytest.mark.parametrize(
+    ("tree", "given", "text"),
+    [([1], [1, 2], "1 leaf but 2 were given"), ([1, 2], [1], "2 leaves but 1 was given")],
+)
+def test_unflatten_wrong_number_of_leaves_in_the_right_number(tree, given, text):
+    """The count of leaves and of values given read right when one of them is 1."""
+    with pytest.raises(
+        ct.StructureError,
+        match=exact(
+            f"unflatten: the structure has {text}. Pass exactly one value per leaf, in the "
+            f"order flatten returned them."
+        ),
+    ):
+        ct.unflatten(ct.structure(tree), given)
+
+
 def test_unflatten_with_swapped_arguments():
     """unflatten(leaves, structure) says the argument order."""
     with pytest.raises(
@@ -603,6 +619,25 @@ def test_diff_node_kinds_and_leaves():
     """diff names node kinds and leaf types that differ."""
     assert ct.diff((1, 2), [1, 2]) == [((), "a tuple vs a list")]
     assert ct.diff([1, 2], [1, [2]]) == [((ct.IndexKey(1),), "a leaf of type int vs a list")]
+
+
+def test_same_named_classes_are_told_apart(twin_classes):
+    """diff and flatten_up_to show the modules of two classes named alike, and call a
+    redefined class (same module and name) another class."""
+    one, two = twin_classes("pkg.one", "pkg.two")
+    assert ct.diff(one(1), two(1)) == [((), "a 'pkg.one.Twin' vs a 'pkg.two.Twin'")]
+    with pytest.raises(
+        ct.StructureError,
+        match=exact(
+            "flatten_up_to: the tree does not match the structure at the root: expected a "
+            "'pkg.one.Twin' there, found a 'pkg.two.Twin'."
+        ),
+    ):
+        ct.structure(one(1)).flatten_up_to(two(1))
+    old, new = twin_classes("pkg", "pkg")
+    assert ct.diff(old(1), new(1)) == [
+        ((), "a 'pkg.Twin' vs an instance of another class also named 'pkg.Twin'")
+    ]
 
 
 def test_diff_kept_fields_and_nested_differences():

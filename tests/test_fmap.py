@@ -317,6 +317,61 @@ def test_mismatch_error_does_not_call_f_again():
 # --- errors raised by f, and the engine's own ---------------------------------------------
 
 
+@pytest.mark.parametrize("op", ["fmap", "fmapstructure", "fmap_with_path"])
+@pytest.mark.parametrize(
+    ("args", "got"),
+    [((3, [1]), "int 3"), (([1], abs), "list [1]"), ((3, []), "int 3")],
+    ids=["not-a-function", "swapped", "empty-tree"],
+)
+def test_f_that_is_not_callable_is_refused_up_front(op: str, args: Any, got: str) -> None:
+    """A non-callable f (swapped arguments, say) is a TypeError naming the function and
+    the order of its arguments, even on an empty tree where f would never be called."""
+    with pytest.raises(
+        TypeError,
+        match=exact(
+            f"{op}: f must be a function, got {got}. Pass the function first, then the "
+            f"tree: {op}(f, tree, *more_trees)."
+        ),
+    ):
+        getattr(ct, op)(*args)
+
+
+def test_f_that_is_not_callable_is_refused_with_where() -> None:
+    """fmap(..., where=) checks f before it hands over to the filtered map."""
+    with pytest.raises(TypeError, match=r"^fmap: f must be a function, got int 3\. Pass"):
+        ct.fmap(3, [1], where=int)
+
+
+def test_same_named_classes_in_two_trees_are_told_apart(twin_classes: Any) -> None:
+    """fmap over two trees shows the modules of two classes named alike."""
+    one, two = twin_classes("pkg.one", "pkg.two")
+    with pytest.raises(
+        ct.StructureError,
+        match=trees_differ(
+            "the root",
+            "the first tree has a 'pkg.one.Twin' there, the second has a 'pkg.two.Twin'",
+        ),
+    ):
+        ct.fmap(lambda a, b: a, one(1), two(2))
+
+
+def test_child_count_mismatch_of_a_registered_type_says_child() -> None:
+    """Two trees whose register_node nodes differ in child count read "1 child"."""
+
+    class Bag:
+        def __init__(self, *items: Any) -> None:
+            self.items = items
+
+    ct.register_node(Bag, lambda b: (b.items, None), lambda aux, ch: Bag(*ch))
+    with pytest.raises(
+        ct.StructureError,
+        match=trees_differ(
+            "the root", "the first tree has a 'Bag' with 1 child there, the second has one with 2"
+        ),
+    ):
+        ct.fmap(lambda a, b: a, Bag(1), Bag(1, 2))
+
+
 def nested_mismatch(v: Any) -> Any:
     """f that calls fmap on two trees that do not fit: the inner fmap raises."""
     return ct.fmap(lambda a, b: a + b, {"a": v}, {"b": v})

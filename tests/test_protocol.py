@@ -234,6 +234,29 @@ def test_reduce_on_containers_and_dicts():
     assert ct.reduce(None, 0, lambda c, acc: acc + 1) == 0
 
 
+@pytest.mark.parametrize(
+    ("op", "fn"),
+    [
+        ("traverse", ct.traverse),
+        ("reduce", ct.reduce),
+        ("composite.traverse", composite.traverse),
+        ("composite.reduce", composite.reduce),
+    ],
+)
+@pytest.mark.parametrize("tree", [[1], []])
+def test_fun_that_is_not_callable_is_refused_up_front(op, fn, tree):
+    """A non-callable fun (arguments in fmap's order, say) is a TypeError naming the
+    function and its argument order, even on a node whose fun would never be called."""
+    with pytest.raises(
+        TypeError,
+        match=exact(
+            f"{op}: fun must be a function, got int 0. Pass the tree, the accumulator, "
+            f"then the function: {op}(x, acc, fun)."
+        ),
+    ):
+        fn(tree, lambda v, acc: (v, acc), 0)
+
+
 # --- functor, children, isleaf ------------------------------------------------------------
 
 
@@ -304,6 +327,19 @@ def test_functor_rebuild_with_the_wrong_count():
         match=exact(
             "functor rebuild of a list: expected 3 children, got 2. Pass them in child "
             "order, or as tuple."
+        ),
+    ):
+        rebuild([1, 2])
+
+
+def test_functor_rebuild_of_one_child_says_child():
+    """rebuild of a node with one child says "1 child", not "1 children"."""
+    _, rebuild = ct.functor([1])
+    with pytest.raises(
+        ValueError,
+        match=exact(
+            "functor rebuild of a list: expected 1 child, got 2. Pass them in child order, "
+            "or as tuple."
         ),
     ):
         rebuild([1, 2])

@@ -281,6 +281,24 @@ def test_register_node_keys_must_match_the_children():
         ct.leaves_with_path(Twice(1, 2))
 
 
+def test_register_node_key_count_reads_right_for_one_child():
+    """keys(x) that gives 2 keys for 1 child says "2 keys for 1 child"."""
+
+    class One:
+        def __init__(self, v: Any) -> None:
+            self.v = v
+
+    ct.register_node(One, lambda o: ((o.v,), None), lambda aux, ch: One(*ch), keys=lambda o: "ab")
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(
+            "register_node on 'One': keys(x) returned 2 keys for 1 child. Every child needs "
+            "exactly one key, distinct from its siblings', in the order of the children."
+        ),
+    ):
+        ct.leaves_with_path(One(1))
+
+
 def test_register_node_flatten_must_return_a_pair():
     """A flatten that returns something else than (children, aux) is reported as such."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections import OrderedDict, defaultdict, deque, namedtuple
 from typing import Any, NamedTuple
 
@@ -413,6 +414,30 @@ def test_expect_checks_the_root_type(tmp_path):
         ct.deserialize(ct.serialize([1]), expect=dict)
 
 
+@pytest.mark.parametrize("expect", ["list", Linear(1, 2)])
+def test_expect_must_be_a_class(tmp_path, expect):
+    """expect= that is not a class (a type's name, an instance) is a TypeError saying
+    what expect must be, from load and deserialize alike, before the file is read."""
+    path = tmp_path / "t.safetensors"
+    ct.save(path, [1])
+    for op, call in (
+        ("load", lambda: ct.load(path, expect=expect)),
+        ("deserialize", lambda: ct.deserialize(path.read_bytes(), expect=expect)),
+    ):
+        with pytest.raises(
+            TypeError,
+            match="^"
+            + re.escape(
+                f"{op}: expect must be a class or None, got {type(expect).__qualname__} "
+                f"{expect!r}. Pass the class itself, e.g. expect=list or expect=MyModel."
+            )
+            + "$",
+        ):
+            call()
+    with pytest.raises(TypeError, match=r"^load: expect must be a class or None, got str"):
+        ct.load(tmp_path / "missing.safetensors", expect="list")
+
+
 # --- save-side errors ----------------------------------------------------------------
 
 
@@ -451,6 +476,33 @@ def test_unstorable_trees_raise_at_save_and_leave_no_file(tmp_path, tree, messag
     assert os.listdir(tmp_path) == []
     with pytest.raises(ct.SerializationError, match=message):
         ct.serialize(tree)
+
+
+def test_an_unstorable_kept_value_gets_advice_for_kept_values(tmp_path):
+    """A kept field holding an unsupported object is told what kept values may hold, or
+    to become a reset field (which works), not to become the kept field it already is."""
+
+    def holder(**options: Any) -> type:
+        @ct.container(children=["w"], **options)
+        class Holder:
+            w: Any
+            lock: Any = None
+
+        return Holder
+
+    with pytest.raises(
+        ct.SerializationError,
+        match=re.escape(
+            "save: at .lock: a leaf of type object, which files cannot hold. Kept values "
+            "and register_node aux are stored as plain data: scalars (int, float, complex, "
+            "str, bytes, bool, None, numpy scalars) in tuples, lists and dicts. Convert the "
+            "value to plain data, or make the field a reset field, which is not saved: pass "
+            "keep= without it (it needs a default)."
+        ),
+    ):
+        ct.serialize(holder()(arr(1), object()))
+    reset = holder(keep=[])
+    assert ct.deserialize(ct.serialize(reset(arr(1), object())), expect=reset).lock is None
 
 
 class Twins:

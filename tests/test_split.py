@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import pickle
+import re
 from collections import OrderedDict, defaultdict, namedtuple
 from typing import Any
 
@@ -218,6 +219,72 @@ def test_merge_names_a_path_held_by_two_parts():
         ct.merge(s, a, {(ct.IndexKey(0),): 5})
 
 
+@pytest.mark.parametrize("n_parts", [1, 2])
+def test_merge_refuses_keystr_keys_and_shows_the_key_path(n_parts):
+    """A part keyed by keystr strings is refused naming the key and the key path it
+    renders, not reported as a missing leaf."""
+    s = ct.structure({"a": 7, "b": 8})
+    keyed_by_text = {"['a']": 7, "['b']": 8}
+    parts = [keyed_by_text] if n_parts == 1 else [{}, keyed_by_text]
+    with pytest.raises(
+        ct.StructureError,
+        match=re.escape(
+            f"merge: part {n_parts - 1} has the key \"['a']\", which is not a key path. "
+            "Parts are keyed by tuples of AttrKey, IndexKey and DictKey, as split returns "
+            "them: \"['a']\" is the keystr of the path (DictKey('a'),)."
+        ),
+    ):
+        ct.merge(s, *parts)
+
+
+@pytest.mark.parametrize("bogus", [3, (3,), "x", ("a", ct.IndexKey(0))])
+@pytest.mark.parametrize("extra_part", [False, True])
+def test_merge_names_itself_for_a_key_that_is_not_a_key_path(bogus, extra_part):
+    """A key that is not a tuple of keys is an error of merge's showing the key, whether
+    it makes a leaf extra (one part) or a path held twice is looked for (two parts)."""
+    s, part = ct.split({"a": 7}, ...)
+    parts = [part, {bogus: 1}] if extra_part else [{**part, bogus: 1}]
+    with pytest.raises(
+        ct.StructureError,
+        match="^"
+        + re.escape(
+            f"merge: part {int(extra_part)} has the key {bogus!r}, which is not a key path. "
+            "Parts are keyed by tuples of AttrKey, IndexKey and DictKey, as split returns "
+            "them, such as (DictKey('a'),)."
+        )
+        + "$",
+    ):
+        ct.merge(s, *parts)
+
+
+@pytest.mark.parametrize(
+    ("part", "what", "unpack"),
+    [
+        ([((ct.DictKey("a"),), 7)], "list", ""),
+        (None, "NoneType", ""),
+        (
+            ({(ct.DictKey("a"),): 7},),
+            "tuple",
+            " To pass a list of parts, unpack it: merge(structure, *parts).",
+        ),
+    ],
+)
+def test_merge_refuses_a_part_that_is_not_a_mapping(part, what, unpack):
+    """A part that is not a mapping is a TypeError naming merge, the part's position and
+    its type (a tuple of parts passed whole is told to be unpacked)."""
+    s = ct.structure({"a": 7})
+    with pytest.raises(
+        TypeError,
+        match="^"
+        + re.escape(
+            f"merge: part 1 is a {what}, not a dict from key path to leaf. Pass the parts "
+            f"split returned, after the structure: merge(structure, part, ...).{unpack}"
+        )
+        + "$",
+    ):
+        ct.merge(s, {}, part)
+
+
 def test_merge_refuses_a_non_structure():
     """The first argument must be a Structure."""
     with pytest.raises(
@@ -229,7 +296,7 @@ def test_merge_refuses_a_non_structure():
 def test_merge_fast_path_checks_the_keys():
     """Parts with split's keys but one key changed still go through the checked lookup."""
     s, a, b = ct.split([0, 1, 2], int, ...)
-    renamed = {(ct.IndexKey(7) if p == (ct.IndexKey(2),) else p): v for p, v in a.items()}
+    renamed = {((ct.IndexKey(7),) if p == (ct.IndexKey(2),) else p): v for p, v in a.items()}
     with pytest.raises(ct.StructureError, match=r"no part holds the leaf at '\[2\]'"):
         ct.merge(s, renamed, b)
 

@@ -166,6 +166,28 @@ def test_unknown_mode_is_a_value_error():
         ct.treelize(3)  # type: ignore[arg-type]
 
 
+def test_treelize_without_parentheses_or_on_a_non_function():
+    """@treelize without parentheses says to add them; a non-callable to decorate is a
+    TypeError when decorating, not when the result is called."""
+    with pytest.raises(
+        TypeError,
+        match=exact(
+            "treelize: mode must be a string, one of 'strict', 'inner', 'outer', 'left'; "
+            "got function. treelize takes options and returns the decorator: write "
+            "@ct.treelize() with parentheses."
+        ),
+    ):
+        ct.treelize(add)  # type: ignore[arg-type]
+    with pytest.raises(
+        TypeError,
+        match=exact(
+            "treelize: the decorated value must be a function, got int 3. Decorate a def, "
+            "or call treelize(mode)(f)."
+        ),
+    ):
+        ct.treelize()(3)  # type: ignore[arg-type]
+
+
 # --- inner / outer / left over dicts ------------------------------------------------------
 
 
@@ -275,6 +297,21 @@ def test_containers_keep_kept_fields_and_reset_fields(path):
     assert ct.treelize("outer", missing=0)(add)(Pair(1, {"a": 1}), Pair(2, {"b": 1})) == Pair(
         3, {"a": 1, "b": 1}
     )
+
+
+def test_same_named_classes_are_told_apart_by_module(twin_classes):
+    """Two different classes named alike are shown with their modules, not as 'Twin'
+    and 'Twin'."""
+    one, two = twin_classes("pkg.one", "pkg.two")
+    with pytest.raises(
+        ct.StructureError,
+        match=exact(
+            "treelize: the tree arguments differ at the root: argument 0 has a "
+            "'pkg.one.Twin' there, argument 1 has a 'pkg.two.Twin'. Aligned nodes must be of "
+            "the same kind: convert one of them, or pass a leaf there to broadcast it."
+        ),
+    ):
+        ct.treelize()(add)(one(1), two(2))
 
 
 def test_differing_container_classes_raise_naming_the_path(path):
@@ -416,9 +453,22 @@ def test_subside_and_rise_functions_are_inverse():
 
 
 def test_subside_raises_on_elements_of_different_structure():
-    """subside aligns its elements strictly: different keys raise a KeyError."""
-    with pytest.raises(KeyError, match=r"^subside: the tree arguments have different keys"):
-        ct.subside([{"a": 1}, {"b": 2}])
+    """subside aligns its elements strictly: different keys raise a KeyError whose fix
+    is treelize's modes (subside itself has none), and that fix works."""
+    with pytest.raises(
+        KeyError,
+        match=exact(
+            "subside: the elements have different keys at the root: element [0] has keys "
+            "'a', 'c', element [1] has 'a', 'b' (only in element [0]: 'c'; only in element "
+            "[1]: 'b'). subside aligns the elements strictly, so they must have the same "
+            "keys; to align different keys, put @treelize(mode='inner', subside=True) (or "
+            "mode 'outer' with missing=, or 'left') on the function that takes them."
+        ),
+    ):
+        ct.subside([{"a": 1, "c": 3}, {"a": 2, "b": 2}])
+    assert ct.treelize("inner", subside=True)(sum)([{"a": 1, "c": 3}, {"a": 2, "b": 2}]) == {
+        "a": 3
+    }
 
 
 def test_subside_and_rise_options():

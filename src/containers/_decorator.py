@@ -20,7 +20,13 @@ from typing_extensions import dataclass_transform
 from containers._codegen import compile_spec
 from containers._errors import ContainerDefinitionError, type_name
 from containers._registry import REGISTRY, container_kind, custom_kind
-from containers._spec import TAGS_METADATA_KEY, ContainerSpec, build_spec, class_flavor
+from containers._spec import (
+    TAGS_METADATA_KEY,
+    ContainerSpec,
+    build_spec,
+    check_name,
+    class_flavor,
+)
 
 __all__ = ["container", "field", "register", "register_node", "spec"]
 
@@ -52,10 +58,36 @@ def field(
         ...     w: float = ct.field(default=0.0, tags=("param",))
         >>> ct.spec(Layer).tags
         mappingproxy({'w': ('param',)})
+
+    Raises:
+        ContainerDefinitionError: ``tags`` is not a list or tuple of strings, a boolean
+            option is not ``True``/``False``, ``metadata`` is not a mapping, or
+            ``default_factory`` is not callable.
     """
     if isinstance(tags, str):
         raise ContainerDefinitionError(
             f"field(tags=...) takes a tuple of tags, got {tags!r}: write tags=({tags!r},)."
+        )
+    if not isinstance(tags, (list, tuple)) or not all(isinstance(t, str) for t in tags):
+        raise ContainerDefinitionError(
+            f"field(tags=...) takes a tuple of strings, got {tags!r}: write, e.g., "
+            f"tags=('param',)."
+        )
+    for option, value in (("init", init), ("repr", repr), ("compare", compare)):
+        _require_bool(value, option, "field()")
+    if kw_only is not dataclasses.MISSING:
+        _require_bool(kw_only, "kw_only", "field()")
+    if hash is not None:
+        _require_bool(hash, "hash", "field()", or_none=True)
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise ContainerDefinitionError(
+            f"field(): metadata= must be a dict or None, got {metadata!r}."
+        )
+    if default_factory is not dataclasses.MISSING and not callable(default_factory):
+        raise ContainerDefinitionError(
+            f"field(): default_factory= must be a function called with no arguments, got "
+            f"{default_factory!r}. Write default=... for a value, or, e.g., "
+            f"default_factory=list."
         )
     meta = {**(metadata or {}), TAGS_METADATA_KEY: tuple(tags)} if tags else metadata
     return dataclasses.field(
@@ -68,6 +100,14 @@ def field(
         metadata=meta,
         kw_only=kw_only,
     )
+
+
+def _require_bool(value: object, option: str, head: str, *, or_none: bool = False) -> None:
+    """Refuse a stand-in (``"no"``, ``0``) for a boolean option: Python would take it
+    for True or False silently."""
+    if type(value) is not bool:
+        allowed = "True, False or None" if or_none else "True or False"
+        raise ContainerDefinitionError(f"{head}: {option}= must be {allowed}, got {value!r}.")
 
 
 def _declare(
@@ -243,7 +283,9 @@ def container(
         The same class (or, with options, a decorator returning it).
 
     Raises:
-        ContainerDefinitionError: The declaration does not fit the class's fields.
+        ContainerDefinitionError: The declaration does not fit the class's fields, or an
+            option has the wrong type (``frozen`` not a bool, ``name`` not a non-empty
+            string).
     """
 
     def wrap(klass: type) -> type:
@@ -258,6 +300,7 @@ def container(
                 f"declared. Decorate each class once."
             )
         _refuse_enum(klass, "@container")
+        _require_bool(frozen, "frozen", f"@container on {type_name(klass)!r}")
         if class_flavor(klass) is None:
             klass = _as_dataclass(klass, frozen)
         _declare(
@@ -378,7 +421,8 @@ def register_node(
 
     Raises:
         ContainerDefinitionError: ``cls`` is not a class, is built in, or is already
-            registered; ``flatten``/``unflatten`` are not callable.
+            registered; ``flatten``/``unflatten`` are not callable; ``name`` is not a
+            non-empty string.
     """
     if not isinstance(cls, type):
         raise ContainerDefinitionError(f"register_node takes a class, got {cls!r}.")
@@ -390,6 +434,7 @@ def register_node(
                 f"{fn!r}. Pass flatten(x) -> (children, aux) and "
                 f"unflatten(aux, children) -> x."
             )
+    check_name(name, "register_node", cls)
     kind = custom_kind(cls, flatten, unflatten, keys)
     qualified = f"{cls.__module__}.{type_name(cls)}"
     REGISTRY.add(kind, name or qualified, explicit_name=name is not None, where="register_node")

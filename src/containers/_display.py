@@ -8,6 +8,7 @@ A thin client of the engine's traversal, so any depth renders and a cycle is a
 from __future__ import annotations
 
 import sys
+from collections import OrderedDict, defaultdict, deque
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -54,15 +55,24 @@ def _label(kind: NodeKind, key: Key | None) -> str:
         return ""
     if isinstance(key, AttrKey):
         return f"{key.name}="
-    if kind.type is list or kind.type is tuple:
+    if kind.type is list or kind.type is tuple or kind.type is deque:
         return ""
     return f"{_short(repr(key.raw))}: "
 
 
-_BRACKETS: dict[type, tuple[str, str]] = {list: ("[", "]"), tuple: ("(", ")"), dict: ("{", "}")}
+_BRACKETS: dict[type, tuple[str, str]] = {
+    list: ("[", "]"),
+    tuple: ("(", ")"),
+    dict: ("{", "}"),
+    OrderedDict: ("OrderedDict({", "})"),
+    deque: ("deque([", "])"),
+}
 
 
-def _open_close(kind: NodeKind) -> tuple[str, str]:
+def _open_close(kind: NodeKind, aux: Any) -> tuple[str, str]:
+    if kind.type is defaultdict:  # aux: (keys, order, default_factory)
+        factory = aux[2]
+        return f"defaultdict({getattr(factory, '__qualname__', repr(factory))}, {{", "})"
     return _BRACKETS.get(kind.type) or (f"{type_name(kind.type)}(", ")")
 
 
@@ -125,7 +135,7 @@ def pformat(tree: Any, /, *, width: int = 88, indent: int = 2) -> str:
         kids, aux = kind.flatten(value)
         keys = kind.keys(aux, len(kids))
         kept = list(zip(kind.spec.keep, aux)) if kind.spec is not None else []
-        opening, closing = _open_close(kind)
+        opening, closing = _open_close(kind, aux)
         if all(k is None or kind_of(k) is None for k in kids):
             items = [f"{_label(kind, k)}{_leaf(v)}" for k, v in zip(keys, kids)]
             items += [f"{name}={_leaf(v)}" for name, v in kept]

@@ -24,7 +24,10 @@ __all__ = [
     "StructureTypeError",
     "UnknownTypeError",
     "VersionError",
+    "counted",
     "did_you_mean",
+    "not_callable_error",
+    "short_repr",
     "type_name",
 ]
 
@@ -93,6 +96,32 @@ class SchemaError(SerializationError):
 def type_name(cls: type) -> str:
     """A class's name for messages: its qualname without ``<locals>`` scopes."""
     return cls.__qualname__.rsplit("<locals>.", 1)[-1]
+
+
+def counted(n: int, one: str, many: str | None = None) -> str:
+    """``n`` with the noun in the right number: ``1 leaf``, ``2 leaves``, ``0 keys``."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def short_repr(value: object, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters for messages."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def not_callable_error(value: object, op: str, arg: str, usage: str) -> TypeError:
+    """The error for ``op``'s argument ``arg`` that is not callable; ``usage`` (where
+    ``{op}`` stands for ``op``) says in what order the arguments go, which a swap gets
+    wrong.
+
+    Operations check ``callable`` once per call, at their entry point, and build this
+    only when it fails: deep in a traversal the error would not name them, and an empty
+    tree would take a non-function silently.
+    """
+    return TypeError(
+        f"{op}: {arg} must be a function, got {type(value).__qualname__} "
+        f"{short_repr(value)}. {usage.format(op=op)}."
+    )
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:

@@ -16,13 +16,14 @@ from typing import Any, Generic, TypeVar
 from containers._engine import _fast
 from containers._engine._core import UNSET, Cursor, _Unset, leave_nothing, traverse
 from containers._engine._flat import MIN_RUN, flatten_records
-from containers._errors import StructureError, type_name
+from containers._errors import StructureError, counted, type_name
 from containers._paths import AttrKey, Key, KeyPath, where
 from containers._registry import (
     DICT,
     LIST,
     TUPLE,
     NodeKind,
+    distinct_labels,
     kind_for_type,
     kind_of,
     label,
@@ -369,9 +370,9 @@ class Structure(Generic[T_co]):
             leaves = list(leaves)
         if len(leaves) != self._num_leaves:
             raise StructureError(
-                f"unflatten: the structure has {self._num_leaves} leaves but "
-                f"{len(leaves)} were given. Pass exactly one value per leaf, in the "
-                f"order flatten returned them.",
+                f"unflatten: the structure has {counted(self._num_leaves, 'leaf', 'leaves')} "
+                f"but {len(leaves)} {'was' if len(leaves) == 1 else 'were'} given. Pass "
+                f"exactly one value per leaf, in the order flatten returned them.",
                 None,
             )
         speedups = _fast._speedups  # read per call: tests switch it
@@ -535,9 +536,10 @@ def node_children_matching(
     vkind = kind_of(value)
     path = path_of() if vkind is None or vkind.type is not kind.type else ()
     if vkind is None or vkind.type is not kind.type:
+        expected, found = distinct_labels(kind.label, kind.type, label(value), type(value))
         raise StructureError(
             f"{op}: the tree does not match the structure at {where(path)}: expected "
-            f"{kind.label} there, found {label(value)}.",
+            f"{expected} there, found {found}.",
             path,
         )
     kids, vaux = vkind.flatten(value)
@@ -548,10 +550,6 @@ def node_children_matching(
             f"{op}: the tree does not match the structure at {where(path)}: {detail}.", path
         )
     return kids
-
-
-def _children(n: int) -> str:
-    return f"{n} child" if n == 1 else f"{n} children"
 
 
 def aux_difference(kind: NodeKind, a: Any, b: Any, na: int, nb: int) -> str:
@@ -570,7 +568,7 @@ def aux_difference(kind: NodeKind, a: Any, b: Any, na: int, nb: int) -> str:
                 f"{', '.join(only_a) or 'none'}; only in the other: {', '.join(only_b) or 'none'}"
             )
     if na != nb:
-        return f"{kind.label} with {_children(na)} in one and {nb} in the other"
+        return f"{kind.label} with {counted(na, 'child', 'children')} in one and {nb} in the other"
     return f"{kind.label} whose static data differ: {a!r} vs {b!r}"
 
 

@@ -14,6 +14,7 @@ from typing import Any, TypeVar, overload
 from containers._engine._core import UNSET, Memo, collect, map_tree
 from containers._engine._fast import fast_collect, fast_map, fast_map_many
 from containers._engine._walks import CachedWalk, ExcludeWalk, Walk, execute
+from containers._errors import not_callable_error
 from containers._paths import KeyPath
 from containers._protocol import isleaf
 from containers.filters import Filter
@@ -21,6 +22,8 @@ from containers.filters import Filter
 __all__ = ["fcollect", "fmap", "fmap_with_path", "fmapstructure"]
 
 T = TypeVar("T")
+
+_USAGE = "Pass the function first, then the tree: {op}(f, tree, *more_trees)"
 
 
 @overload
@@ -126,7 +129,10 @@ def fmap(
     Raises:
         StructureError: Another tree lacks a node or key of the first, or the tree
             contains a reference cycle; the message names the path.
+        TypeError: ``f`` is not callable (the arguments are swapped, say).
     """
+    if not callable(f):
+        raise not_callable_error(f, "fmap", "f", _USAGE)
     if where is not UNSET:
         from containers._split import fmap_where  # _split is a later stage
 
@@ -195,7 +201,12 @@ def fmap_with_path(
         >>> import containers as ct
         >>> ct.fmap_with_path(lambda p, v: f"{ct.keystr(p)}={v}", {"a": [1, 2]})
         {'a': ["['a'][0]=1", "['a'][1]=2"]}
+
+    Raises:
+        TypeError: ``f`` is not callable (the arguments are swapped, say).
     """
+    if not callable(f):
+        raise not_callable_error(f, "fmap_with_path", "f", _USAGE)
     memo: Memo | None = Memo() if cache else None
     return map_tree(
         f,
@@ -256,7 +267,12 @@ def fmapstructure(
         ...     name: str = "aff"
         >>> ct.fmapstructure(lambda v: v * 2, [Affine(1.0, 2.0)])
         [{'w': 2.0, 'b': 4.0}]
+
+    Raises:
+        TypeError: ``f`` is not callable (the arguments are swapped, say).
     """
+    if not callable(f):
+        raise not_callable_error(f, "fmapstructure", "f", _USAGE)
     memo: Memo | None = Memo() if cache else None
     if exclude is isleaf and not rest:
         try:

@@ -10,13 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from containers._errors import StructureError
+from containers._errors import StructureError, counted, not_callable_error
 from containers._paths import AttrKey
 from containers._registry import KINDS, kind_of
 
-__all__ = ["Container", "children", "functor", "isleaf", "reduce", "traverse"]
+__all__ = ["ACC_USAGE", "Container", "children", "functor", "isleaf", "reduce", "traverse"]
 
 A = TypeVar("A")
+
+#: How the functions with an accumulator take their arguments (Nx's order), for the
+#: error when ``fun`` is not callable (``composite`` uses it too).
+ACC_USAGE = "Pass the tree, the accumulator, then the function: {op}(x, acc, fun)"
 
 
 @runtime_checkable
@@ -74,7 +78,12 @@ def traverse(x: Any, acc: A, fun: Callable[[Any, A], tuple[Any, A]], /) -> tuple
 
     Returns:
         ``(new_x, acc)``.
+
+    Raises:
+        TypeError: ``fun`` is not callable (the arguments are in another order, say).
     """
+    if not callable(fun):
+        raise not_callable_error(fun, "traverse", "fun", ACC_USAGE)
     kind = kind_of(x)
     if kind is None:
         return fun(x, acc)
@@ -98,7 +107,12 @@ def reduce(x: Any, acc: A, fun: Callable[[Any, A], A], /) -> A:
         >>> import containers as ct
         >>> ct.reduce((1, [2, 3], 4), [], lambda child, acc: acc + [child])
         [1, [2, 3], 4]
+
+    Raises:
+        TypeError: ``fun`` is not callable (the arguments are in another order, say).
     """
+    if not callable(fun):
+        raise not_callable_error(fun, "reduce", "fun", ACC_USAGE)
     kind = kind_of(x)
     if kind is None:
         return fun(x, acc)
@@ -178,7 +192,8 @@ def functor(x: Any, /) -> tuple[Any, Callable[[Any], Any]]:
             ordered = list(new)
             if len(ordered) != n:
                 raise StructureError(
-                    f"functor rebuild of {kind.label}: expected {n} children, got "
+                    f"functor rebuild of {kind.label}: expected "
+                    f"{counted(n, 'child', 'children')}, got "
                     f"{len(ordered)}. Pass them in child order, or as {type(view).__name__}."
                 )
         return kind.unflatten(aux, ordered)

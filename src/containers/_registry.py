@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from containers._errors import ContainerDefinitionError, type_name
+from containers._errors import ContainerDefinitionError, counted, short_repr, type_name
 from containers._paths import AttrKey, DictKey, IndexKey, Key, index_key, index_keys, keystr
-from containers._spec import ContainerSpec
+from containers._spec import ContainerSpec, class_flavor
 
 __all__ = [
     "IMMUTABLE_LEAVES",
@@ -37,6 +37,7 @@ __all__ = [
     "class_by_name",
     "container_kind",
     "custom_kind",
+    "distinct_labels",
     "kind_for_type",
     "kind_of",
     "label",
@@ -180,6 +181,18 @@ def label(x: Any) -> str:
     if kind is not None:
         return kind.label
     return f"a leaf of type {type(x).__qualname__}"
+
+
+def distinct_labels(a: str, type_a: type, b: str, type_b: type) -> tuple[str, str]:
+    """Labels ``a`` and ``b`` of two values, told apart when they read the same but the
+    types differ (two classes named ``P``): then the classes' modules are shown, and a
+    class redefined under the same module and name is called another class."""
+    if a != b or type_a is type_b:
+        return a, b
+    qual_a, qual_b = _qualified(type_a), _qualified(type_b)
+    if qual_a != qual_b:
+        return f"a {qual_a!r}", f"a {qual_b!r}"
+    return f"a {qual_a!r}", f"an instance of another class also named {qual_b!r}"
 
 
 # --- builtin kinds --------------------------------------------------------------------
@@ -541,7 +554,7 @@ class Registry:
         if traverse is not None:
             owner = getattr(traverse, "__container_owner__", None)
             if owner is not None and owner is not t:
-                raise _subclass_error(t, owner)
+                raise _subclass_error(t, owner, declared=True)
             missing = [m for m in _PROTOCOL[1:] if not callable(getattr(t, m, None))]
             if missing:
                 raise ContainerDefinitionError(
@@ -551,8 +564,9 @@ class Registry:
                 )
             return _protocol_kind(t)
         for base in t.__mro__[1:]:
-            if base in self._registered or _retired_kind(base) is not None:
-                raise _subclass_error(t, base)
+            kind = self._registered.get(base) or _retired_kind(base)
+            if kind is not None:
+                raise _subclass_error(t, base, declared=kind.spec is not None)
         return None
 
     def add(self, kind: NodeKind, name: str, *, explicit_name: bool, where: str) -> None:
@@ -673,12 +687,24 @@ def kind_for_type(t: type) -> NodeKind:
     return kind
 
 
-def _subclass_error(t: type, base: type) -> ContainerDefinitionError:
+def _subclass_error(t: type, base: type, declared: bool) -> ContainerDefinitionError:
+    """The error for an undeclared subclass ``t`` of ``base``, a declared container
+    (``declared``) or a ``register_node`` type; the fix offered is one that works for
+    ``t``: ``register`` only takes classes with fields of their own."""
+    sub, name = repr(type_name(t)), type_name(t)
+    leaf = "or treat it as a leaf with is_leaf=/exclude=."
+    if not declared:
+        return ContainerDefinitionError(
+            f"{sub} is a subclass of the registered type {type_name(base)!r} but is not "
+            f"registered itself, so it cannot be taken apart and rebuilt. Register it "
+            f"with register_node({name}, flatten, unflatten) as {type_name(base)!r} was, "
+            f"{leaf}"
+        )
+    register = f" (or call register({name}))" if class_flavor(t) is not None else ""
     return ContainerDefinitionError(
-        f"{type_name(t)!r} is a subclass of the container {type_name(base)!r} but is "
-        f"not declared itself, so its fields are unknown and it cannot be rebuilt. "
-        f"Decorate {type_name(t)!r} with @container (or call register({type_name(t)})), "
-        f"or treat it as a leaf with is_leaf=/exclude=."
+        f"{sub} is a subclass of the container {type_name(base)!r} but is not declared "
+        f"itself, so its fields are unknown and it cannot be rebuilt. Decorate {sub} with "
+        f"@container{register}, {leaf}"
     )
 
 
@@ -705,14 +731,13 @@ def _namedtuple_kind(t: type) -> NodeKind:
 def _same_type_children(t: type, flatten: Callable[[Any], tuple[Sequence[Any], Any]]) -> Any:
     def read(y: Any, aux: Any, n: int) -> Sequence[Any]:
         if type(y) is not t:
-            raise Mismatch(
-                f"the first tree has a {type_name(t)!r} there, {{other}} has {label(y)}"
-            )
+            mine, theirs = distinct_labels(f"a {type_name(t)!r}", t, label(y), type(y))
+            raise Mismatch(f"the first tree has {mine} there, {{other}} has {theirs}")
         children = flatten(y)[0]
         if len(children) != n:
             raise Mismatch(
-                f"the first tree has a {type_name(t)!r} with {n} children there, "
-                f"{{other}} has one with {len(children)}"
+                f"the first tree has a {type_name(t)!r} with {counted(n, 'child', 'children')} "
+                f"there, {{other}} has one with {len(children)}"
             )
         return children
 
@@ -780,9 +805,8 @@ def container_kind(
 
     def read(y: Any, aux: Any, n: int) -> Sequence[Any]:
         if type(y) is not cls:
-            raise Mismatch(
-                f"the first tree has a {type_name(cls)!r} there, {{other}} has {label(y)}"
-            )
+            mine, theirs = distinct_labels(f"a {type_name(cls)!r}", cls, label(y), type(y))
+            raise Mismatch(f"the first tree has {mine} there, {{other}} has {theirs}")
         return children(y)  # type: ignore[no-any-return]
 
     return NodeKind(
@@ -824,7 +848,7 @@ def check_keys(what: str, keys: tuple[Key, ...], n: int) -> None:
     ``what`` says who gave them."""
     if len(keys) != n or len(set(keys)) != n:
         problem = (
-            f"{len(keys)} key{'' if len(keys) == 1 else 's'} for {n} children"
+            f"{counted(len(keys), 'key')} for {counted(n, 'child', 'children')}"
             if len(keys) != n
             else "the same key twice: "
             + ", ".join(sorted({keystr((k,)) for k in keys if keys.count(k) > 1}))
@@ -833,11 +857,6 @@ def check_keys(what: str, keys: tuple[Key, ...], n: int) -> None:
             f"{what} {problem}. Every child needs exactly one key, "
             f"distinct from its siblings', in the order of the children."
         )
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _as_key(k: Any, i: int) -> Key:
@@ -866,7 +885,7 @@ def custom_kind(
         if type(out) is not tuple or len(out) != 2:
             raise ContainerDefinitionError(
                 f"register_node on {type_name(cls)!r}: flatten must return a pair "
-                f"(children, aux), got {_short(out)}."
+                f"(children, aux), got {short_repr(out, 80)}."
             )
         children, aux = out
         try:
@@ -874,7 +893,7 @@ def custom_kind(
         except TypeError:
             raise ContainerDefinitionError(
                 f"register_node on {type_name(cls)!r}: flatten must return "
-                f"(children, aux) with children a sequence, got {_short(children)}."
+                f"(children, aux) with children a sequence, got {short_repr(children, 80)}."
             ) from None
 
     if keys is None:

@@ -11,10 +11,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from containers._engine._core import Cursor, leave_nothing, traverse
-from containers._errors import StructureError
+from containers._errors import StructureError, counted
 from containers._flatten import Structure, aux_difference, flatten
 from containers._paths import DictKey, Key, KeyPath, keystr
-from containers._registry import label
+from containers._registry import distinct_labels, label
 
 __all__ = ["assert_same_structure", "broadcast", "diff", "transpose"]
 
@@ -116,7 +116,8 @@ def diff(a: Any, b: Any, /) -> list[tuple[KeyPath, str]]:
         if ka is None and kb is None:
             return True, None
         if ka is None or kb is None or ka.type is not kb.type:
-            out.append((cursor.path(), f"{label(va)} vs {label(vb)}"))
+            one, other = distinct_labels(label(va), type(va), label(vb), type(vb))
+            out.append((cursor.path(), f"{one} vs {other}"))
             return True, None
         kids_a, aux_a = ka.flatten(va)
         kids_b, aux_b = kb.flatten(vb)
@@ -187,7 +188,7 @@ def assert_same_structure(a: Any, b: Any, /) -> None:
         places = "; ".join(f"at {keystr(p) or 'the root'}: {what}" for p, what in found[:10])
         more = f" (and {len(found) - 10} more)" if len(found) > 10 else ""
         raise StructureError(
-            f"assert_same_structure: the trees differ in {len(found)} "
-            f"place{'s' if len(found) > 1 else ''}: {places}{more}.",
+            f"assert_same_structure: the trees differ in {counted(len(found), 'place')}: "
+            f"{places}{more}.",
             found[0][0],
         )

@@ -20,12 +20,20 @@ from containers._errors import (
     in_both_message,
     listed_twice_message,
     reset_without_default_message,
+    short_repr,
     type_name,
     unknown_field_message,
 )
 from containers._paths import AttrKey
 
-__all__ = ["TAGS_METADATA_KEY", "ContainerSpec", "Default", "build_spec", "class_flavor"]
+__all__ = [
+    "TAGS_METADATA_KEY",
+    "ContainerSpec",
+    "Default",
+    "build_spec",
+    "check_name",
+    "class_flavor",
+]
 
 #: Where ``containers.field(tags=...)`` stores tags in a field's metadata (dataclass
 #: ``metadata=`` or attrs ``metadata=``).
@@ -176,6 +184,17 @@ def _is_frozen(cls: type, flavor: Flavor) -> bool:
     return True
 
 
+def check_name(name: str | None, where: str, cls: type) -> None:
+    """Refuse a ``name=`` that cannot identify the class in files: not a string, or empty."""
+    if name is not None and (type(name) is not str or not name):
+        raise ContainerDefinitionError(
+            f"{where} on {type_name(cls)!r}: name= must be a non-empty string, got "
+            f"{short_repr(name)}. The name identifies the class in saved files: pass a string "
+            f"such as {f'{cls.__module__}.{type_name(cls)}'!r}, or leave name= out to use "
+            f"module.qualname."
+        )
+
+
 def _names(value: Iterable[str] | None, option: str, where: str, cls: type) -> list[str] | None:
     """The names given to ``option=``, read once: a list or tuple of strings."""
     if value is None:
@@ -188,17 +207,12 @@ def _names(value: Iterable[str] | None, option: str, where: str, cls: type) -> l
     if not isinstance(value, (list, tuple)):
         # An iterator would be used up by validation; a set has no order.
         raise ContainerDefinitionError(
-            f"{head}, got {type(value).__name__} {_short(value)}. Pass a list or tuple "
+            f"{head}, got {type(value).__name__} {short_repr(value)}. Pass a list or tuple "
             f"(for an iterator or a set: {option}=list(...) or sorted(...))."
         )
     if not all(isinstance(v, str) for v in value):
         raise ContainerDefinitionError(f"{head} (strings), got {value!r}.")
     return list(value)
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _resolve(
@@ -287,6 +301,7 @@ def build_spec(
             raise ContainerDefinitionError(reset_without_default_message(where, type_name(cls), n))
         defaults[n] = default
 
+    check_name(name, where, cls)
     removed_names = _names(() if removed is None else removed, "removed", where, cls) or []
     _check_evolution(cls, where, version, renamed, removed_names, migrations, field_names)
     return ContainerSpec(
@@ -326,9 +341,14 @@ def _check_evolution(
             raise ContainerDefinitionError(
                 f"{head} {option}= must be a dict "
                 f"({'{old_name: new_name}' if option == 'renamed' else '{version: function}'}), "
-                f"got {type(value).__name__} {_short(value)}."
+                f"got {type(value).__name__} {short_repr(value)}."
             )
     for old, new in (renamed or {}).items():
+        if type(old) is not str or type(new) is not str:
+            raise ContainerDefinitionError(
+                f"{head} renamed= maps old field names to new ones (strings), got "
+                f"{old!r}: {new!r}."
+            )
         if new not in fields:
             raise ContainerDefinitionError(
                 unknown_field_message(where, type_name(cls), new, "renamed", list(fields))

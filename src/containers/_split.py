@@ -14,9 +14,9 @@ from operator import eq, not_
 from typing import Any, TypeAlias, TypeVar, overload
 
 from containers._engine._core import Memo, map_tree
-from containers._errors import ContainerDefinitionError, StructureError
+from containers._errors import ContainerDefinitionError, StructureError, short_repr
 from containers._flatten import Structure, flatten, ranked_paths
-from containers._paths import KeyPath, where
+from containers._paths import AttrKey, DictKey, IndexKey, KeyPath, keystr, where
 from containers.filters import (
     _EVERYTHING,
     Filter,
@@ -354,8 +354,9 @@ def merge(structure: Structure[T], /, *parts: Mapping[KeyPath, Any]) -> T:
 
     Raises:
         StructureError: A path of the structure is in no part, a part holds a path the
-            structure does not have, or two parts hold the same path; the message
-            names the paths.
+            structure does not have or a key that is not a key path (a ``keystr``
+            string, say), or two parts hold the same path; the message names them.
+        TypeError: A part is not a mapping.
     """
     if not isinstance(structure, Structure):
         raise StructureError(
@@ -384,6 +385,18 @@ def _planned(
 
 def _lookup(structure: Structure[Any], parts: Sequence[Mapping[KeyPath, Any]]) -> list[Any]:
     """The leaves of ``parts`` in the order of ``structure.paths()``, checked."""
+    for i, part in enumerate(parts):
+        if not isinstance(part, Mapping):
+            unpack = (
+                " To pass a list of parts, unpack it: merge(structure, *parts)."
+                if isinstance(part, (list, tuple)) and part and isinstance(part[0], Mapping)
+                else ""
+            )
+            raise TypeError(
+                f"merge: part {i} is a {type(part).__qualname__}, not a dict from key path "
+                f"to leaf. Pass the parts split returned, after the structure: "
+                f"merge(structure, part, ...).{unpack}"
+            )
     if len(parts) == 1:
         merged = parts[0]
     else:
@@ -391,6 +404,7 @@ def _lookup(structure: Structure[Any], parts: Sequence[Mapping[KeyPath, Any]]) -
         for part in parts:
             merged.update(part)
         if len(merged) != sum(map(len, parts)):
+            _check_keys(structure, parts)
             owner: dict[KeyPath, int] = {}
             for i, part in enumerate(parts):
                 for path in part:
@@ -405,6 +419,7 @@ def _lookup(structure: Structure[Any], parts: Sequence[Mapping[KeyPath, Any]]) -
     try:
         leaves = list(map(merged.__getitem__, paths))
     except (KeyError, TypeError):
+        _check_keys(structure, parts)
         missing = [p for p in paths if p not in merged]
         raise StructureError(
             f"merge: no part holds the leaf at {_names(missing)}. The parts must hold one "
@@ -412,6 +427,7 @@ def _lookup(structure: Structure[Any], parts: Sequence[Mapping[KeyPath, Any]]) -
             missing[0],
         ) from None
     if len(merged) != len(paths):
+        _check_keys(structure, parts)
         known = set(paths)
         extra = [p for p in merged if p not in known]
         raise StructureError(
@@ -421,6 +437,27 @@ def _lookup(structure: Structure[Any], parts: Sequence[Mapping[KeyPath, Any]]) -
             extra[0],
         )
     return leaves
+
+
+def _check_keys(structure: Structure[Any], parts: Sequence[Mapping[Any, Any]]) -> None:
+    """Raise if a part has a key that is not a key path (merge's errors render paths;
+    a keystr string would otherwise read as a missing leaf)."""
+    for i, part in enumerate(parts):
+        for key in part:
+            if type(key) is tuple and all(type(k) in (AttrKey, IndexKey, DictKey) for k in key):
+                continue
+            paths = structure.paths()
+            same = next((p for p in paths if keystr(p) == key), None)
+            example = (
+                f": {key!r} is the keystr of the path {same!r}"
+                if same is not None
+                else (f", such as {paths[0]!r}" if paths else "")
+            )
+            raise StructureError(
+                f"merge: part {i} has the key {short_repr(key)}, which is not a key path. "
+                f"Parts are keyed by tuples of AttrKey, IndexKey and DictKey, as split "
+                f"returns them{example}."
+            )
 
 
 def partition(tree: T, filter: Filter, /) -> tuple[T, T]:

@@ -23,6 +23,7 @@ from containers._errors import (
     StructureError,
     StructureKeyError,
     StructureTypeError,
+    not_callable_error,
 )
 from containers._paths import DictKey, Key, KeyPath, index_keys, where
 from containers._registry import (
@@ -34,6 +35,7 @@ from containers._registry import (
     LIST,
     ORDERED_DICT,
     TUPLE,
+    distinct_labels,
     kind_of,
 )
 
@@ -155,10 +157,13 @@ class _Align(Align):
                 if v is not _ABSENT and not self.inherit:
                     raise self._leaf_error(i, lead_i, v, lead_kind, path())
             elif kind is not lead_kind:
+                theirs, mine = distinct_labels(
+                    lead_kind.label, lead_kind.type, kind.label, kind.type
+                )
                 raise StructureError(
                     f"{self.op}: the tree arguments differ at {where(path())}: "
-                    f"{self.names[lead_i]} has {lead_kind.label} there, {self.names[i]} "
-                    f"has {kind.label}. Aligned nodes must be of the same kind: convert "
+                    f"{self.names[lead_i]} has {theirs} there, {self.names[i]} "
+                    f"has {mine}. Aligned nodes must be of the same kind: convert "
                     f"one of them, or pass a leaf there to broadcast it.",
                     path(),
                 )
@@ -319,10 +324,20 @@ class _Align(Align):
             if only_i or only_j:
                 what += f" (only in {self.names[i]}: {_keys_text(only_i)}; only in "
                 what += f"{self.names[j]}: {_keys_text(only_j)})"
+        # subside() has no mode: it aligns strictly, and treelize's modes are the way out.
+        subside = self.op == "subside"
+        who = "the elements" if subside else "the tree arguments"
+        mode = "" if subside else f" (mode={self.mode!r})"
         if fixed is not None:
             fix = (
                 f"{fixed} has a fixed set of children, so its keys must be equal in "
                 f"every mode; give both the same keys."
+            )
+        elif subside:
+            fix = (
+                "subside aligns the elements strictly, so they must have the same keys; to "
+                "align different keys, put @treelize(mode='inner', subside=True) (or mode "
+                "'outer' with missing=, or 'left') on the function that takes them."
             )
         else:
             fix = (
@@ -330,8 +345,7 @@ class _Align(Align):
                 "mode='inner', 'outer' (with missing=) or 'left' to align different keys."
             )
         return StructureKeyError(
-            f"{self.op}: the tree arguments have different keys at {where(path)} "
-            f"(mode={self.mode!r}): {what}. {fix}",
+            f"{self.op}: {who} have different keys at {where(path)}{mode}: {what}. {fix}",
             path,
         )
 
@@ -551,9 +565,15 @@ def rise(tree: Any, /) -> Any:
 
 def _check_mode(mode: Any) -> str:
     if not isinstance(mode, str):
+        hint = (
+            " treelize takes options and returns the decorator: write @ct.treelize() "
+            "with parentheses."
+            if callable(mode)
+            else ""
+        )
         raise TypeError(
             f"treelize: mode must be a string, one of {', '.join(map(repr, MODES))}; "
-            f"got {type(mode).__qualname__}."
+            f"got {type(mode).__qualname__}.{hint}"
         )
     name = mode.lower()
     if name not in MODES:
@@ -651,6 +671,11 @@ def treelize(
     do_subside = subside
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        if not callable(func):
+            raise not_callable_error(
+                func, "treelize", "the decorated value", "Decorate a def, or call {op}(mode)(f)"
+            )
+
         @functools.wraps(func)
         def treelized(*args: Any, **kwargs: Any) -> Any:
             keywords = sorted(kwargs)

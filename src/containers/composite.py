@@ -18,7 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from containers._errors import not_callable_error
 from containers._flatten import flatten, leaves
+from containers._protocol import ACC_USAGE
 
 __all__ = ["count", "flatten_list", "reduce", "traverse"]
 
@@ -30,7 +32,12 @@ def traverse(x: T, acc: A, fun: Callable[[Any, A], tuple[Any, A]], /) -> tuple[T
     """Map ``fun(leaf, acc) -> (new_leaf, acc)`` over every leaf, threading ``acc``.
 
     Leaves are visited in flatten order; the tree is rebuilt with the new leaves.
+
+    Raises:
+        TypeError: ``fun`` is not callable (the arguments are in another order, say).
     """
+    if not callable(fun):
+        raise not_callable_error(fun, "composite.traverse", "fun", ACC_USAGE)
     old, s = flatten(x)
     new = []
     for leaf in old:
@@ -40,7 +47,13 @@ def traverse(x: T, acc: A, fun: Callable[[Any, A], tuple[Any, A]], /) -> tuple[T
 
 
 def reduce(x: Any, acc: A, fun: Callable[[Any, A], A], /) -> A:
-    """Fold ``fun(leaf, acc) -> acc`` over every leaf, in flatten order."""
+    """Fold ``fun(leaf, acc) -> acc`` over every leaf, in flatten order.
+
+    Raises:
+        TypeError: ``fun`` is not callable (the arguments are in another order, say).
+    """
+    if not callable(fun):
+        raise not_callable_error(fun, "composite.reduce", "fun", ACC_USAGE)
     for leaf in leaves(x):
         acc = fun(leaf, acc)
     return acc

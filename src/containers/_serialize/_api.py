@@ -94,6 +94,14 @@ def _wants(records: Records, layout: Layout) -> Wants:
     return list(map(dict(zip(records.names, records.crcs)).get, in_file))
 
 
+def _check_expect(expect: Any, op: str) -> None:
+    if expect is not None and not isinstance(expect, type):
+        raise TypeError(
+            f"{op}: expect must be a class or None, got {type(expect).__qualname__} "
+            f"{expect!r}. Pass the class itself, e.g. expect=list or expect=MyModel."
+        )
+
+
 def serialize(tree: Any, /) -> bytes:
     """Encode a tree as the bytes of a safetensors file (what ``save`` writes).
 
@@ -184,6 +192,7 @@ def deserialize(
             ``load``.
     """
     limits = DEFAULT_LIMITS if limits is None else limits
+    _check_expect(expect, "deserialize")
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"deserialize: data must be bytes, got {type(data).__qualname__}.")
     view = memoryview(data).cast("B") if isinstance(data, memoryview) else memoryview(data)
@@ -336,6 +345,7 @@ def load(
             is not ``expect``.
     """
     limits = DEFAULT_LIMITS if limits is None else limits
+    _check_expect(expect, "load")
     with open(os.fspath(path), "rb") as f, _gc_paused():
         layout = read_layout(f, limits)
         records = _records(layout, limits)

@@ -230,7 +230,12 @@ class _Encoder:
                 f"a leaf of type {t.__qualname__}, which files cannot hold",
                 "Leaves must be arrays (numpy, jax, torch) or scalars (int, float, complex, "
                 "str, bytes, bool, None, numpy scalars); declare the class with @container "
-                "or treat it as a kept field of a plain type.",
+                "or treat it as a kept field of a plain type."
+                if not plain
+                else "Kept values and register_node aux are stored as plain data: scalars "
+                "(int, float, complex, str, bytes, bool, None, numpy scalars) in tuples, "
+                "lists and dicts. Convert the value to plain data, or make the field a reset "
+                "field, which is not saved: pass keep= without it (it needs a default).",
             )
         self.add(v, a, path)
 
