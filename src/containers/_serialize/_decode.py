@@ -8,8 +8,10 @@ reads bytes itself: ``_format`` hands it the parsed metadata and the arrays.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import OrderedDict, defaultdict, deque
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -296,8 +298,19 @@ def _key_of(rec: Rec, i: int) -> str:
 
 
 def _path(recs: list[Rec], stack: list[list[Any]]) -> str:
-    parts = [_key_of(recs[fr[0]], len(fr[1])) for fr in stack]
-    return "".join(parts) or "the root"
+    """The path of the value that the open nodes of ``stack`` wait for, for messages.
+
+    Built only when a message needs it, so decoding stays linear in the depth; past 40
+    levels only both ends are shown, as ``_paths.where`` does, so that a message about
+    every node of a deep tree costs linear time too.
+    """
+
+    def keys(frames: list[list[Any]]) -> str:
+        return "".join([_key_of(recs[fr[0]], len(fr[1])) for fr in frames])
+
+    if len(stack) > 40:
+        return f"{keys(stack[:12])}...{keys(stack[-12:])} (depth {len(stack)})"
+    return keys(stack) or "the root"
 
 
 def _evolve(
@@ -305,7 +318,7 @@ def _evolve(
     version: int,
     children: dict[str, Any],
     meta: dict[str, Any],
-    where: str,
+    where: Callable[[], str],
     problems: list[str],
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     cls = type_name(spec.cls)
@@ -318,7 +331,7 @@ def _evolve(
         except Exception as err:
             raise SchemaError(
                 f"the migration of {cls} from version {v} to {v + 1} raised "
-                f"{type(err).__name__}: {err} (at {where}). Fix the migration function."
+                f"{type(err).__name__}: {err} (at {where()}). Fix the migration function."
             ) from err
         if (
             type(result) is not tuple
@@ -327,7 +340,7 @@ def _evolve(
         ):
             raise SchemaError(
                 f"the migration of {cls} from version {v} to {v + 1} returned {result!r:.80} "
-                f"(at {where}); it must return a (children, metadata) pair of dicts."
+                f"(at {where()}); it must return a (children, metadata) pair of dicts."
             )
         children, meta = result
     values: dict[str, Any] = {}
@@ -340,14 +353,14 @@ def _evolve(
             if target not in spec.fields:
                 problems.append(
                     f"unknown field {name!r} in {cls} (file version {version}, class version "
-                    f"{spec.version}) at {where}: add it to removed= to drop it, or to "
+                    f"{spec.version}) at {where()}: add it to removed= to drop it, or to "
                     f"renamed= if it is a field's old name"
                 )
                 continue
             if target in values:
                 problems.append(
                     f"field {cls}.{target} is in the file twice (as {name!r} and under "
-                    f"another name) at {where}"
+                    f"another name) at {where()}"
                 )
                 continue
             values[target] = value
@@ -358,7 +371,7 @@ def _evolve(
         if default is None:
             problems.append(
                 f"missing field {cls}.{name} (file version {version}, class version "
-                f"{spec.version}) at {where}: give it a default, or add a migration that fills it"
+                f"{spec.version}) at {where()}: give it a default, or add a migration that fills it"
             )
         else:
             values[name] = default
@@ -397,11 +410,11 @@ class _Default:
         self.value = value
 
 
-def _kind_for(name: str, tag: str, where: str) -> NodeKind:
+def _kind_for(name: str, tag: str, where: Callable[[], str]) -> NodeKind:
     cls = class_by_name(name)
     if cls is None:
         raise UnknownTypeError(
-            f"the file holds a type named {name!r} at {where}, but no class is registered "
+            f"the file holds a type named {name!r} at {where()}, but no class is registered "
             f"under that name. Import the module that declares it (with @container, "
             f"register or register_node) before loading."
         )
@@ -409,12 +422,12 @@ def _kind_for(name: str, tag: str, where: str) -> NodeKind:
         kind = kind_for_type(cls)
     except Exception:
         raise UnknownTypeError(
-            f"{name!r} at {where} is registered but is not a node type."
+            f"{name!r} at {where()} is registered but is not a node type."
         ) from None
     if (kind.spec is not None) != (tag == "C"):
         what = "a declared container" if kind.spec is not None else "a register_node type"
         raise FormatError(
-            f"the file stores {name!r} at {where} as a "
+            f"the file stores {name!r} at {where()} as a "
             f"{'container' if tag == 'C' else 'register_node'} record, but it is {what} here."
         )
     return kind
@@ -468,6 +481,8 @@ def build(
     result: Any = None
     done = False
     max_depth = limits.max_depth
+    # The path of the record at hand, for messages: built only when one is written.
+    where = functools.partial(_path, recs, stack)
     # When every tensor is referenced exactly once (checked here, in C), array records
     # need no per-record bookkeeping, and only alias targets are remembered
     # (benchmarks/serialization.py, "many": 100,000 array records).
@@ -488,12 +503,12 @@ def build(
             name = rec.data
             if name not in arrays:
                 raise FormatError(
-                    f"the tree refers to a tensor {name!r} at {_path(recs, stack)} that the "
+                    f"the tree refers to a tensor {name!r} at {where()} that the "
                     f"file does not have. The file is corrupt."
                 )
             if name in used:
                 raise FormatError(
-                    f"the tree refers to tensor {name!r} twice (at {_path(recs, stack)}); "
+                    f"the tree refers to tensor {name!r} twice (at {where()}); "
                     f"shared arrays are stored once and referred to by alias records."
                 )
             used.add(name)
@@ -510,9 +525,9 @@ def build(
         else:
             kind: NodeKind | None = None
             if tag in ("C", "R"):
-                kind = _kind_for(rec.data[0], tag, _path(recs, stack))
+                kind = _kind_for(rec.data[0], tag, where)
                 if tag == "C":
-                    _check_version(kind.spec, rec.data[1], _path(recs, stack))  # type: ignore[arg-type]
+                    _check_version(kind.spec, rec.data[1], where)  # type: ignore[arg-type]
             if rec.n:
                 if len(stack) >= max_depth:
                     raise LimitError(
@@ -521,7 +536,7 @@ def build(
                     )
                 stack.append([j, [], kind])
                 continue
-            value = _make(recs, j, [], kind, stack, problems, shared)
+            value = _make(recs, j, [], kind, where, problems, shared)
         while True:
             if not stack:
                 result, done = value, True
@@ -531,11 +546,10 @@ def build(
             if len(top[1]) < recs[top[0]].n:
                 break
             stack.pop()
-            value = _make(recs, top[0], top[1], top[2], stack, problems, shared)
+            value = _make(recs, top[0], top[1], top[2], where, problems, shared)
     if not done:
         raise FormatError(
-            f"the tree ends inside a node at {_path(recs, stack)}: records are missing. "
-            f"The file is corrupt."
+            f"the tree ends inside a node at {where()}: records are missing. The file is corrupt."
         )
     unused = set() if clean else set(arrays) - used
     if unused:
@@ -552,17 +566,17 @@ def build(
     return result
 
 
-def _check_version(spec: ContainerSpec, version: int, where: str) -> None:
+def _check_version(spec: ContainerSpec, version: int, where: Callable[[], str]) -> None:
     cls = type_name(spec.cls)
     if version > spec.version:
         raise VersionError(
-            f"{cls} at {where} was written with version {version}, newer than this "
+            f"{cls} at {where()} was written with version {version}, newer than this "
             f"class's version {spec.version}. Load it with the newer code."
         )
     missing = [v for v in range(version, spec.version) if v not in spec.migrations]
     if missing:
         raise VersionError(
-            f"{cls} at {where} was written with version {version}; this class is version "
+            f"{cls} at {where()} was written with version {version}; this class is version "
             f"{spec.version} but has no migration from version {missing[0]} to "
             f"{missing[0] + 1}. Add migrations={{{missing[0]}: fn}}."
         )
@@ -573,7 +587,7 @@ def _make(
     j: int,
     out: list[Any],
     kind: NodeKind | None,
-    stack: list[list[Any]],
+    where: Callable[[], str],
     problems: list[str],
     shared: dict[int, Any],
 ) -> Any:
@@ -599,7 +613,6 @@ def _make(
         value = ORDERED_DICT.unflatten(tuple(rec.data[0]), out)
     else:
         assert kind is not None
-        where = "".join(_key_of(recs[fr[0]], len(fr[1])) for fr in stack) or "the root"
         if tag == "C":
             spec = kind.spec
             assert spec is not None
@@ -616,7 +629,7 @@ def _make(
                 value = kind.unflatten(tuple(kv), tuple(args))
             except Exception as err:  # a reset field's factory is user code
                 raise SchemaError(
-                    f"rebuilding {type_name(spec.cls)} at {where} failed: "
+                    f"rebuilding {type_name(spec.cls)} at {where()} failed: "
                     f"{type(err).__name__}: {err}."
                 ) from None
             if spec.frozen:
@@ -625,7 +638,7 @@ def _make(
             _, n, keys = rec.data
             if (keys is None) != (kind.keys is _no_keys):
                 raise FormatError(
-                    f"the file stores {rec.data[0]!r} at {where} "
+                    f"the file stores {rec.data[0]!r} at {where()} "
                     f"{'without' if keys is None else 'with'} child keys, but its "
                     f"register_node declaration {'has' if keys is None else 'has no'} keys=."
                 )
@@ -636,7 +649,7 @@ def _make(
                 raise
             except Exception as err:
                 raise SchemaError(
-                    f"rebuilding {rec.data[0]!r} at {where} failed: its unflatten raised "
+                    f"rebuilding {rec.data[0]!r} at {where()} failed: its unflatten raised "
                     f"{type(err).__name__}: {err}."
                 ) from None
             if not kind.mutable:
