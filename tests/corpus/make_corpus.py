@@ -343,6 +343,34 @@ def cases() -> list[tuple[str, bytes, dict[str, Any]]]:
         "FormatError",
         r"the tree: not valid JSON \(Exceeds the limit \(4300( digits)?\)",
     )
+    # Record fields of the wrong type are refused before they are used (sorted() of
+    # indices that are not all ints raised TypeError; a maxlen past sys.maxsize,
+    # OverflowError).
+    for name, order in [("not-ints", [1, "x"]), ("null", [1, None]), ("bools", [True, False])]:
+        add(
+            f"21o-order-{name}",
+            tree_file([["D", ["a", "b"], order], ["S", 1], ["S", 2]], {}),
+            "FormatError",
+            r"record #0 has an insertion order that is not a permutation of its keys",
+        )
+    add(
+        "21p-defaultdict-order-not-ints",
+        tree_file([["DD", ["a", "b"], [1, "x"], None], ["S", 1], ["S", 2]], {}),
+        "FormatError",
+        r"record #0 has an insertion order that is not a permutation of its keys",
+    )
+    add(
+        "21q-deque-maxlen-huge",
+        tree_file([["Q", 0, 10**30]], {}),
+        "FormatError",
+        r"record #0 is a deque of 0 items with maxlen 1000000000000000000000000000000\. The file",
+    )
+    add(
+        "21r-bad-key-form",
+        tree_file([["R", "x.Y", 1, [["d", [1]]]], ["S", 1], ["N"]], {}),
+        "FormatError",
+        r"record #0 has a bad key: \[1\] is not a scalar",
+    )
     # 22: tree vs tensors
     add(
         "22-missing-tensor",

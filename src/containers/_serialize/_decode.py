@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -92,7 +93,9 @@ def _keys(x: Any, j: int) -> list[Any]:
 def _order(x: Any, n: int, j: int) -> list[int] | None:
     if x is None:
         return None
-    if type(x) is not list or sorted(x) != list(range(n)) or any(type(i) is not int for i in x):
+    # Every index an int before sorting: a str or None among them made sorted() raise
+    # TypeError.
+    if type(x) is not list or not all(type(i) is int for i in x) or sorted(x) != list(range(n)):
         raise _bad(j, "has an insertion order that is not a permutation of its keys")
     return x
 
@@ -117,7 +120,10 @@ def _key_forms(x: Any, n: int, j: int) -> tuple[Key, ...] | None:
         elif form[0] == "i" and type(form[1]) is int:
             out.append(IndexKey(form[1]))
         elif form[0] == "d":
-            out.append(DictKey(decode_key(form[1])))
+            try:
+                out.append(DictKey(decode_key(form[1])))
+            except FormatError as err:
+                raise _bad(j, f"has a bad key: {err}") from None
         else:
             raise _bad(j, f"has a bad key form {form!r}")
     return tuple(out)
@@ -150,7 +156,7 @@ def _parse(r: Any, j: int) -> Rec:
         return Rec(tag, _count(r[1], j), None)
     if tag == "Q" and n == 3:
         count = _count(r[1], j)
-        if r[2] is not None and (type(r[2]) is not int or r[2] < count):
+        if r[2] is not None and (type(r[2]) is not int or not count <= r[2] <= sys.maxsize):
             raise _bad(j, f"is a deque of {count} items with maxlen {r[2]!r}")
         return Rec("Q", count, r[2])
     if tag in ("D", "O") and n in ((2, 3) if tag == "D" else (2,)):
