@@ -5,6 +5,7 @@ shared objects, depth, jax/torch leaves and the typed overloads' runtime side.""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 from collections import OrderedDict, defaultdict, deque, namedtuple
@@ -546,6 +547,20 @@ def test_huge_integer_literals_are_refused_without_pythons_digit_limit():
             ct.load(corpus)
     finally:
         sys.set_int_max_str_digits(old)
+
+
+def test_a_hostile_huge_int_loads_and_inspects_within_the_limits(tmp_path):
+    """An int of 20,000 hex digits loads, inspects by its size, and counts in max_header_bytes."""
+    tree = json.dumps([["S", {"i": "f" * 20_000}]])
+    header = json.dumps({"__metadata__": {"containers.format": "1", "containers.tree": tree}})
+    path = tmp_path / "huge-int.safetensors"
+    path.write_bytes(len(header).to_bytes(8, "little") + header.encode())
+    assert ct.load(path) == 16**20_000 - 1
+    assert ct.inspect(path).rows[0].text == "int(80000 bits, crc32 133c790d)"
+    with pytest.raises(
+        ct.LimitError, match=r"the header claims 20\d{3} bytes, more than max_header_bytes=20000"
+    ):
+        ct.load(path, limits=ct.Limits(max_header_bytes=20_000))
 
 
 def test_the_garbage_collector_is_paused_only_during_a_call(tmp_path):

@@ -111,6 +111,20 @@ def test_diff_lists_every_difference_with_its_path(tmp_path, capsys):
     ]
 
 
+HUGE = "int(16610 bits, crc32 c6d23d8d)"  # 10**5000
+
+
+def test_ints_too_long_to_print_are_shown_by_their_size(tmp_path, capsys):
+    """inspect and diff show an int past Python's int-to-str limit by its size and CRC32."""
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    ct.save(a, {"x": 10**5000})
+    ct.save(b, {"x": 10**5000 + 1})
+    assert main(["inspect", str(a)]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == ["(root): dict (1)", f"  ['x']: {HUGE}"]
+    assert main(["diff", str(a), str(b)]) == 1
+    assert capsys.readouterr().out == f"~ ['x']: {HUGE} -> int(16610 bits, crc32 fd4f8fb7)\n"
+
+
 def test_diff_of_equal_files_is_silent_and_exits_0(tmp_path, capsys):
     """Two saves of one tree (and a file with itself) are equal, NaNs included."""
     tree = {"x": np.array([np.nan, 1.0]), "k": Layer(np.ones(1), np.ones(1))}

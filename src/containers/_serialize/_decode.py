@@ -24,6 +24,7 @@ from containers._errors import (
     SerializationError,
     UnknownTypeError,
     VersionError,
+    safe_repr,
     type_name,
 )
 from containers._paths import AttrKey, DictKey, IndexKey, Key
@@ -345,7 +346,7 @@ def _evolve(
             or not all(isinstance(d, dict) for d in result)
         ):
             raise SchemaError(
-                f"the migration of {cls} from version {v} to {v + 1} returned {result!r:.80} "
+                f"the migration of {cls} from version {v} to {v + 1} returned {safe_repr(result):.80} "
                 f"(at {where()}); it must return a (children, metadata) pair of dicts."
             )
         children, meta = result
@@ -702,7 +703,7 @@ def rows(records: Records, tensors: dict[str, Any], limits: Limits) -> list[Row]
         tag = rec.tag
         tensor = None
         if tag == "S":
-            text = repr(rec.data)
+            text = safe_repr(rec.data)
         elif tag == "A":
             name = rec.data
             crc = next(crcs)
