@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import os
+import pickle
 from collections import OrderedDict, defaultdict, deque, namedtuple
 from typing import Any, NamedTuple
 
@@ -561,6 +562,33 @@ def test_a_hostile_huge_int_loads_and_inspects_within_the_limits(tmp_path):
         ct.LimitError, match=r"the header claims 20\d{3} bytes, more than max_header_bytes=20000"
     ):
         ct.load(path, limits=ct.Limits(max_header_bytes=20_000))
+
+
+def _not_safetensors(path: Any, kind: str) -> None:
+    if kind == "npz":
+        np.savez(path, a=arr(3))
+    elif kind == "npy":
+        np.save(path, arr(3))
+    elif kind == "pickle":
+        path.write_bytes(pickle.dumps({"a": [1, 2]}))
+    elif kind == "json":
+        path.write_text(json.dumps({"a": [1, 2]}))
+    else:
+        path.write_text("ten bytes\n")
+
+
+@pytest.mark.parametrize("kind", ["npz", "npy", "pickle", "json", "text"])
+def test_a_file_that_is_not_safetensors_is_a_format_error_saying_so(tmp_path, kind):
+    """npz, npy, pickle, JSON and text files say they are not safetensors, never ask for limits."""
+    path = tmp_path / f"data.{kind}"
+    _not_safetensors(path, kind)
+    message = (
+        r"^this is not a safetensors file: its first 8 bytes give a header length of \d+ "
+        r"bytes, but only \d+ bytes follow them \(or the file is truncated\)\.$"
+    )
+    for read in (ct.load, ct.inspect, lambda p: ct.deserialize(p.read_bytes())):
+        with pytest.raises(ct.FormatError, match=message):
+            read(path)
 
 
 def test_the_garbage_collector_is_paused_only_during_a_call(tmp_path):

@@ -150,6 +150,18 @@ def test_errors_print_one_line_and_exit_2(tmp_path, capsys):
     assert err.startswith("containers diff: FormatError: ") and err.count("\n") == 1
 
 
+def test_inspect_of_a_text_file_says_it_is_not_safetensors(tmp_path, capsys):
+    """A text file is not a safetensors file: no advice to raise a limit."""
+    text = tmp_path / "notes.txt"
+    text.write_text("ten bytes\n")
+    assert main(["inspect", str(text)]) == 2
+    assert capsys.readouterr().err == (
+        "containers inspect: FormatError: this is not a safetensors file: its first 8 bytes "
+        "give a header length of 7310601557487019380 bytes, but only 2 bytes follow them (or "
+        "the file is truncated).\n"
+    )
+
+
 def test_python_dash_m_containers_runs_inspect_and_diff(tmp_path):
     """The installed entry point gives the same output and exit codes, no traceback."""
     a = tmp_path / "a.safetensors"

@@ -97,13 +97,15 @@ def cases() -> list[tuple[str, bytes, dict[str, Any]]]:
         "03-header-past-end",
         struct.pack("<Q", 100) + b"{}",
         "FormatError",
-        r"claims 100 bytes but the file has only 2",
+        r"not a safetensors file: its first 8 bytes give a header length of 100 bytes, but "
+        r"only 2 bytes follow them",
     )
-    add(
+    add(  # past the file's end: no limit could make it valid
         "04-header-2-64",
         struct.pack("<Q", 2**64 - 1) + b"{}",
-        "LimitError",
-        r"more than max_header_bytes",
+        "FormatError",
+        r"not a safetensors file: its first 8 bytes give a header length of "
+        r"18446744073709551615 bytes",
     )
     add(
         "04b-header-over-limit",

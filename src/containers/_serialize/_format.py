@@ -413,14 +413,17 @@ def _layout_from(
             f"file too small: {size} bytes (a safetensors file starts with an 8-byte header length)."
         )
     n = int.from_bytes(head, "little")
+    # The file size first: any other file (npz, pickle, text) gives a length that no
+    # limit can make valid.
+    if n > size - 8:
+        raise FormatError(
+            f"this is not a safetensors file: its first 8 bytes give a header length of "
+            f"{n} bytes, but only {size - 8} bytes follow them (or the file is truncated)."
+        )
     if n > limits.max_header_bytes:
         raise LimitError(
             f"the header claims {n} bytes, more than max_header_bytes="
             f"{limits.max_header_bytes}. Pass limits=Limits(max_header_bytes=...) to accept it."
-        )
-    if n > size - 8:
-        raise FormatError(
-            f"the header claims {n} bytes but the file has only {size - 8} after the length."
         )
     raw = read(n)
     if len(raw) != n:  # the file shrank while we read it
