@@ -315,6 +315,44 @@ def test_declared_registered_and_custom_nodes_round_trip(tmp_path):
     assert "['keyed'].b" in names and "['interval'][0]" in names
 
 
+class Odd:
+    def __init__(self, a: Any) -> None:
+        self.a = a
+
+
+ct.register_node(
+    Odd,
+    lambda x: ((x.a,), None),
+    lambda aux, ch: Odd(*ch),
+    keys=lambda x: (ct.AttrKey("\udcff"),),
+    name="tests.serialize.Odd",
+)
+
+
+def test_lone_surrogates_round_trip_in_a_file_safetensors_reads(tmp_path):
+    """Strs, dict keys and attribute keys holding lone surrogates load back exactly."""
+    tree = {"w": arr(2), "src": "\udcff", "\ud800": "a\udfffb", "t": ("é\ud83d",)}
+    out = round_trip(tmp_path, tree)  # safetensors lists and loads the arrays too
+    assert out["src"] == "\udcff" and out["\ud800"] == "a\udfffb" and out["t"] == ("é\ud83d",)
+    path = tmp_path / "odd.safetensors"
+    ct.save(path, {"odd": Odd(arr(3))})
+    assert sorted(safetensors.numpy.load_file(str(path))) == ["['odd'].\\udcff"]
+    with safetensors.safe_open(str(path), "numpy") as f:
+        assert f.get_tensor("['odd'].\\udcff").tolist() == arr(3).tolist()
+    assert ct.load(path)["odd"].a.tolist() == arr(3).tolist()
+
+
+def test_files_with_lone_surrogates_written_before_still_load(tmp_path):
+    """Earlier files held lone surrogates as JSON escapes in the header: they load as before."""
+    tree = json.dumps([["D", ["\udcff"]], ["S", "x\udcff"]], ensure_ascii=False)
+    meta = {"containers.format": "1", "containers.tree": tree}
+    header = json.dumps({"__metadata__": meta}, separators=(",", ":")).encode()
+    assert rb"\"x\udcff\"" in header  # a lone surrogate's escape in the header JSON itself
+    path = tmp_path / "old.safetensors"
+    path.write_bytes(len(header).to_bytes(8, "little") + header)
+    assert ct.load(path) == {"\udcff": "x\udcff"}
+
+
 def test_root_may_be_a_leaf(tmp_path):
     """An array or a scalar alone is a tree too."""
     assert np.array_equal(round_trip(tmp_path, arr(3)), arr(3))
