@@ -53,6 +53,28 @@ def test_inspect_shows_a_plain_safetensors_file_as_a_flat_list(tmp_path, capsys)
     assert "  a.weight: float16[4,2]  16 B" in out and "  b: int8[3]  3 B" in out
 
 
+def test_inspect_escapes_unprintable_names_from_the_file(tmp_path, capsys):
+    """Newlines and ANSI escapes in tensor, class and field names never reach the terminal."""
+    plain = tmp_path / "plain.safetensors"
+    safetensors.numpy.save_file({"a\nb": np.zeros(1, np.float32)}, str(plain))
+    assert main(["inspect", str(plain)]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "(root): safetensors file (1 tensor)",
+        "  'a\\nb': float32[1]  4 B",
+    ]
+    tree = [["C", "x\x1b[2J", 1, ["\x1b[31mw"], ["k\n"]], ["S", 1], ["S", 2]]
+    meta = {"containers.format": "1", "containers.tree": json.dumps(tree)}
+    header = json.dumps({"__metadata__": meta}).encode()
+    hostile = tmp_path / "hostile.safetensors"
+    hostile.write_bytes(len(header).to_bytes(8, "little") + header)
+    assert main(["inspect", str(hostile)]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "(root): 'x\\x1b[2J' v1  kept: 'k\\n'",
+        "  .'\\x1b[31mw': 1",
+        "  .'k\\n': 2",
+    ]
+
+
 def test_inspect_reads_only_the_header_of_a_huge_file(tmp_path):
     """A file declaring 8 GiB of data (sparse on disk) is inspected in well under a second."""
     path = tmp_path / "huge.safetensors"

@@ -44,7 +44,17 @@ from containers._serialize._limits import Limits
 from containers._serialize._values import decode_key, decode_scalar
 from containers._spec import ContainerSpec
 
-__all__ = ["Rec", "Records", "Row", "build", "check_root", "parse_records", "row_path", "rows"]
+__all__ = [
+    "Rec",
+    "Records",
+    "Row",
+    "build",
+    "check_root",
+    "parse_records",
+    "printable",
+    "row_path",
+    "rows",
+]
 
 _LEAF_TAGS = frozenset({"S", "A", "@"})
 _TYPES = {
@@ -288,8 +298,15 @@ _HEX8 = re.compile(r"[0-9a-f]{8}").fullmatch
 _HEX = re.compile(r"[0-9a-f]*").fullmatch
 
 
+def printable(text: str) -> str:
+    """A name from a file, to be shown: as it is, or as its repr when it holds a
+    character that is not printable (a newline or an ANSI escape must not reach a
+    terminal), as keystr shows dict keys."""
+    return text if text.isprintable() else repr(text)
+
+
 def _key_of(rec: Rec, i: int) -> str:
-    """The key of a record's i-th value, rendered as in keystr."""
+    """The key of a record's i-th value, rendered as in keystr (names printable)."""
     tag = rec.tag
     if tag in ("T", "L", "Q"):
         return f"[{i}]"
@@ -297,11 +314,14 @@ def _key_of(rec: Rec, i: int) -> str:
         return str(DictKey(rec.data[0][i]))
     if tag == "C":
         kids, kept = rec.data[2], rec.data[3]
-        return f".{kids[i]}" if i < len(kids) else f".{kept[i - len(kids)]}"
+        return f".{printable(kids[i] if i < len(kids) else kept[i - len(kids)])}"
     _, n, keys = rec.data
     if i == n:
         return "<aux>"
-    return str(keys[i]) if keys is not None else f"[{i}]"
+    if keys is None:
+        return f"[{i}]"
+    key = keys[i]
+    return f".{printable(key.name)}" if type(key) is AttrKey else str(key)
 
 
 def _path(recs: list[Rec], stack: list[list[Any]]) -> str:
@@ -809,5 +829,6 @@ def _node_text(rec: Rec) -> str:
         return f"defaultdict ({rec.n}, {getattr(factory, '__name__', None)})"
     if tag == "C":
         name, version, _, kept = rec.data
-        return f"{name} v{version}" + (f"  kept: {', '.join(kept)}" if kept else "")
-    return f"{rec.data[0]} (register_node, {rec.data[1]} children)"
+        shown = f"{printable(name)} v{version}"
+        return shown + (f"  kept: {', '.join(map(printable, kept))}" if kept else "")
+    return f"{printable(rec.data[0])} (register_node, {rec.data[1]} children)"
