@@ -173,6 +173,13 @@ def cases() -> list[tuple[str, bytes, dict[str, Any]]]:
     add("09c-dim-nan", nan, "FormatError", r"NaN is not JSON")
     inf = raw_header('{"w":{"dtype":"F32","shape":[3],"data_offsets":[0,Infinity]}}', F32_12)
     add("09d-offset-infinity", inf, "FormatError", r"Infinity is not JSON")
+    huge = raw_header('{"w":{"dtype":"F32","shape":[1e999],"data_offsets":[0,12]}}', F32_12)
+    add(  # Python's json reads 1e999 as inf
+        "09e-dim-1e999",
+        huge,
+        "FormatError",
+        r"the header: the number 1e999 is out of the range of a float",
+    )
     add(
         "10-negative-dim",
         entry_file({"dtype": "F32", "shape": [-3], "data_offsets": [0, 12]}, F32_12),
@@ -208,6 +215,21 @@ def cases() -> list[tuple[str, bytes, dict[str, Any]]]:
         entry_file({"dtype": "F32", "shape": [3], "data_offsets": [12, 0]}, F32_12),
         "FormatError",
         r"data_offsets begin 12 is after end 0",
+    )
+    bools = {name: ("BOOL", [2], b"\x01\x00") for name in ("a", "b")}
+    bools["c"] = ("BOOL", [2], b"\x01\x02")
+    add(  # docs/file-format.md: a BOOL is 0 or 1; numpy would keep a 2 as neither
+        "13b-bool-not-0-or-1",
+        tree_file(
+            [["L", 3], *[["A", name, crc(raw)] for name, (_, _, raw) in bools.items()]], bools
+        ),
+        "FormatError",
+        r"tensor 'c': BOOL data holds the byte 2 at element 1; a bool is stored as 0 or 1",
+        unverified={
+            "error": "FormatError",
+            "match": r"tensor 'c': BOOL data holds the byte 2 at element 1",
+        },
+        **ok_inspect,
     )
     # 14-17: coverage of the data section
     two = {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}
@@ -373,6 +395,16 @@ def cases() -> list[tuple[str, bytes, dict[str, Any]]]:
         "FormatError",
         r"record #0 has a bad key: \[1\] is not a scalar",
     )
+    for name, text in (
+        ("21s-float-overflow", "1e999"),
+        ("21t-complex-overflow", '{"c":[0.0,-1e999]}'),
+    ):
+        add(
+            name,
+            tree_file(f'[["S",{text}]]', {}),
+            "FormatError",
+            r"the tree: the number -?1e999 is out of the range of a float",
+        )
     # 22: tree vs tensors
     add(
         "22-missing-tensor",
