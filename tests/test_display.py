@@ -152,6 +152,18 @@ def test_scalars_show_their_value():
     )
 
 
+def test_ints_too_long_to_print_show_their_size():
+    """Ints past Python's int-to-str limit, as leaves, keys or in kept values, show their size."""
+    huge = 10**5000
+    assert ct.pformat({"x": huge, huge: [-huge], "t": (huge,)}) == (
+        "{\n"
+        "  int(16610 bits, crc32 c6d23d8d): [-int(16610 bits, crc32 c6d23d8d)],\n"
+        "  't': (int(16610 bits, crc32 c6d23d8d),),\n"
+        "  'x': int(16610 bits, crc32 c6d23d8d),\n"
+        "}"
+    )
+
+
 def test_pformat_imports_no_array_library():
     """Rendering arrays by duck typing imports neither jax nor torch."""
     code = (

@@ -97,6 +97,16 @@ def test_keystr_of_the_root_is_empty():
     assert ct.keystr(()) == ""
 
 
+def test_keys_holding_ints_too_long_to_print_render_their_size():
+    """A dict key past Python's int-to-str limit renders as int(N bits, crc32 X)."""
+    huge = 10**5000
+    assert ct.keystr((DictKey(huge), DictKey((1, -huge)))) == (
+        "[int(16610 bits, crc32 c6d23d8d)][(1, -int(16610 bits, crc32 c6d23d8d))]"
+    )
+    assert repr(DictKey(huge)) == "DictKey(int(16610 bits, crc32 c6d23d8d))"
+    assert str(DictKey(huge + 1)) != str(DictKey(huge))  # the CRC32 tells them apart
+
+
 def test_keystr_rejects_non_keys():
     """keystr says what paths are made of when given something else."""
     with pytest.raises(

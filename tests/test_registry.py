@@ -194,6 +194,13 @@ def test_nan_keys_sort_the_same_whatever_the_insertion_order():
     assert sort_keys([2.0, nan, 1.0]) == sort_keys([nan, 1.0, 2.0])
 
 
+def test_keys_holding_ints_too_long_to_print_sort_by_the_fallback_order():
+    """A mix of str keys and ints past the int-to-str limit sorts without printing them."""
+    huge = 10**5000
+    assert sort_keys(["a", huge]) == sort_keys([huge, "a"]) == [huge, "a"]
+    assert ct.leaves({"a": 1, huge: 2}) == [2, 1]
+
+
 # --- kept values -------------------------------------------------------------------------
 
 

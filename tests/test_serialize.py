@@ -5,8 +5,10 @@ shared objects, depth, jax/torch leaves and the typed overloads' runtime side.""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
+import pickle
 import re
 from collections import OrderedDict, defaultdict, deque, namedtuple
 from typing import Any, NamedTuple
@@ -314,6 +316,44 @@ def test_declared_registered_and_custom_nodes_round_trip(tmp_path):
     assert "['keyed'].b" in names and "['interval'][0]" in names
 
 
+class Odd:
+    def __init__(self, a: Any) -> None:
+        self.a = a
+
+
+ct.register_node(
+    Odd,
+    lambda x: ((x.a,), None),
+    lambda aux, ch: Odd(*ch),
+    keys=lambda x: (ct.AttrKey("\udcff"),),
+    name="tests.serialize.Odd",
+)
+
+
+def test_lone_surrogates_round_trip_in_a_file_safetensors_reads(tmp_path):
+    """Strs, dict keys and attribute keys holding lone surrogates load back exactly."""
+    tree = {"w": arr(2), "src": "\udcff", "\ud800": "a\udfffb", "t": ("é\ud83d",)}
+    out = round_trip(tmp_path, tree)  # safetensors lists and loads the arrays too
+    assert out["src"] == "\udcff" and out["\ud800"] == "a\udfffb" and out["t"] == ("é\ud83d",)
+    path = tmp_path / "odd.safetensors"
+    ct.save(path, {"odd": Odd(arr(3))})
+    assert sorted(safetensors.numpy.load_file(str(path))) == ["['odd'].\\udcff"]
+    with safetensors.safe_open(str(path), "numpy") as f:
+        assert f.get_tensor("['odd'].\\udcff").tolist() == arr(3).tolist()
+    assert ct.load(path)["odd"].a.tolist() == arr(3).tolist()
+
+
+def test_files_with_lone_surrogates_written_before_still_load(tmp_path):
+    """Earlier files held lone surrogates as JSON escapes in the header: they load as before."""
+    tree = json.dumps([["D", ["\udcff"]], ["S", "x\udcff"]], ensure_ascii=False)
+    meta = {"containers.format": "1", "containers.tree": tree}
+    header = json.dumps({"__metadata__": meta}, separators=(",", ":")).encode()
+    assert rb"\"x\udcff\"" in header  # a lone surrogate's escape in the header JSON itself
+    path = tmp_path / "old.safetensors"
+    path.write_bytes(len(header).to_bytes(8, "little") + header)
+    assert ct.load(path) == {"\udcff": "x\udcff"}
+
+
 def test_root_may_be_a_leaf(tmp_path):
     """An array or a scalar alone is a tree too."""
     assert np.array_equal(round_trip(tmp_path, arr(3)), arr(3))
@@ -357,6 +397,61 @@ def test_depth_100000_saves_and_loads(tmp_path):
         out = out[0]
     assert np.array_equal(out[0], arr(1))
     assert len(ct.inspect(path).rows) == 100_002
+
+
+@ct.container(name="tests.serialize.Chain")
+class Chain:
+    nxt: Any
+
+
+class Link:
+    def __init__(self, nxt: Any) -> None:
+        self.nxt = nxt
+
+
+ct.register_node(
+    Link, lambda x: ((x.nxt,), None), lambda aux, ch: Link(*ch), name="tests.serialize.Link"
+)
+
+
+@pytest.mark.parametrize("cls", [Chain, Link])
+def test_deep_chains_of_classes_load_in_linear_time(tmp_path, cls):
+    """A 30,000-deep chain of a declared class or a register_node type saves and loads."""
+    # Loading built the path of every node, quadratic in the depth: 4,000 deep took 11 s,
+    # so 30,000 would take about 10 minutes. Linear, both cases take about 1 s together
+    # (100,000 deep would take 5 s).
+    tree: Any = arr(1)
+    for _ in range(30_000):
+        tree = cls(tree)
+    path = tmp_path / "chain.safetensors"
+    ct.save(path, tree)
+    out = ct.load(path)
+    for _ in range(30_000):
+        assert type(out) is cls
+        out = out.nxt
+    assert np.array_equal(out, arr(1))
+
+
+@ct.container(name="tests.serialize.Ends")
+class Ends:
+    v: Any
+
+
+def test_load_errors_deep_in_a_chain_name_the_path(tmp_path):
+    """An error under 3 nodes names the full path, under 50 both ends and the depth."""
+    for depth, where in [
+        (3, r"\.nxt\.nxt\.nxt"),
+        (50, r"(\.nxt){12}\.\.\.(\.nxt){12} \(depth 50\)"),
+    ]:
+        tree: Any = Ends(1)
+        for _ in range(depth):
+            tree = Chain(tree)
+        data = ct.serialize(tree).replace(b"tests.serialize.Ends", b"tests.serialize.Gone")
+        with pytest.raises(
+            ct.UnknownTypeError,
+            match=f"type named 'tests.serialize.Gone' at {where}, but no class is registered",
+        ):
+            ct.deserialize(data)
 
 
 def test_jax_and_torch_leaves_are_saved_as_numpy_arrays(tmp_path):
@@ -543,6 +638,47 @@ def test_huge_integer_literals_are_refused_without_pythons_digit_limit():
             ct.load(corpus)
     finally:
         sys.set_int_max_str_digits(old)
+
+
+def test_a_hostile_huge_int_loads_and_inspects_within_the_limits(tmp_path):
+    """An int of 20,000 hex digits loads, inspects by its size, and counts in max_header_bytes."""
+    tree = json.dumps([["S", {"i": "f" * 20_000}]])
+    header = json.dumps({"__metadata__": {"containers.format": "1", "containers.tree": tree}})
+    path = tmp_path / "huge-int.safetensors"
+    path.write_bytes(len(header).to_bytes(8, "little") + header.encode())
+    assert ct.load(path) == 16**20_000 - 1
+    assert ct.inspect(path).rows[0].text == "int(80000 bits, crc32 133c790d)"
+    with pytest.raises(
+        ct.LimitError, match=r"the header claims 20\d{3} bytes, more than max_header_bytes=20000"
+    ):
+        ct.load(path, limits=ct.Limits(max_header_bytes=20_000))
+
+
+def _not_safetensors(path: Any, kind: str) -> None:
+    if kind == "npz":
+        np.savez(path, a=arr(3))
+    elif kind == "npy":
+        np.save(path, arr(3))
+    elif kind == "pickle":
+        path.write_bytes(pickle.dumps({"a": [1, 2]}))
+    elif kind == "json":
+        path.write_text(json.dumps({"a": [1, 2]}))
+    else:
+        path.write_text("ten bytes\n")
+
+
+@pytest.mark.parametrize("kind", ["npz", "npy", "pickle", "json", "text"])
+def test_a_file_that_is_not_safetensors_is_a_format_error_saying_so(tmp_path, kind):
+    """npz, npy, pickle, JSON and text files say they are not safetensors, never ask for limits."""
+    path = tmp_path / f"data.{kind}"
+    _not_safetensors(path, kind)
+    message = (
+        r"^this is not a safetensors file: its first 8 bytes give a header length of \d+ "
+        r"bytes, but only \d+ bytes follow them \(or the file is truncated\)\.$"
+    )
+    for read in (ct.load, ct.inspect, lambda p: ct.deserialize(p.read_bytes())):
+        with pytest.raises(ct.FormatError, match=message):
+            read(path)
 
 
 def test_the_garbage_collector_is_paused_only_during_a_call(tmp_path):

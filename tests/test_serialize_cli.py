@@ -53,6 +53,28 @@ def test_inspect_shows_a_plain_safetensors_file_as_a_flat_list(tmp_path, capsys)
     assert "  a.weight: float16[4,2]  16 B" in out and "  b: int8[3]  3 B" in out
 
 
+def test_inspect_escapes_unprintable_names_from_the_file(tmp_path, capsys):
+    """Newlines and ANSI escapes in tensor, class and field names never reach the terminal."""
+    plain = tmp_path / "plain.safetensors"
+    safetensors.numpy.save_file({"a\nb": np.zeros(1, np.float32)}, str(plain))
+    assert main(["inspect", str(plain)]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "(root): safetensors file (1 tensor)",
+        "  'a\\nb': float32[1]  4 B",
+    ]
+    tree = [["C", "x\x1b[2J", 1, ["\x1b[31mw"], ["k\n"]], ["S", 1], ["S", 2]]
+    meta = {"containers.format": "1", "containers.tree": json.dumps(tree)}
+    header = json.dumps({"__metadata__": meta}).encode()
+    hostile = tmp_path / "hostile.safetensors"
+    hostile.write_bytes(len(header).to_bytes(8, "little") + header)
+    assert main(["inspect", str(hostile)]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "(root): 'x\\x1b[2J' v1  kept: 'k\\n'",
+        "  .'\\x1b[31mw': 1",
+        "  .'k\\n': 2",
+    ]
+
+
 def test_inspect_reads_only_the_header_of_a_huge_file(tmp_path):
     """A file declaring 8 GiB of data (sparse on disk) is inspected in well under a second."""
     path = tmp_path / "huge.safetensors"
@@ -111,6 +133,20 @@ def test_diff_lists_every_difference_with_its_path(tmp_path, capsys):
     ]
 
 
+HUGE = "int(16610 bits, crc32 c6d23d8d)"  # 10**5000
+
+
+def test_ints_too_long_to_print_are_shown_by_their_size(tmp_path, capsys):
+    """inspect and diff show an int past Python's int-to-str limit by its size and CRC32."""
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    ct.save(a, {"x": 10**5000})
+    ct.save(b, {"x": 10**5000 + 1})
+    assert main(["inspect", str(a)]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == ["(root): dict (1)", f"  ['x']: {HUGE}"]
+    assert main(["diff", str(a), str(b)]) == 1
+    assert capsys.readouterr().out == f"~ ['x']: {HUGE} -> int(16610 bits, crc32 fd4f8fb7)\n"
+
+
 def test_diff_of_equal_files_is_silent_and_exits_0(tmp_path, capsys):
     """Two saves of one tree (and a file with itself) are equal, NaNs included."""
     tree = {"x": np.array([np.nan, 1.0]), "k": Layer(np.ones(1), np.ones(1))}
@@ -134,6 +170,18 @@ def test_errors_print_one_line_and_exit_2(tmp_path, capsys):
     assert main(["diff", str(bad), str(tmp_path / "missing.safetensors")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("containers diff: FormatError: ") and err.count("\n") == 1
+
+
+def test_inspect_of_a_text_file_says_it_is_not_safetensors(tmp_path, capsys):
+    """A text file is not a safetensors file: no advice to raise a limit."""
+    text = tmp_path / "notes.txt"
+    text.write_text("ten bytes\n")
+    assert main(["inspect", str(text)]) == 2
+    assert capsys.readouterr().err == (
+        "containers inspect: FormatError: this is not a safetensors file: its first 8 bytes "
+        "give a header length of 7310601557487019380 bytes, but only 2 bytes follow them (or "
+        "the file is truncated).\n"
+    )
 
 
 def test_python_dash_m_containers_runs_inspect_and_diff(tmp_path):

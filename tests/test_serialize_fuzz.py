@@ -335,8 +335,12 @@ def test_huge_claims_fail_under_a_memory_cap(tmp_path):
         b'"w":{"dtype":"F32","shape":[274877906944],"data_offsets":[0,1099511627776]}}'
     )
     tb.write_bytes(len(header).to_bytes(8, "little") + header + b"\x00" * 12)
-    claim = tmp_path / "claim.safetensors"
+    claim = tmp_path / "claim.safetensors"  # a header longer than the file
     claim.write_bytes((2**40).to_bytes(8, "little") + b"{}")
+    over = tmp_path / "over.safetensors"  # a header within the file, past the limit
+    with open(over, "wb") as f:
+        f.write((10**8 + 1).to_bytes(8, "little") + b"{")
+        f.truncate(8 + 10**8 + 1)  # sparse
     script = textwrap.dedent(
         f"""
         import resource, sys
@@ -345,7 +349,7 @@ def test_huge_claims_fail_under_a_memory_cap(tmp_path):
             used = int(f.read().split()[0]) * resource.getpagesize()
         cap = used + 256 * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-        for path in ({str(tb)!r}, {str(claim)!r}):
+        for path in ({str(tb)!r}, {str(claim)!r}, {str(over)!r}):
             for fn in (ct.load, lambda p: ct.load(p, mmap=True), ct.inspect,
                        lambda p: ct.deserialize(open(p, "rb").read())):
                 try:
@@ -366,4 +370,4 @@ def test_huge_claims_fail_under_a_memory_cap(tmp_path):
         check=False,
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["FormatError"] * 4 + ["LimitError"] * 4
+    assert out.stdout.split() == ["FormatError"] * 8 + ["LimitError"] * 4

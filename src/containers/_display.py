@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from containers._engine._core import Cursor, Frame, traverse
-from containers._errors import type_name
+from containers._errors import safe_repr, type_name
 from containers._paths import AttrKey, Key
 from containers._registry import NodeKind, kind_of
 
@@ -47,7 +47,7 @@ def _array_summary(value: Any) -> str | None:
 
 def _leaf(value: Any) -> str:
     summary = _array_summary(value) if hasattr(value, "dtype") else None
-    return summary if summary is not None else _short(repr(value))
+    return summary if summary is not None else _short(safe_repr(value))
 
 
 def _label(kind: NodeKind, key: Key | None) -> str:
@@ -57,7 +57,7 @@ def _label(kind: NodeKind, key: Key | None) -> str:
         return f"{key.name}="
     if kind.type is list or kind.type is tuple or kind.type is deque:
         return ""
-    return f"{_short(repr(key.raw))}: "
+    return f"{_short(safe_repr(key.raw))}: "
 
 
 _BRACKETS: dict[type, tuple[str, str]] = {

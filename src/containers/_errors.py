@@ -8,6 +8,7 @@ nothing from the package and nothing outside the standard library.
 from __future__ import annotations
 
 import difflib
+import zlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ __all__ = [
     "counted",
     "did_you_mean",
     "not_callable_error",
+    "safe_repr",
     "short_repr",
     "type_name",
 ]
@@ -103,9 +105,47 @@ def counted(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else many or one + 's'}"
 
 
+def safe_repr(value: object) -> str:
+    """``repr(value)``, with ints too long for Python to print in decimal shown as
+    ``int(16610 bits, crc32 c6d23d8d)``, alone or inside tuples, lists, dicts, sets and
+    frozensets.
+
+    Python refuses to print an int of more than ``sys.get_int_max_str_digits()``
+    digits (ValueError), yet such ints are valid values, dict keys and file contents:
+    every display of values (keystr, pformat, inspect, messages) goes through here.
+    The CRC32 of the int's bytes tells such ints apart (``containers diff`` compares
+    values by their display, and tensor names are key paths).
+
+    Examples:
+        >>> from containers._errors import safe_repr
+        >>> safe_repr((10**5000, -(10**5000), "a"))
+        "(int(16610 bits, crc32 c6d23d8d), -int(16610 bits, crc32 c6d23d8d), 'a')"
+    """
+    try:
+        return repr(value)
+    except ValueError:
+        pass
+    if type(value) is int:
+        size = abs(value)
+        digest = zlib.crc32(size.to_bytes((size.bit_length() + 7) // 8, "little"))
+        return f"{'-' if value < 0 else ''}int({size.bit_length()} bits, crc32 {digest:08x})"
+    if type(value) is tuple:
+        items = ", ".join(map(safe_repr, value))
+        return f"({items},)" if len(value) == 1 else f"({items})"
+    if type(value) is list:
+        return f"[{', '.join(map(safe_repr, value))}]"
+    if type(value) is dict:
+        return f"{{{', '.join(f'{safe_repr(k)}: {safe_repr(v)}' for k, v in value.items())}}}"
+    if type(value) is set:
+        return f"{{{', '.join(map(safe_repr, value))}}}"
+    if type(value) is frozenset:
+        return f"frozenset({{{', '.join(map(safe_repr, value))}}})"
+    return repr(value)  # the ValueError is not about an int: let it propagate
+
+
 def short_repr(value: object, limit: int = 60) -> str:
     """``repr(value)``, cut to ``limit`` characters for messages."""
-    text = repr(value)
+    text = safe_repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -19,7 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from containers._errors import ContainerDefinitionError, counted, short_repr, type_name
+from containers._errors import (
+    ContainerDefinitionError,
+    counted,
+    safe_repr,
+    short_repr,
+    type_name,
+)
 from containers._paths import AttrKey, DictKey, IndexKey, Key, index_key, index_keys, keystr
 from containers._spec import ContainerSpec, class_flavor
 
@@ -231,7 +237,7 @@ def sort_keys(d: Iterable[Any]) -> list[Any]:
 
 
 def _fallback_key(k: Any) -> tuple[str, str]:
-    return type(k).__name__, repr(k)
+    return type(k).__name__, safe_repr(k)  # a huge int key has no repr
 
 
 def _dict_iterate(x: dict[Any, Any]) -> tuple[Iterable[Any], tuple[tuple[Any, ...], Any]]:

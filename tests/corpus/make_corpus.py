@@ -97,13 +97,15 @@ def cases() -> list[tuple[str, bytes, dict[str, Any]]]:
         "03-header-past-end",
         struct.pack("<Q", 100) + b"{}",
         "FormatError",
-        r"claims 100 bytes but the file has only 2",
+        r"not a safetensors file: its first 8 bytes give a header length of 100 bytes, but "
+        r"only 2 bytes follow them",
     )
-    add(
+    add(  # past the file's end: no limit could make it valid
         "04-header-2-64",
         struct.pack("<Q", 2**64 - 1) + b"{}",
-        "LimitError",
-        r"more than max_header_bytes",
+        "FormatError",
+        r"not a safetensors file: its first 8 bytes give a header length of "
+        r"18446744073709551615 bytes",
     )
     add(
         "04b-header-over-limit",
@@ -171,6 +173,13 @@ def cases() -> list[tuple[str, bytes, dict[str, Any]]]:
     add("09c-dim-nan", nan, "FormatError", r"NaN is not JSON")
     inf = raw_header('{"w":{"dtype":"F32","shape":[3],"data_offsets":[0,Infinity]}}', F32_12)
     add("09d-offset-infinity", inf, "FormatError", r"Infinity is not JSON")
+    huge = raw_header('{"w":{"dtype":"F32","shape":[1e999],"data_offsets":[0,12]}}', F32_12)
+    add(  # Python's json reads 1e999 as inf
+        "09e-dim-1e999",
+        huge,
+        "FormatError",
+        r"the header: the number 1e999 is out of the range of a float",
+    )
     add(
         "10-negative-dim",
         entry_file({"dtype": "F32", "shape": [-3], "data_offsets": [0, 12]}, F32_12),
@@ -206,6 +215,21 @@ def cases() -> list[tuple[str, bytes, dict[str, Any]]]:
         entry_file({"dtype": "F32", "shape": [3], "data_offsets": [12, 0]}, F32_12),
         "FormatError",
         r"data_offsets begin 12 is after end 0",
+    )
+    bools = {name: ("BOOL", [2], b"\x01\x00") for name in ("a", "b")}
+    bools["c"] = ("BOOL", [2], b"\x01\x02")
+    add(  # docs/file-format.md: a BOOL is 0 or 1; numpy would keep a 2 as neither
+        "13b-bool-not-0-or-1",
+        tree_file(
+            [["L", 3], *[["A", name, crc(raw)] for name, (_, _, raw) in bools.items()]], bools
+        ),
+        "FormatError",
+        r"tensor 'c': BOOL data holds the byte 2 at element 1; a bool is stored as 0 or 1",
+        unverified={
+            "error": "FormatError",
+            "match": r"tensor 'c': BOOL data holds the byte 2 at element 1",
+        },
+        **ok_inspect,
     )
     # 14-17: coverage of the data section
     two = {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}
@@ -343,6 +367,51 @@ def cases() -> list[tuple[str, bytes, dict[str, Any]]]:
         "FormatError",
         r"the tree: not valid JSON \(Exceeds the limit \(4300( digits)?\)",
     )
+    # Record fields of the wrong type are refused before they are used (sorted() of
+    # indices that are not all ints raised TypeError; a maxlen past sys.maxsize,
+    # OverflowError).
+    for name, order in [("not-ints", [1, "x"]), ("null", [1, None]), ("bools", [True, False])]:
+        add(
+            f"21o-order-{name}",
+            tree_file([["D", ["a", "b"], order], ["S", 1], ["S", 2]], {}),
+            "FormatError",
+            r"record #0 has an insertion order that is not a permutation of its keys",
+        )
+    add(
+        "21p-defaultdict-order-not-ints",
+        tree_file([["DD", ["a", "b"], [1, "x"], None], ["S", 1], ["S", 2]], {}),
+        "FormatError",
+        r"record #0 has an insertion order that is not a permutation of its keys",
+    )
+    add(
+        "21q-deque-maxlen-huge",
+        tree_file([["Q", 0, 10**30]], {}),
+        "FormatError",
+        r"record #0 is a deque of 0 items with maxlen 1000000000000000000000000000000\. The file",
+    )
+    add(
+        "21r-bad-key-form",
+        tree_file([["R", "x.Y", 1, [["d", [1]]]], ["S", 1], ["N"]], {}),
+        "FormatError",
+        r"record #0 has a bad key: \[1\] is not a scalar",
+    )
+    for name, text in (
+        ("21s-float-overflow", "1e999"),
+        ("21t-complex-overflow", '{"c":[0.0,-1e999]}'),
+    ):
+        add(
+            name,
+            tree_file(f'[["S",{text}]]', {}),
+            "FormatError",
+            r"the tree: the number -?1e999 is out of the range of a float",
+        )
+    for name, hexed in (("prefix", "0xff"), ("underscore", "f_f"), ("space", " ff")):
+        add(  # int() takes these; docs/file-format.md says lowercase hexadecimal only
+            f"21u-big-int-{name}",
+            tree_file([["S", {"i": hexed}]], {}),
+            "FormatError",
+            r"record #0 has a bad scalar: \{'i': '.*'\} is not a scalar",
+        )
     # 22: tree vs tensors
     add(
         "22-missing-tensor",

@@ -21,6 +21,7 @@ from containers._serialize._decode import (
     build,
     check_root,
     parse_records,
+    printable,
     row_path,
     rows,
 )
@@ -433,7 +434,9 @@ def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
             rows(records, layout.tensors, limits),
             data,
         )
-    flat = [Row(0, -1, "", f"safetensors file ({len(tensors)} tensors)", None)]
+    n = len(tensors)
+    flat = [Row(0, -1, "", f"safetensors file ({n} tensor{'' if n == 1 else 's'})", None)]
     for name, (dt, shape, nbytes) in tensors.items():
-        flat.append(Row(1, 0, name, f"{dt}[{','.join(map(str, shape))}]  {nbytes:,} B", name))
+        text = f"{dt}[{','.join(map(str, shape))}]  {nbytes:,} B"
+        flat.append(Row(1, 0, printable(name), text, name))
     return FileInfo(path, "safetensors", tensors, layout.metadata, flat, data)

@@ -8,8 +8,11 @@ reads bytes itself: ``_format`` hands it the parsed metadata and the arrays.
 
 from __future__ import annotations
 
+import functools
 import re
+import sys
 from collections import OrderedDict, defaultdict, deque
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -21,6 +24,7 @@ from containers._errors import (
     SerializationError,
     UnknownTypeError,
     VersionError,
+    safe_repr,
     type_name,
 )
 from containers._paths import AttrKey, DictKey, IndexKey, Key
@@ -40,7 +44,17 @@ from containers._serialize._limits import Limits
 from containers._serialize._values import decode_key, decode_scalar
 from containers._spec import ContainerSpec
 
-__all__ = ["Rec", "Records", "Row", "build", "check_root", "parse_records", "row_path", "rows"]
+__all__ = [
+    "Rec",
+    "Records",
+    "Row",
+    "build",
+    "check_root",
+    "parse_records",
+    "printable",
+    "row_path",
+    "rows",
+]
 
 _LEAF_TAGS = frozenset({"S", "A", "@"})
 _TYPES = {
@@ -90,7 +104,9 @@ def _keys(x: Any, j: int) -> list[Any]:
 def _order(x: Any, n: int, j: int) -> list[int] | None:
     if x is None:
         return None
-    if type(x) is not list or sorted(x) != list(range(n)) or any(type(i) is not int for i in x):
+    # Every index an int before sorting: a str or None among them made sorted() raise
+    # TypeError.
+    if type(x) is not list or not all(type(i) is int for i in x) or sorted(x) != list(range(n)):
         raise _bad(j, "has an insertion order that is not a permutation of its keys")
     return x
 
@@ -115,7 +131,10 @@ def _key_forms(x: Any, n: int, j: int) -> tuple[Key, ...] | None:
         elif form[0] == "i" and type(form[1]) is int:
             out.append(IndexKey(form[1]))
         elif form[0] == "d":
-            out.append(DictKey(decode_key(form[1])))
+            try:
+                out.append(DictKey(decode_key(form[1])))
+            except FormatError as err:
+                raise _bad(j, f"has a bad key: {err}") from None
         else:
             raise _bad(j, f"has a bad key form {form!r}")
     return tuple(out)
@@ -148,7 +167,7 @@ def _parse(r: Any, j: int) -> Rec:
         return Rec(tag, _count(r[1], j), None)
     if tag == "Q" and n == 3:
         count = _count(r[1], j)
-        if r[2] is not None and (type(r[2]) is not int or r[2] < count):
+        if r[2] is not None and (type(r[2]) is not int or not count <= r[2] <= sys.maxsize):
             raise _bad(j, f"is a deque of {count} items with maxlen {r[2]!r}")
         return Rec("Q", count, r[2])
     if tag in ("D", "O") and n in ((2, 3) if tag == "D" else (2,)):
@@ -279,8 +298,15 @@ _HEX8 = re.compile(r"[0-9a-f]{8}").fullmatch
 _HEX = re.compile(r"[0-9a-f]*").fullmatch
 
 
+def printable(text: str) -> str:
+    """A name from a file, to be shown: as it is, or as its repr when it holds a
+    character that is not printable (a newline or an ANSI escape must not reach a
+    terminal), as keystr shows dict keys."""
+    return text if text.isprintable() else repr(text)
+
+
 def _key_of(rec: Rec, i: int) -> str:
-    """The key of a record's i-th value, rendered as in keystr."""
+    """The key of a record's i-th value, rendered as in keystr (names printable)."""
     tag = rec.tag
     if tag in ("T", "L", "Q"):
         return f"[{i}]"
@@ -288,16 +314,30 @@ def _key_of(rec: Rec, i: int) -> str:
         return str(DictKey(rec.data[0][i]))
     if tag == "C":
         kids, kept = rec.data[2], rec.data[3]
-        return f".{kids[i]}" if i < len(kids) else f".{kept[i - len(kids)]}"
+        return f".{printable(kids[i] if i < len(kids) else kept[i - len(kids)])}"
     _, n, keys = rec.data
     if i == n:
         return "<aux>"
-    return str(keys[i]) if keys is not None else f"[{i}]"
+    if keys is None:
+        return f"[{i}]"
+    key = keys[i]
+    return f".{printable(key.name)}" if type(key) is AttrKey else str(key)
 
 
 def _path(recs: list[Rec], stack: list[list[Any]]) -> str:
-    parts = [_key_of(recs[fr[0]], len(fr[1])) for fr in stack]
-    return "".join(parts) or "the root"
+    """The path of the value that the open nodes of ``stack`` wait for, for messages.
+
+    Built only when a message needs it, so decoding stays linear in the depth; past 40
+    levels only both ends are shown, as ``_paths.where`` does, so that a message about
+    every node of a deep tree costs linear time too.
+    """
+
+    def keys(frames: list[list[Any]]) -> str:
+        return "".join([_key_of(recs[fr[0]], len(fr[1])) for fr in frames])
+
+    if len(stack) > 40:
+        return f"{keys(stack[:12])}...{keys(stack[-12:])} (depth {len(stack)})"
+    return keys(stack) or "the root"
 
 
 def _evolve(
@@ -305,7 +345,7 @@ def _evolve(
     version: int,
     children: dict[str, Any],
     meta: dict[str, Any],
-    where: str,
+    where: Callable[[], str],
     problems: list[str],
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     cls = type_name(spec.cls)
@@ -318,7 +358,7 @@ def _evolve(
         except Exception as err:
             raise SchemaError(
                 f"the migration of {cls} from version {v} to {v + 1} raised "
-                f"{type(err).__name__}: {err} (at {where}). Fix the migration function."
+                f"{type(err).__name__}: {err} (at {where()}). Fix the migration function."
             ) from err
         if (
             type(result) is not tuple
@@ -326,8 +366,8 @@ def _evolve(
             or not all(isinstance(d, dict) for d in result)
         ):
             raise SchemaError(
-                f"the migration of {cls} from version {v} to {v + 1} returned {result!r:.80} "
-                f"(at {where}); it must return a (children, metadata) pair of dicts."
+                f"the migration of {cls} from version {v} to {v + 1} returned {safe_repr(result):.80} "
+                f"(at {where()}); it must return a (children, metadata) pair of dicts."
             )
         children, meta = result
     values: dict[str, Any] = {}
@@ -340,14 +380,14 @@ def _evolve(
             if target not in spec.fields:
                 problems.append(
                     f"unknown field {name!r} in {cls} (file version {version}, class version "
-                    f"{spec.version}) at {where}: add it to removed= to drop it, or to "
+                    f"{spec.version}) at {where()}: add it to removed= to drop it, or to "
                     f"renamed= if it is a field's old name"
                 )
                 continue
             if target in values:
                 problems.append(
                     f"field {cls}.{target} is in the file twice (as {name!r} and under "
-                    f"another name) at {where}"
+                    f"another name) at {where()}"
                 )
                 continue
             values[target] = value
@@ -358,7 +398,7 @@ def _evolve(
         if default is None:
             problems.append(
                 f"missing field {cls}.{name} (file version {version}, class version "
-                f"{spec.version}) at {where}: give it a default, or add a migration that fills it"
+                f"{spec.version}) at {where()}: give it a default, or add a migration that fills it"
             )
         else:
             values[name] = default
@@ -397,11 +437,11 @@ class _Default:
         self.value = value
 
 
-def _kind_for(name: str, tag: str, where: str) -> NodeKind:
+def _kind_for(name: str, tag: str, where: Callable[[], str]) -> NodeKind:
     cls = class_by_name(name)
     if cls is None:
         raise UnknownTypeError(
-            f"the file holds a type named {name!r} at {where}, but no class is registered "
+            f"the file holds a type named {name!r} at {where()}, but no class is registered "
             f"under that name. Import the module that declares it (with @container, "
             f"register or register_node) before loading."
         )
@@ -409,12 +449,12 @@ def _kind_for(name: str, tag: str, where: str) -> NodeKind:
         kind = kind_for_type(cls)
     except Exception:
         raise UnknownTypeError(
-            f"{name!r} at {where} is registered but is not a node type."
+            f"{name!r} at {where()} is registered but is not a node type."
         ) from None
     if (kind.spec is not None) != (tag == "C"):
         what = "a declared container" if kind.spec is not None else "a register_node type"
         raise FormatError(
-            f"the file stores {name!r} at {where} as a "
+            f"the file stores {name!r} at {where()} as a "
             f"{'container' if tag == 'C' else 'register_node'} record, but it is {what} here."
         )
     return kind
@@ -468,6 +508,8 @@ def build(
     result: Any = None
     done = False
     max_depth = limits.max_depth
+    # The path of the record at hand, for messages: built only when one is written.
+    where = functools.partial(_path, recs, stack)
     # When every tensor is referenced exactly once (checked here, in C), array records
     # need no per-record bookkeeping, and only alias targets are remembered
     # (benchmarks/serialization.py, "many": 100,000 array records).
@@ -488,12 +530,12 @@ def build(
             name = rec.data
             if name not in arrays:
                 raise FormatError(
-                    f"the tree refers to a tensor {name!r} at {_path(recs, stack)} that the "
+                    f"the tree refers to a tensor {name!r} at {where()} that the "
                     f"file does not have. The file is corrupt."
                 )
             if name in used:
                 raise FormatError(
-                    f"the tree refers to tensor {name!r} twice (at {_path(recs, stack)}); "
+                    f"the tree refers to tensor {name!r} twice (at {where()}); "
                     f"shared arrays are stored once and referred to by alias records."
                 )
             used.add(name)
@@ -510,9 +552,9 @@ def build(
         else:
             kind: NodeKind | None = None
             if tag in ("C", "R"):
-                kind = _kind_for(rec.data[0], tag, _path(recs, stack))
+                kind = _kind_for(rec.data[0], tag, where)
                 if tag == "C":
-                    _check_version(kind.spec, rec.data[1], _path(recs, stack))  # type: ignore[arg-type]
+                    _check_version(kind.spec, rec.data[1], where)  # type: ignore[arg-type]
             if rec.n:
                 if len(stack) >= max_depth:
                     raise LimitError(
@@ -521,7 +563,7 @@ def build(
                     )
                 stack.append([j, [], kind])
                 continue
-            value = _make(recs, j, [], kind, stack, problems, shared)
+            value = _make(recs, j, [], kind, where, problems, shared)
         while True:
             if not stack:
                 result, done = value, True
@@ -531,11 +573,10 @@ def build(
             if len(top[1]) < recs[top[0]].n:
                 break
             stack.pop()
-            value = _make(recs, top[0], top[1], top[2], stack, problems, shared)
+            value = _make(recs, top[0], top[1], top[2], where, problems, shared)
     if not done:
         raise FormatError(
-            f"the tree ends inside a node at {_path(recs, stack)}: records are missing. "
-            f"The file is corrupt."
+            f"the tree ends inside a node at {where()}: records are missing. The file is corrupt."
         )
     unused = set() if clean else set(arrays) - used
     if unused:
@@ -552,17 +593,17 @@ def build(
     return result
 
 
-def _check_version(spec: ContainerSpec, version: int, where: str) -> None:
+def _check_version(spec: ContainerSpec, version: int, where: Callable[[], str]) -> None:
     cls = type_name(spec.cls)
     if version > spec.version:
         raise VersionError(
-            f"{cls} at {where} was written with version {version}, newer than this "
+            f"{cls} at {where()} was written with version {version}, newer than this "
             f"class's version {spec.version}. Load it with the newer code."
         )
     missing = [v for v in range(version, spec.version) if v not in spec.migrations]
     if missing:
         raise VersionError(
-            f"{cls} at {where} was written with version {version}; this class is version "
+            f"{cls} at {where()} was written with version {version}; this class is version "
             f"{spec.version} but has no migration from version {missing[0]} to "
             f"{missing[0] + 1}. Add migrations={{{missing[0]}: fn}}."
         )
@@ -573,7 +614,7 @@ def _make(
     j: int,
     out: list[Any],
     kind: NodeKind | None,
-    stack: list[list[Any]],
+    where: Callable[[], str],
     problems: list[str],
     shared: dict[int, Any],
 ) -> Any:
@@ -599,7 +640,6 @@ def _make(
         value = ORDERED_DICT.unflatten(tuple(rec.data[0]), out)
     else:
         assert kind is not None
-        where = "".join(_key_of(recs[fr[0]], len(fr[1])) for fr in stack) or "the root"
         if tag == "C":
             spec = kind.spec
             assert spec is not None
@@ -616,7 +656,7 @@ def _make(
                 value = kind.unflatten(tuple(kv), tuple(args))
             except Exception as err:  # a reset field's factory is user code
                 raise SchemaError(
-                    f"rebuilding {type_name(spec.cls)} at {where} failed: "
+                    f"rebuilding {type_name(spec.cls)} at {where()} failed: "
                     f"{type(err).__name__}: {err}."
                 ) from None
             if spec.frozen:
@@ -625,7 +665,7 @@ def _make(
             _, n, keys = rec.data
             if (keys is None) != (kind.keys is _no_keys):
                 raise FormatError(
-                    f"the file stores {rec.data[0]!r} at {where} "
+                    f"the file stores {rec.data[0]!r} at {where()} "
                     f"{'without' if keys is None else 'with'} child keys, but its "
                     f"register_node declaration {'has' if keys is None else 'has no'} keys=."
                 )
@@ -636,7 +676,7 @@ def _make(
                 raise
             except Exception as err:
                 raise SchemaError(
-                    f"rebuilding {rec.data[0]!r} at {where} failed: its unflatten raised "
+                    f"rebuilding {rec.data[0]!r} at {where()} failed: its unflatten raised "
                     f"{type(err).__name__}: {err}."
                 ) from None
             if not kind.mutable:
@@ -683,7 +723,7 @@ def rows(records: Records, tensors: dict[str, Any], limits: Limits) -> list[Row]
         tag = rec.tag
         tensor = None
         if tag == "S":
-            text = repr(rec.data)
+            text = safe_repr(rec.data)
         elif tag == "A":
             name = rec.data
             crc = next(crcs)
@@ -789,5 +829,6 @@ def _node_text(rec: Rec) -> str:
         return f"defaultdict ({rec.n}, {getattr(factory, '__name__', None)})"
     if tag == "C":
         name, version, _, kept = rec.data
-        return f"{name} v{version}" + (f"  kept: {', '.join(kept)}" if kept else "")
-    return f"{rec.data[0]} (register_node, {rec.data[1]} children)"
+        shown = f"{printable(name)} v{version}"
+        return shown + (f"  kept: {', '.join(map(printable, kept))}" if kept else "")
+    return f"{printable(rec.data[0])} (register_node, {rec.data[1]} children)"

@@ -99,8 +99,13 @@ class Plan:
         return ",".join(parts), order
 
     def header(self, entries: str) -> bytes:
-        """The header bytes, with the CRC32 slots as they are now."""
-        tree = json.dumps(self.records, separators=(",", ":"), ensure_ascii=False)
+        """The header bytes, with the CRC32 slots as they are now.
+
+        The tree is ASCII: a str holding a lone surrogate (which UTF-8 cannot encode)
+        is then the escape ``\\udcff`` inside the tree string, and the header stays
+        the valid UTF-8 JSON every safetensors reader requires (docs/file-format.md).
+        """
+        tree = json.dumps(self.records, separators=(",", ":"))
         return build_header(entries, {FORMAT_KEY: FORMAT_VERSION, TREE_KEY: tree})
 
     def fill_crcs(self, order: list[int] | None = None) -> None:
@@ -182,7 +187,13 @@ class _Encoder:
         self.add(v, a, path)
 
     def add(self, v: Any, a: np.ndarray[Any, Any], path: str) -> None:
-        """Record ``a`` (normalized from the leaf ``v``) as the tensor ``path``."""
+        """Record ``a`` (normalized from the leaf ``v``) as the tensor ``path``.
+
+        A lone surrogate in ``path`` (an attribute key may hold one) is written as the
+        text ``\\udcff``: a tensor name must be valid UTF-8.
+        """
+        if not path.isascii():
+            path = path.encode("utf-8", "backslashreplace").decode("utf-8")
         if path in self.names:
             raise _fail(
                 _where(path),

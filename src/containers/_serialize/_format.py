@@ -12,6 +12,7 @@ import contextlib
 import io
 import itertools
 import json
+import math
 import mmap
 import operator
 import os
@@ -125,6 +126,16 @@ def _constant(name: str) -> Any:
     raise FormatError(f"{name} is not JSON (only finite numbers are allowed)")
 
 
+def _float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):  # 1e999: json would make it inf
+        shown = text if len(text) <= 20 else f"{text[:20]}..."
+        raise FormatError(
+            f"the number {shown} is out of the range of a float (only finite numbers are allowed)"
+        )
+    return value
+
+
 def _int(text: str) -> int:
     if len(text) > _MAX_DIGITS:
         raise FormatError(f"integer literal of {len(text)} digits (at most {_MAX_DIGITS})")
@@ -135,7 +146,8 @@ _MAX_DIGITS = 4300  # Python's default bound on int(str) (quadratic time above i
 
 
 def strict_json(text: str | bytes, what: str) -> Any:
-    """Parse JSON refusing duplicate keys and NaN/Infinity.
+    """Parse JSON refusing duplicate keys and NaN/Infinity, also as a number too large
+    for a float (``1e999``).
 
     Integer literals are bounded to 4300 digits: by Python's own limit when it is set
     (its ValueError becomes a FormatError), else by a check of ours.
@@ -149,6 +161,7 @@ def strict_json(text: str | bytes, what: str) -> Any:
             text,
             object_pairs_hook=_pairs,
             parse_constant=_constant,
+            parse_float=_float,
             parse_int=None if bounded else _int,
         )
     except FormatError as err:
@@ -413,14 +426,17 @@ def _layout_from(
             f"file too small: {size} bytes (a safetensors file starts with an 8-byte header length)."
         )
     n = int.from_bytes(head, "little")
+    # The file size first: any other file (npz, pickle, text) gives a length that no
+    # limit can make valid.
+    if n > size - 8:
+        raise FormatError(
+            f"this is not a safetensors file: its first 8 bytes give a header length of "
+            f"{n} bytes, but only {size - 8} bytes follow them (or the file is truncated)."
+        )
     if n > limits.max_header_bytes:
         raise LimitError(
             f"the header claims {n} bytes, more than max_header_bytes="
             f"{limits.max_header_bytes}. Pass limits=Limits(max_header_bytes=...) to accept it."
-        )
-    if n > size - 8:
-        raise FormatError(
-            f"the header claims {n} bytes but the file has only {size - 8} after the length."
         )
     raw = read(n)
     if len(raw) != n:  # the file shrank while we read it
@@ -577,15 +593,35 @@ def _views(
     float32[4] tensors).
     """
     arrays: list[np.ndarray[Any, Any]] = []
-    for (_, shape), run_iter in itertools.groupby(tensors, _RUN_KEY):
+    for (code, shape), run_iter in itertools.groupby(tensors, _RUN_KEY):
         run = list(run_iter)
         t = run[0]
+        if code == "BOOL":
+            _check_bools(buffer, run, base)
         if len(run) > 2 and shape and t.end > t.begin:  # iterating gives 0-d scalars
             arrays.extend(np.ndarray((len(run), *shape), t.dtype, buffer, t.begin - base))
         else:
             arrays.extend([np.ndarray(shape, u.dtype, buffer, u.begin - base) for u in run])
     out.update(zip(map(_NAME, tensors), arrays))
     return arrays
+
+
+def _check_bools(buffer: Any, run: list[Tensor], base: int) -> None:
+    """Refuse BOOL tensors (back to back in ``buffer``) holding a byte other than 0
+    or 1, which numpy would keep as a bool that is neither True nor False: one
+    vectorised pass over their bytes."""
+    first, last = run[0], run[-1]
+    if last.end == first.begin:
+        return
+    raw = np.ndarray(last.end - first.begin, np.uint8, buffer, first.begin - base)
+    if raw.max() <= 1:
+        return
+    at = first.begin + int(np.argmax(raw > 1))
+    t = next(u for u in run if u.begin <= at < u.end)
+    raise FormatError(
+        f"tensor {t.name!r}: BOOL data holds the byte {raw[at - first.begin]} at element "
+        f"{at - t.begin}; a bool is stored as 0 or 1. The file is corrupt."
+    )
 
 
 def _mismatch(t: Tensor, want: int, value: int) -> Exception:

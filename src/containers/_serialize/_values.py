@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from containers._serialize._format import CODES, DTYPES
 __all__ = ["NotStorable", "decode_key", "decode_scalar", "encode_key", "encode_scalar"]
 
 _SAFE_INT = 2**53
+_HEX_INT = re.compile(r"-?[0-9a-f]+").fullmatch
 
 
 class NotStorable(Exception):
@@ -72,7 +74,9 @@ def decode_scalar(x: Any) -> Any:
     try:
         if "i" in x and len(x) == 1:
             s = x["i"]
-            if type(s) is not str or not s or s.lstrip("-")[:1] in ("", "+", "-"):
+            # Only the form writers use: int() would also take "0x", "_", spaces and
+            # capitals, which other readers of the format need not.
+            if type(s) is not str or not _HEX_INT(s):
                 raise ValueError(s)
             return int(s, 16)
         if "f" in x:
