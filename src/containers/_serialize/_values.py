@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from containers._errors import FormatError
+from containers._errors import FormatError, short_repr
 from containers._serialize._format import CODES, DTYPES
 
 __all__ = ["NotStorable", "decode_key", "decode_scalar", "encode_key", "encode_scalar"]
@@ -61,7 +61,7 @@ def _decode_float(x: Any) -> float:
         return x
     if type(x) is dict and len(x) == 1 and x.get("f") in ("nan", "inf", "-inf"):
         return float(x["f"])
-    raise FormatError(f"{_short(x)} is not a float")
+    raise FormatError(f"{short_repr(x)} is not a float")
 
 
 def decode_scalar(x: Any) -> Any:
@@ -70,7 +70,7 @@ def decode_scalar(x: Any) -> Any:
     if t is str or t is bool or t is int or t is float or x is None:
         return x
     if t is not dict or (len(x) != 1 and "n" not in x):
-        raise FormatError(f"{_short(x)} is not a scalar")
+        raise FormatError(f"{short_repr(x)} is not a scalar")
     try:
         if "i" in x and len(x) == 1:
             s = x["i"]
@@ -100,7 +100,7 @@ def decode_scalar(x: Any) -> Any:
             return np.frombuffer(bytes.fromhex(hexed), dt)[0]
     except (ValueError, TypeError, UnicodeEncodeError, binascii.Error):
         pass
-    raise FormatError(f"{_short(x)} is not a scalar")
+    raise FormatError(f"{short_repr(x)} is not a scalar")
 
 
 def encode_key(k: Any) -> Any:
@@ -118,11 +118,6 @@ def decode_key(x: Any) -> Any:
     """The dict key of a JSON key form."""
     if type(x) is dict and "t" in x:
         if len(x) != 1 or type(x["t"]) is not list:
-            raise FormatError(f"{_short(x)} is not a key")
+            raise FormatError(f"{short_repr(x)} is not a key")
         return tuple(decode_scalar(e) for e in x["t"])
     return decode_scalar(x)
-
-
-def _short(x: Any) -> str:
-    r = repr(x)
-    return r if len(r) <= 60 else r[:57] + "..."
