@@ -496,6 +496,26 @@ def test_file_mode_is_what_open_would_give(tmp_path):
     assert os.stat(path).st_mode & 0o777 == 0o640
 
 
+def test_save_through_a_symlink_replaces_its_target_and_keeps_the_link(tmp_path):
+    """A link is followed as open follows it: the target gets the new file (with the
+    target's mode), the link stays a link; a dangling link's target is created."""
+    (tmp_path / "run7").mkdir()
+    target, link = tmp_path / "run7" / "model.safetensors", tmp_path / "latest.safetensors"
+    ct.save(target, {"step": 1})
+    os.chmod(target, 0o640)
+    link.symlink_to(target)
+    ct.save(link, {"step": 2})
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert (ct.load(target), os.stat(target).st_mode & 0o777) == ({"step": 2}, 0o640)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == sorted(
+        ["run7", "model.safetensors", "latest.safetensors"]
+    )  # no temp file left next to the link or the target
+    dangling = tmp_path / "next.safetensors"
+    dangling.symlink_to(tmp_path / "run8.safetensors")
+    ct.save(dangling, {"step": 3})
+    assert dangling.is_symlink() and ct.load(tmp_path / "run8.safetensors") == {"step": 3}
+
+
 def test_expect_checks_the_root_type(tmp_path):
     """expect=C returns a C, and a different root raises SchemaError before reading arrays."""
     data = ct.serialize(Linear(arr(1), arr(1)))

@@ -211,7 +211,8 @@ def save(path: PathLike, tree: Any, /) -> None:
     The whole tree is validated first: a tree that cannot be stored raises and leaves
     no file. The bytes go to a temp file in the same directory, which is fsynced and
     renamed over ``path``; a crash leaves the old file or the new one, and arrays still
-    mapped from the old file (``load(mmap=True)``) keep their values.
+    mapped from the old file (``load(mmap=True)``) keep their values. A symbolic link
+    at ``path`` is followed: the file it points to is replaced, and the link stays.
 
     Examples:
         >>> import os, tempfile

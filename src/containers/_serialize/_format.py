@@ -708,9 +708,12 @@ def atomic_write(path: str, write: Callable[[int], None], *, fsync: bool = True)
     A temp file in the same directory is written, fsynced, given the mode a plain
     ``open`` would give (or the old file's), renamed over ``path`` with ``os.replace``
     and the directory fsynced. On any error the temp file is removed. The old file is
-    never written in place, so arrays still mapped from it keep their values.
+    never written in place, so arrays still mapped from it keep their values. A
+    symbolic link at ``path`` is followed, as ``open`` follows it: its target is
+    replaced and the link stays.
     """
-    directory = os.path.dirname(os.path.abspath(path))
+    path = os.path.realpath(path)
+    directory = os.path.dirname(path)
     name = os.path.basename(path)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
     try:
