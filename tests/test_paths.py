@@ -4,6 +4,7 @@ and getpath / setpath / haspath (SPEC.md section 5)."""
 from __future__ import annotations
 
 import collections
+import math
 import pickle
 import re
 import sys
@@ -14,6 +15,7 @@ import pytest
 
 import containers as ct
 from containers import AttrKey, DictKey, IndexKey
+from containers._paths import parse_keystr
 
 
 def exact(message: str) -> str:
@@ -215,6 +217,25 @@ def test_keystr_of_awkward_dict_keys_parses_back(key):
     """Quotes, brackets and backslashes inside keys survive keystr and getpath."""
     tree = {key: "found"}
     assert ct.getpath(tree, ct.keystr((DictKey(key),))) == "found"
+
+
+@pytest.mark.parametrize("key", [math.inf, -math.inf, (1, math.inf), (math.inf, "a")])
+def test_keystr_of_infinite_float_keys_parses_back(key):
+    """repr shows inf as a bare name, which is no Python literal: getpath and setpath
+    read it as the float."""
+    tree = {key: "found"}
+    text = ct.keystr((DictKey(key),))
+    assert ct.getpath(tree, text) == "found"
+    assert ct.setpath(tree, text, "set") == {key: "set"}
+
+
+def test_keystr_of_a_nan_key_parses_to_a_nan():
+    """nan parses too; as in Python, a new nan is no key of a dict (nan != nan), so the
+    lookup fails with the key named, not with a parse error."""
+    (key,) = parse_keystr("[nan]")
+    assert type(key) is DictKey and math.isnan(key.key)
+    with pytest.raises(ct.StructureError, match=r"nan"):
+        ct.getpath({math.nan: 1}, "[nan]")
 
 
 def test_keystr_of_a_key_ending_in_a_backslash_parses_back():

@@ -14,6 +14,7 @@ import safetensors.numpy
 
 import containers as ct
 from containers._cli import main
+from containers._serialize._diff import diff_files
 
 
 @ct.container(children=["w", "b"], keep=["name"], name="tests.cli.Layer")
@@ -196,3 +197,28 @@ def test_python_dash_m_containers_runs_inspect_and_diff(tmp_path):
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.startswith("containers diff: FileNotFoundError:")
+
+
+def _chain(depth: int, leaf: object) -> list[object]:
+    """[[[...[[], leaf]...], leaf], leaf]: leaf's first occurrence is the deepest."""
+    tree: list[object] = []
+    for _ in range(depth):
+        tree = [tree, leaf]
+    return tree
+
+
+def test_inspect_and_diff_show_deep_paths_by_both_ends(tmp_path):
+    """Past 40 levels a path is shown by its first and last 12 keys and the depth, as
+    load's messages show it, so a line per row of a deep tree (an alias in inspect, a
+    difference in diff) does not make the output quadratic in the depth."""
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    depth = 3_000
+    ct.save(a, _chain(depth, [0.0]))
+    ct.save(b, _chain(depth, [1.0]))
+    deep = "[0]" * 12 + "..." + "[0]" * 11 + "[1]"
+    lines = str(ct.inspect(a)).splitlines()
+    aliases = [line.strip() for line in lines if "same object as" in line]
+    assert len(aliases) == depth - 1
+    assert aliases[0] == f"[1]: same object as {deep} (depth {depth})"
+    changed = f"{'[0]' * 12}...{'[0]' * 10}[1][0] (depth {depth + 1})"
+    assert diff_files(a, b) == [f"~ {changed}: 0.0 -> 1.0"]

@@ -63,6 +63,10 @@ class Gap:
 class Broken:
     w: np.ndarray
 
+@ct.container(name="schema.MigrationAdds")
+class MigrationAdds:
+    w: np.ndarray
+
 w = np.arange(3.0)
 trees = {
     "added_default": AddedDefault(w),
@@ -74,6 +78,7 @@ trees = {
     "chain": Chain(w, 0.01),
     "gap": Gap(w),
     "broken": Broken(w),
+    "migration_adds": MigrationAdds(w),
     "many": {"a": [Unknown(w, w * 2), AddedRequired(w)], "b": AddedRequired(w)},
 }
 for name, tree in trees.items():
@@ -168,6 +173,13 @@ class Broken:
     w: np.ndarray
 
 
+@ct.container(
+    name="schema.MigrationAdds", version=2, migrations={1: lambda c, m: ({**c, "junk": 1}, m)}
+)
+class MigrationAdds:
+    w: np.ndarray
+
+
 # --- tests ---------------------------------------------------------------------------
 
 
@@ -186,6 +198,17 @@ def test_an_added_field_without_a_default_is_a_schema_error(old):
         r"give it a default, or add a migration",
     ):
         ct.load(old / "added_required.safetensors")
+
+
+def test_an_unknown_field_a_migration_returned_is_blamed_on_the_migration(old):
+    """A field the file does not hold, added by a migration, is the migration's error,
+    not the file's (removed= would not help)."""
+    with pytest.raises(
+        ct.SchemaError,
+        match=r"the migrations of MigrationAdds from version 1 to 2 returned an unknown "
+        r"field 'junk' at the root: a migration must return the fields of the class",
+    ):
+        ct.load(old / "migration_adds.safetensors")
 
 
 def test_removed_fields_are_dropped_and_unknown_fields_are_errors(old):

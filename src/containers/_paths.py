@@ -282,7 +282,7 @@ def parse_keystr(text: str) -> KeyPath:
                 i = j + 1
                 continue
             try:
-                value: Any = ast.literal_eval(inner)
+                value: Any = _literal(inner)
             except (ValueError, SyntaxError, MemoryError, RecursionError):
                 # ValueError: also an int literal past sys.get_int_max_str_digits()
                 raise StructureError(
@@ -293,6 +293,20 @@ def parse_keystr(text: str) -> KeyPath:
         else:
             raise StructureError(_bad_keystr(text, i, "expected '.' or '['"))
     return tuple(keys)
+
+
+def _literal(text: str) -> Any:
+    """``ast.literal_eval(text)``, also reading ``inf`` and ``nan`` as floats, which is
+    how ``repr`` (and so ``keystr``) shows the float keys Python has no literal for."""
+    try:
+        return ast.literal_eval(text)
+    except ValueError:
+        return ast.literal_eval(_NonFiniteFloats().visit(ast.parse(text, mode="eval")))
+
+
+class _NonFiniteFloats(ast.NodeTransformer):
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return ast.Constant(float(node.id)) if node.id in ("inf", "nan") else node
 
 
 def _closing_bracket(text: str, start: int) -> int:

@@ -48,6 +48,7 @@ __all__ = [
     "Rec",
     "Records",
     "Row",
+    "RowPaths",
     "build",
     "check_root",
     "parse_records",
@@ -327,17 +328,22 @@ def _key_of(rec: Rec, i: int) -> str:
 def _path(recs: list[Rec], stack: list[list[Any]]) -> str:
     """The path of the value that the open nodes of ``stack`` wait for, for messages.
 
-    Built only when a message needs it, so decoding stays linear in the depth; past 40
-    levels only both ends are shown, as ``_paths.where`` does, so that a message about
-    every node of a deep tree costs linear time too.
+    Built only when a message needs it, so decoding stays linear in the depth; past
+    ``_LONG_PATH`` levels only both ends are shown, as ``_paths.where`` does, so that a
+    message about every node of a deep tree costs linear time too.
     """
 
     def keys(frames: list[list[Any]]) -> str:
         return "".join([_key_of(recs[fr[0]], len(fr[1])) for fr in frames])
 
-    if len(stack) > 40:
-        return f"{keys(stack[:12])}...{keys(stack[-12:])} (depth {len(stack)})"
+    if len(stack) > _LONG_PATH:
+        return f"{keys(stack[:_PATH_END])}...{keys(stack[-_PATH_END:])} (depth {len(stack)})"
     return keys(stack) or "the root"
+
+
+#: Paths deeper than this many levels are shown by their first and last _PATH_END keys.
+_LONG_PATH = 40
+_PATH_END = 12
 
 
 def _evolve(
@@ -349,6 +355,7 @@ def _evolve(
     problems: list[str],
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     cls = type_name(spec.cls)
+    in_file = {*children, *meta}
     for v in range(version, spec.version):
         fn = spec.migrations[v]
         try:
@@ -376,6 +383,13 @@ def _evolve(
         for name, value in source.items():
             target = spec.renamed.get(name, name)
             if name in spec.removed or (target in spec.reset and target == name):
+                continue
+            if target not in spec.fields and name not in in_file:
+                problems.append(
+                    f"the migrations of {cls} from version {version} to {spec.version} "
+                    f"returned an unknown field {name!r} at {where()}: a migration must "
+                    f"return the fields of the class (or old names listed in renamed=)"
+                )
                 continue
             if target not in spec.fields:
                 problems.append(
@@ -707,6 +721,7 @@ def rows(records: Records, tensors: dict[str, Any], limits: Limits) -> list[Row]
     crcs = iter(records.crcs)  # one per array record, in order
     out: list[Row] = []
     stack: list[list[int]] = []  # [record index, values seen, row index]
+    paths = RowPaths(out)
     used: set[str] = set()
     finished: set[int] = set()
     row_of: dict[int, int] = {}
@@ -741,11 +756,12 @@ def rows(records: Records, tensors: dict[str, Any], limits: Limits) -> list[Row]
         elif tag == "@":
             if rec.data not in finished or rec.data not in row_of:
                 raise _bad(j, f"is an alias to record #{rec.data}, which is not finished")
-            text = f"same object as {_row_path(out, row_of[rec.data])}"
+            text = f"same object as {paths[row_of[rec.data]]}"
         else:
             text = _node_text(rec)
         row_of[j] = len(out)
         out.append(Row(len(stack), parent, key, text, tensor))
+        paths.add()
         if tag not in _LEAF_TAGS and rec.n:
             if len(stack) >= limits.max_depth:
                 raise LimitError(
@@ -775,7 +791,8 @@ def rows(records: Records, tensors: dict[str, Any], limits: Limits) -> list[Row]
     return out
 
 
-def _row_path(out: list[Row], i: int) -> str:
+def row_path(out: list[Row], i: int) -> str:
+    """The keystr path of row ``i`` (``'the root'`` for the root)."""
     parts = []
     while i >= 0:
         parts.append(out[i].key)
@@ -783,9 +800,39 @@ def _row_path(out: list[Row], i: int) -> str:
     return "".join(reversed(parts)) or "the root"
 
 
-def row_path(out: list[Row], i: int) -> str:
-    """The keystr path of row ``i`` (``'the root'`` for the root)."""
-    return _row_path(out, i)
+class RowPaths:
+    """The paths of a tree view's rows as messages show them: whole up to
+    ``_LONG_PATH`` levels, deeper ones by both ends and the depth (as ``_path``), in
+    time that does not grow with the depth, so that a line per row of a deep tree (an
+    alias in ``inspect``, a difference in ``diff``) costs linear time in all.
+
+    ``add()`` after each row appended to ``rows``.
+    """
+
+    __slots__ = ("_heads", "_rows")
+
+    def __init__(self, rows: list[Row]) -> None:
+        self._rows = rows
+        # per row, its ancestor _PATH_END levels below the root (itself if not deeper)
+        self._heads: list[int] = []
+        for _ in rows:
+            self.add()
+
+    def add(self) -> None:
+        i = len(self._heads)
+        row = self._rows[i]
+        self._heads.append(i if row.depth <= _PATH_END else self._heads[row.parent])
+
+    def __getitem__(self, i: int) -> str:
+        rows = self._rows
+        depth = rows[i].depth
+        if depth <= _LONG_PATH:
+            return row_path(rows, i)
+        tail, j = [], i
+        for _ in range(_PATH_END):
+            tail.append(rows[j].key)
+            j = rows[j].parent
+        return f"{row_path(rows, self._heads[i])}...{''.join(reversed(tail))} (depth {depth})"
 
 
 _DTYPE_NAMES = {

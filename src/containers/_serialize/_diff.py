@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from containers._serialize._api import FileInfo, PathLike, inspect
+from containers._serialize._decode import RowPaths
 from containers._serialize._format import map_file, read_layout, view_arrays
 from containers._serialize._limits import DEFAULT_LIMITS, Limits
 
@@ -83,27 +84,28 @@ def diff_files(a: PathLike, b: PathLike, *, limits: Limits | None = None) -> lis
     where_a = {i: j for j, i in enumerate(ids_a)}
     arrays_a: dict[str, np.ndarray[Any, Any]] | None = None
     arrays_b: dict[str, np.ndarray[Any, Any]] | None = None
+    path_a, path_b = RowPaths(ia.rows), RowPaths(ib.rows)
     out: list[str] = []
     for j, (rid, row) in enumerate(zip(ids_a, ia.rows)):
         k = where_b.get(rid)
         if k is None:
             if row.parent < 0 or ids_a[row.parent] in where_b:
-                out.append(f"- {ia.path_of(j)}: {row.text}")
+                out.append(f"- {path_a[j]}: {row.text}")
             continue
         other = ib.rows[k]
         if row.tensor is not None and other.tensor is not None:
             ta, tb = _array_text(row.text), _array_text(other.text)
             if ta != tb:
-                out.append(f"~ {ia.path_of(j)}: {ta} -> {tb}")
+                out.append(f"~ {path_a[j]}: {ta} -> {tb}")
                 continue
             if arrays_a is None or arrays_b is None:
                 arrays_a, arrays_b = _arrays(pa, limits), _arrays(pb, limits)
             worst = _max_abs_diff(arrays_a[row.tensor], arrays_b[other.tensor])
             if worst is not None:
-                out.append(f"~ {ia.path_of(j)}: {ta} values differ, max abs diff {worst:.6g}")
+                out.append(f"~ {path_a[j]}: {ta} values differ, max abs diff {worst:.6g}")
         elif row.text != other.text:
-            out.append(f"~ {ia.path_of(j)}: {row.text} -> {other.text}")
+            out.append(f"~ {path_a[j]}: {row.text} -> {other.text}")
     for k, (rid, row) in enumerate(zip(ids_b, ib.rows)):
         if rid not in where_a and (row.parent < 0 or ids_b[row.parent] in where_a):
-            out.append(f"+ {ib.path_of(k)}: {row.text}")
+            out.append(f"+ {path_b[k]}: {row.text}")
     return out
