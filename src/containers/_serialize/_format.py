@@ -613,7 +613,9 @@ def _check_bools(buffer: Any, run: list[Tensor], base: int) -> None:
     first, last = run[0], run[-1]
     if last.end == first.begin:
         return
-    raw = np.ndarray(last.end - first.begin, np.uint8, buffer, first.begin - base)
+    raw: np.ndarray[Any, Any] = np.ndarray(
+        last.end - first.begin, np.uint8, buffer, first.begin - base
+    )
     if raw.max() <= 1:
         return
     at = first.begin + int(np.argmax(raw > 1))
