@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from containers._errors import FormatError, VersionError
+from containers._errors import FormatError, VersionError, short_repr
 from containers._serialize._decode import (
     Records,
     Row,
@@ -99,7 +99,7 @@ def _check_expect(expect: Any, op: str) -> None:
     if expect is not None and not isinstance(expect, type):
         raise TypeError(
             f"{op}: expect must be a class or None, got {type(expect).__qualname__} "
-            f"{expect!r}. Pass the class itself, e.g. expect=list or expect=MyModel."
+            f"{short_repr(expect)}. Pass the class itself, e.g. expect=list or expect=MyModel."
         )
 
 
