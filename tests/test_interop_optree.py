@@ -169,6 +169,29 @@ def test_register_node_classes_use_their_keys() -> None:
     assert out.items == {"p": 10, "not id": 20}
 
 
+def test_register_node_dict_keys_are_items_in_optree_accessors() -> None:
+    """A register_node child keyed by a DictKey with an identifier string renders as
+    ['k'] (not .k) and its accessor finds it, as ct.getpath does; paths stay raw keys."""
+
+    class Box:
+        def __init__(self, items: dict[Any, Any]) -> None:
+            self.items = items
+
+    ct.register_node(
+        Box,
+        lambda b: (list(b.items.values()), tuple(b.items)),
+        lambda keys, children: Box(dict(zip(keys, children))),
+        keys=lambda b: [ct.DictKey(k) for k in b.items],
+    )
+    box = Box({"a": 1, 2: 2})
+    paths, leaves, _ = optree.tree_flatten_with_path(box, namespace="ct-tests")
+    assert (paths, leaves) == ([("a",), (2,)], [1, 2])
+    accessors = optree.tree_accessors(box, namespace="ct-tests")
+    assert [a.codify("") for a in accessors] == ["['a']", "[2]"]
+    assert [a.codify("") for a in accessors] == [ct.keystr(p) for p, _ in ct.leaves_with_path(box)]
+    assert [a(box) for a in accessors] == [1, 2]
+
+
 def test_array_kept_values_compare_by_content() -> None:
     """Two trees whose kept arrays are equal map together; unequal ones do not."""
     a, b = Scaled(1.0, tag=np.arange(2)), Scaled(2.0, tag=np.arange(2))

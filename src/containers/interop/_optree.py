@@ -12,7 +12,9 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from containers._access import getpath
 from containers._errors import ContainerDefinitionError, type_name
+from containers._paths import AttrKey, DictKey, IndexKey, Key
 from containers._registry import NodeKind
 from containers.interop._common import (
     Subscription,
@@ -28,24 +30,53 @@ __all__ = ["optree_functions", "register_optree"]
 _ENTRY_TYPE: list[Any] = []
 
 
+class _ItemName(str):
+    """A ``DictKey``'s string as an optree path entry: equal to the string (paths stay
+    raw keys), but read and rendered as an item, ``['k']``, where a plain ``str`` entry
+    is a field, ``.k``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str.__repr__(str(self))
+
+
+def _entry(key: Key) -> Any:
+    """A key's optree path entry: its raw value, a ``DictKey``'s string as ``_ItemName``."""
+    if type(key) is AttrKey:
+        return key.name
+    if type(key) is DictKey and type(key.key) is str:
+        return _ItemName(key.key)
+    return key.raw
+
+
+def _key(entry: Any) -> Key:
+    """The key an ``_entry`` came from (an ``int`` is read as ``getpath`` reads ``[0]``)."""
+    if type(entry) is str:
+        return AttrKey(entry)
+    if type(entry) is int:
+        return IndexKey(entry)
+    return DictKey(str(entry) if type(entry) is _ItemName else entry)
+
+
 def _key_entry_type(optree: Any) -> Any:
     """The path entry type of ``register_node`` classes: each key rendered as ct does."""
     if not _ENTRY_TYPE:
 
         class KeyEntry(optree.PyTreeEntry):  # type: ignore[misc]
-            """A child of a ``register_node`` class: ``.name`` for a field, ``[k]`` else."""
+            """A child of a ``register_node`` class: ``.name`` for a field (``AttrKey``),
+            ``[k]`` for an item (``DictKey``, ``IndexKey``)."""
 
             __slots__ = ()
 
             def __call__(self, obj: Any, /) -> Any:
-                entry = self.entry
-                if isinstance(entry, str) and entry.isidentifier():
-                    return getattr(obj, entry)
-                return obj[entry]
+                # the child under this key as containers finds it: a register_node
+                # class need not have the attribute or item its keys name
+                return getpath(obj, (_key(self.entry),))
 
             def codify(self, /, node: str = "") -> str:
                 entry = self.entry
-                if isinstance(entry, str) and entry.isidentifier():
+                if type(entry) is str:
                     return f"{node}.{entry}"
                 return f"{node}[{entry!r}]"
 
@@ -85,7 +116,7 @@ def optree_functions(kind: NodeKind, optree: Any, *, plain: bool = False) -> tup
 
     def custom_flatten(x: Any) -> tuple[Sequence[Any], Any, Sequence[Any]]:
         children, aux = node_flatten(x)
-        return children, aux, [k.raw for k in node_keys(aux, len(children))]
+        return children, aux, [_entry(k) for k in node_keys(aux, len(children))]
 
     return custom_flatten, unflatten, _key_entry_type(optree)
 
