@@ -95,6 +95,41 @@ def test_flatten_unflatten_round_trip() -> None:
     assert spec != pytree.tree_structure([mlp(2), Scaled(3.0, tag="other")])
 
 
+def test_treespec_dumps_and_loads_give_back_the_same_spec() -> None:
+    """treespec_dumps/treespec_loads (torch.export.save/load) round-trip a spec with
+    containers: kept values keep their types (a tuple stays a tuple, arrays too)."""
+
+    @ct.container(children=["x"])
+    class Shaped:
+        x: Any
+        shape: tuple[int, ...]
+        scale: Any
+
+    tree = [mlp(0), Scaled(1.0, tag=b"t"), Shaped(torch.ones(2), (3, 4), np.arange(2))]
+    spec = pytree.tree_structure(tree)
+    back = pytree.treespec_loads(pytree.treespec_dumps(spec))
+    assert back == spec
+    rebuilt = pytree.tree_unflatten(pytree.tree_leaves(tree), back)
+    assert rebuilt[2].shape == (3, 4)
+    assert rebuilt[1].tag == b"t"
+
+
+def test_treespec_dumps_names_an_unstorable_kept_value() -> None:
+    """A kept value ct.serialize cannot store fails treespec_dumps naming class and field."""
+
+    @ct.container(children=["x"])
+    class WithFn:
+        x: Any
+        fn: Any
+
+    spec = pytree.tree_structure(WithFn(torch.ones(1), print))
+    with pytest.raises(
+        ct.SerializationError,
+        match=r"treespec_dumps: the kept values of a 'WithFn' .* at \['fn'\]",
+    ):
+        pytree.treespec_dumps(spec)
+
+
 def test_register_torch_twice_is_harmless() -> None:
     """A second call does nothing (torch would warn about re-registration)."""
     register_torch()

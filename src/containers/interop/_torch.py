@@ -6,14 +6,17 @@ calls; it imports torch only when ``register_torch`` runs and never traverses a 
 
 from __future__ import annotations
 
+import base64
 import importlib
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from containers._errors import type_name
+from containers._errors import SerializationError, type_name
 from containers._paths import AttrKey, DictKey, IndexKey, Key
 from containers._registry import NodeKind
+from containers._serialize import deserialize, serialize
+from containers._spec import ContainerSpec
 from containers.interop._common import (
     Subscription,
     hand_written_functions,
@@ -94,6 +97,36 @@ def torch_functions(kind: NodeKind, pytree: Any, *, plain: bool = False) -> tupl
     return node_flatten, unflatten_fn, custom_flatten_with_keys
 
 
+def dumpable_context(spec: ContainerSpec) -> tuple[Any, Any]:
+    """``(to_dumpable_context, from_dumpable_context)`` of a declared container.
+
+    ``treespec_dumps`` (and ``torch.export.save``, which stores the input and output
+    specs with it) writes a context as JSON, and torch's default turns the tuple of
+    kept values into a list, so a spec read back never matched the one it was written
+    from. The kept values travel as a ``ct.serialize`` of ``{field: value}`` (types
+    kept: tuples, bytes, floats, arrays), base64 in the JSON, and come back as
+    the aux data ``flatten`` gives.
+    """
+    kept_type = kept_values_type(spec, "torch") if spec.keep else None
+    where = type_name(spec.cls)
+
+    def to_dumpable(context: Any) -> str:
+        try:
+            data = serialize(dict(zip(spec.keep, context)))
+        except SerializationError as e:
+            raise SerializationError(
+                f"treespec_dumps: the kept values of a {where!r} must be storable by "
+                f"ct.serialize to be written in a TreeSpec; {e}"
+            ) from None
+        return base64.b64encode(data).decode("ascii")
+
+    def from_dumpable(dumped: Any) -> Any:
+        kept = deserialize(base64.b64decode(dumped))
+        return kept_aux(kept_type, tuple(kept[name] for name in spec.keep))
+
+    return to_dumpable, from_dumpable
+
+
 def _add(kind: NodeKind) -> bool:
     cls = kind.type
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
@@ -103,6 +136,7 @@ def _add(kind: NodeKind) -> bool:
     pytree = importlib.import_module("torch.utils._pytree")
     flatten, unflatten, flatten_with_keys = torch_functions(kind, pytree)
     name = kind.spec.name if kind.spec is not None else f"{cls.__module__}.{cls.__qualname__}"
+    to_dumpable, from_dumpable = (None, None) if kind.spec is None else dumpable_context(kind.spec)
     try:
         pytree.register_pytree_node(
             cls,
@@ -110,6 +144,8 @@ def _add(kind: NodeKind) -> bool:
             unflatten,
             serialized_type_name=name,
             flatten_with_keys_fn=flatten_with_keys,
+            to_dumpable_context=to_dumpable,
+            from_dumpable_context=from_dumpable,
         )
     except ValueError as e:
         if "already registered" not in str(e):
