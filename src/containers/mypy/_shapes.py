@@ -468,16 +468,23 @@ _bases_cache: dict[int, tuple[int, frozenset[str]]] = {}
 
 
 def _node_bases(api: TypeChecker) -> frozenset[str]:
-    """Full names of the classes that some declared container in the build inherits from.
+    """Full names of the classes that some declared container or builtin node class
+    (``list``, ``dict``, ``deque``...) inherits from.
 
-    A value of such a class may be a container at runtime, so it is not a leaf. The scan
-    covers the modules loaded so far and is redone when more are loaded.
+    A value of such a class (a ``Sequence``, a ``Mapping``) may be a node at runtime, so
+    it is not a leaf. The scan covers the modules loaded so far and is redone when more
+    are loaded.
     """
     modules = api.modules
     cached = _bases_cache.get(id(modules))
     if cached is not None and cached[0] == len(modules):
         return cached[1]
     bases: set[str] = set()
+    for name in _NODE_CLASSES:
+        module, _, cls = name.rpartition(".")
+        symbol = modules[module].names.get(cls) if module in modules else None
+        if symbol is not None and isinstance(symbol.node, TypeInfo):
+            bases.update(base.fullname for base in symbol.node.mro[1:])
     stack: list[Iterable[Any]] = [m.names.values() for m in modules.values()]
     seen: set[int] = set()
     while stack:
