@@ -41,9 +41,11 @@ from mypy.types import (
     ProperType,
     TupleType,
     Type,
+    TypedDictType,
     TypeOfAny,
     TypeVarId,
     TypeVarType,
+    UnionType,
     get_proper_type,
 )
 
@@ -51,6 +53,7 @@ from containers.mypy._common import (
     _FLATTEN_OPAQUE_OPTIONS,
     _MAP_OPAQUE_OPTIONS,
     LEAF_ERROR,
+    METADATA_KEY,
     _api_name,
 )
 from containers.mypy._shapes import _Shapes, _Unknown
@@ -238,6 +241,7 @@ def _map_result(ctx: FunctionContext, name: str) -> Type:
         returned = _apply(api, call.f, ctx.arg_types[0][0], args, ctx.context)
         if returned is not None and not is_subtype(returned, holds):
             failures.append((returned, holds, where))
+    _check_bounds(api, name, ctx.default_return_type, ctx.context)
     if failures:
         returned, holds, where = failures[0]
         more = f" (and {len(failures) - 1} more fields)" if len(failures) > 1 else ""
@@ -248,6 +252,46 @@ def _map_result(ctx: FunctionContext, name: str) -> Type:
             code=LEAF_ERROR,
         )
     return ctx.default_return_type
+
+
+def _check_bounds(api: TypeChecker, name: str, result: Type, context: Context) -> None:
+    """Report a rebuilt container whose new type argument breaks its type parameter's
+    bound or value restriction (``Bound[str]`` for ``N: bound=float``): mypy does not
+    check the type arguments of an inferred type."""
+    stack = [result]
+    seen: set[int] = set()
+    while stack:
+        p = get_proper_type(stack.pop())
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        if isinstance(p, UnionType | TupleType):
+            stack.extend(p.items)
+        elif isinstance(p, TypedDictType):
+            stack.extend(p.items.values())
+        elif isinstance(p, Instance):
+            stack.extend(p.args)
+            if METADATA_KEY not in p.type.metadata:
+                continue
+            for tv, arg in zip(p.type.defn.type_vars, p.args, strict=False):
+                if not isinstance(tv, TypeVarType) or isinstance(get_proper_type(arg), AnyType):
+                    continue
+                if tv.values:
+                    if any(is_subtype(arg, v) for v in tv.values):
+                        continue
+                    need = "one of " + ", ".join(f'"{_show(v, api)}"' for v in tv.values)
+                elif is_subtype(arg, tv.upper_bound):
+                    continue
+                else:
+                    need = f'a subtype of "{_show(tv.upper_bound, api)}"'
+                api.fail(
+                    f'{name}: the result would be "{_show(p, api)}", but the type argument '
+                    f'"{_show(arg, api)}" of {p.type.name}\'s parameter {tv.name} must be '
+                    f"{need}",
+                    context,
+                    code=LEAF_ERROR,
+                )
+                return
 
 
 def _apply(
@@ -419,6 +463,7 @@ def _unflatten_result(ctx: FunctionContext | MethodContext) -> Type:
     _, item = api.analyze_iterable_item_type_without_expression(
         ctx.arg_types[leaves_index][0], ctx.context
     )
+    _check_bounds(api, "unflatten", ctx.default_return_type, ctx.context)
     for _, holds, where in walked[0].slots:
         if not is_overlapping_types(item, holds):
             api.fail(
