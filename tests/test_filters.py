@@ -199,8 +199,12 @@ def test_path_contains_accepts_key_objects():
 
 
 def test_path_contains_needs_a_hashable_key():
-    """An unhashable key is refused at once."""
-    with pytest.raises(TypeError, match="unhashable type: 'list'"):
+    """An unhashable key is refused at once, as a FilterError saying what a key is."""
+    with pytest.raises(
+        FilterError,
+        match=r"PathContains takes a key \(a field name, an index or a dict key\), got "
+        r"\[1\] of type list, which is not hashable, so no path can contain it\.",
+    ):
         PathContains([1])
 
 

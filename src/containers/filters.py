@@ -207,7 +207,14 @@ class PathContains(_Predicate):
     __slots__ = ()
 
     def __init__(self, key: Hashable, /) -> None:
-        hash(key)  # a key that cannot be hashed is no key: TypeError now, not later
+        try:
+            hash(key)  # a key that cannot be hashed is no key: an error now, not later
+        except TypeError:
+            raise FilterError(
+                f"PathContains takes a key (a field name, an index or a dict key), got "
+                f"{key!r} of type {type(key).__name__}, which is not hashable, so no "
+                f"path can contain it. Pass a field name, an index or a dict key."
+            ) from None
         super().__init__(key)
 
     @property
