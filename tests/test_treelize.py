@@ -137,6 +137,13 @@ def test_strict_key_mismatch_is_a_structure_error_and_a_key_error(path):
         f({"a": 1}, {"b": 1})
 
 
+def test_strict_key_mismatch_with_an_empty_mapping_reads_as_a_sentence(path):
+    """An argument without keys 'has no keys', not 'has keys no keys'."""
+    what = "argument 0 has no keys, argument 1 has 'a' (only in argument 0: no keys; only in argument 1: 'a')"
+    with pytest.raises(ct.StructureKeyError, match=strict_keys("the root", what)):
+        ct.treelize()(add)({}, {"a": 1})
+
+
 def test_strict_sequences_must_have_equal_lengths(path):
     """Strict mode over lists and tuples: equal lengths, else a StructureError."""
     f = ct.treelize()(add)

@@ -319,7 +319,8 @@ class _Align(Align):
         else:
             only_i = [k for k in keys_i if k not in keys_j]
             only_j = [k for k in keys_j if k not in keys_i]
-            what = f"{self.names[i]} has keys {_keys_text(keys_i)}, {self.names[j]} has "
+            keys = "keys " if keys_i else ""  # not "has keys no keys"
+            what = f"{self.names[i]} has {keys}{_keys_text(keys_i)}, {self.names[j]} has "
             what += f"{_keys_text(keys_j)}"
             if only_i or only_j:
                 what += f" (only in {self.names[i]}: {_keys_text(only_i)}; only in "
