@@ -249,6 +249,32 @@ def test_grads_are_containers_of_the_same_structure() -> None:
     assert ct.structure(grads) == ct.structure(model)
 
 
+def test_split_parts_pass_through_jit_grad_and_optax() -> None:
+    """split's parts (dicts keyed by paths) are JAX pytrees: jax.jit, jax.grad and an
+    optax step take and return them, and merge rebuilds the model from the results."""
+    optax = pytest.importorskip("optax")
+    model = {"net": mlp(jax.random.PRNGKey(6)), "steps": 3}
+    s, params, rest = ct.split(model, jax.Array, ...)
+    x = jnp.ones((4, 2))
+
+    def loss(params: dict[Any, Any]) -> Any:
+        return jnp.sum(forward(ct.merge(s, params, rest)["net"], x) ** 2)
+
+    grads = jax.jit(jax.grad(loss))(params)
+    direct = jax.grad(lambda net: jnp.sum(forward(net, x) ** 2))(model["net"])
+    assert sorted(grads) == sorted(params)
+    for (path, g), d in zip(
+        ct.leaves_with_path(ct.merge(s, grads, rest)["net"]), ct.leaves(direct)
+    ):
+        np.testing.assert_allclose(g, d, rtol=1e-6, err_msg=ct.keystr(path))
+    optimizer = optax.sgd(0.1)
+    updates, _ = optimizer.update(grads, optimizer.init(params), params)
+    new = ct.merge(s, optax.apply_updates(params, updates), rest)
+    assert type(new["net"]) is MLP and new["net"].name == "net" and new["steps"] == 3
+    for path, w in ct.split(new, jax.Array, ...)[1].items():
+        np.testing.assert_allclose(w, params[path] - 0.1 * grads[path], rtol=1e-6)
+
+
 def test_vmap_over_a_batch_of_containers() -> None:
     """jax.vmap maps over containers whose leaves carry a batch axis."""
     models = [mlp(jax.random.PRNGKey(i)) for i in range(3)]

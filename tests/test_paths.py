@@ -69,6 +69,29 @@ def test_keys_compare_by_type_and_value():
     assert len({AttrKey("a"), AttrKey("a"), DictKey("a"), IndexKey(0), IndexKey(0)}) == 3
 
 
+def test_keys_and_paths_sort_without_error():
+    """Keys order by kind, then by raw value (type name and repr across types), so
+    dicts keyed by paths (split's parts) sort, as JAX sorts dict keys."""
+    keys = [DictKey("b"), DictKey(2), IndexKey(2), DictKey("a"), IndexKey(0), AttrKey("z")]
+    keys += [AttrKey("a"), DictKey((1, 2)), DictKey(frozenset({1}))]
+    assert sorted(keys) == [
+        AttrKey("a"),
+        AttrKey("z"),
+        IndexKey(0),
+        IndexKey(2),
+        DictKey(frozenset({1})),
+        DictKey(2),
+        DictKey("a"),
+        DictKey("b"),
+        DictKey((1, 2)),
+    ]
+    assert AttrKey("a") <= AttrKey("a") < AttrKey("b") and IndexKey(3) >= IndexKey(2)
+    paths = [(DictKey("a"), IndexKey(1)), (DictKey("a"), IndexKey(0)), (DictKey(0),)]
+    assert sorted(paths) == [paths[2], paths[1], paths[0]]
+    with pytest.raises(TypeError, match="'<' not supported between instances of 'AttrKey'"):
+        AttrKey("a") < 1  # noqa: B015
+
+
 @pytest.mark.parametrize(
     ("key", "attr"), [(AttrKey("a"), "name"), (IndexKey(0), "idx"), (DictKey("a"), "key")]
 )

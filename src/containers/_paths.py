@@ -29,7 +29,40 @@ __all__ = [
 ]
 
 
-class AttrKey:
+class _OrderedKey:
+    """What the three key classes share: an order, so that paths sort.
+
+    JAX sorts the keys of every dict it flattens, so the parts of ``split`` and
+    ``state`` (dicts keyed by paths) need paths that compare with ``<``. Keys order
+    by kind (``AttrKey``, then ``IndexKey``, then ``DictKey``), then by raw value: by
+    the value's own ``<`` among raw values of one type, else by type name and repr
+    (never an error).
+    """
+
+    __slots__ = ()
+
+    def __lt__(self, other: object) -> bool:
+        if type(other) not in _KIND_RANK:
+            return NotImplemented
+        return _key_lt(self, other)
+
+    def __gt__(self, other: object) -> bool:
+        if type(other) not in _KIND_RANK:
+            return NotImplemented
+        return _key_lt(other, self)
+
+    def __le__(self, other: object) -> bool:
+        if type(other) not in _KIND_RANK:
+            return NotImplemented
+        return self == other or _key_lt(self, other)
+
+    def __ge__(self, other: object) -> bool:
+        if type(other) not in _KIND_RANK:
+            return NotImplemented
+        return self == other or _key_lt(other, self)
+
+
+class AttrKey(_OrderedKey):
     """The key of a named field: a container field or a namedtuple field.
 
     ``tags`` are the tags the field was declared with (``ct.field(tags=...)``); the
@@ -79,7 +112,7 @@ class AttrKey:
         return self.name
 
 
-class IndexKey:
+class IndexKey(_OrderedKey):
     """The key of a position in a tuple, list, deque or other sequence node.
 
     Examples:
@@ -120,7 +153,7 @@ class IndexKey:
         return self.idx
 
 
-class DictKey:
+class DictKey(_OrderedKey):
     """The key of an entry in a dict, OrderedDict or defaultdict node.
 
     Examples:
@@ -170,6 +203,23 @@ class DictKey:
 
 Key: TypeAlias = AttrKey | IndexKey | DictKey
 KeyPath: TypeAlias = tuple[Key, ...]
+
+_KIND_RANK: dict[type, int] = {AttrKey: 0, IndexKey: 1, DictKey: 2}
+
+
+def _key_lt(a: object, b: object) -> bool:
+    """``a < b`` for two keys."""
+    rank_a, rank_b = _KIND_RANK[type(a)], _KIND_RANK[type(b)]
+    if rank_a != rank_b:
+        return rank_a < rank_b
+    x, y = a.raw, b.raw  # type: ignore[attr-defined]
+    if type(x) is type(y):
+        try:
+            return bool(x < y)
+        except Exception:  # raw values of a type without an order
+            pass
+    return (type(x).__name__, safe_repr(x)) < (type(y).__name__, safe_repr(y))
+
 
 # Paths are built for every leaf by the path variants; sharing the small index keys
 # saves an allocation per child (benchmarks/run.py, flatten_with_path).
