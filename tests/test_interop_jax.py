@@ -275,6 +275,23 @@ def test_split_parts_pass_through_jit_grad_and_optax() -> None:
         np.testing.assert_allclose(w, params[path] - 0.1 * grads[path], rtol=1e-6)
 
 
+def test_partition_halves_pass_through_grad_with_missing_as_empty_nodes() -> None:
+    """ct.MISSING is a JAX node without children (equinox's None holes): jax.grad and
+    optax take partition's halves, and combine rebuilds the model from the results."""
+    optax = pytest.importorskip("optax")
+    model = Scaled(jnp.ones(2), tag="s")
+    trainable, frozen = ct.partition({"m": model, "steps": 3}, jax.Array)
+    assert tu.tree_leaves(trainable) == [model.x] and tu.tree_leaves(frozen) == [3]
+    grads = jax.jit(jax.grad(lambda t: jnp.sum(ct.combine(t, frozen)["m"].x * 2)))(trainable)
+    assert grads["steps"] is ct.MISSING
+    np.testing.assert_allclose(grads["m"].x, [2.0, 2.0])
+    optimizer = optax.sgd(0.5)
+    updates, _ = optimizer.update(grads, optimizer.init(trainable), trainable)
+    new = ct.combine(optax.apply_updates(trainable, updates), frozen)
+    assert new["steps"] == 3 and new["m"].tag == "s"
+    np.testing.assert_allclose(new["m"].x, [0.0, 0.0])
+
+
 def test_vmap_over_a_batch_of_containers() -> None:
     """jax.vmap maps over containers whose leaves carry a batch axis."""
     models = [mlp(jax.random.PRNGKey(i)) for i in range(3)]

@@ -192,6 +192,15 @@ def test_register_node_dict_keys_are_items_in_optree_accessors() -> None:
     assert [a(box) for a in accessors] == [1, 2]
 
 
+def test_missing_is_an_optree_node_without_children() -> None:
+    """partition's ct.MISSING holes hold no leaf for optree, in every namespace used."""
+    trainable, frozen = ct.partition({"w": np.ones(2), "n": 3}, np.ndarray)
+    assert optree.tree_leaves(frozen) == [3]
+    assert optree.tree_leaves(trainable, namespace="ct-tests")[0] is trainable["w"]
+    doubled = optree.tree_map(lambda v: v * 2, trainable)
+    assert ct.combine(doubled, frozen)["n"] == 3 and doubled["n"] is ct.MISSING
+
+
 def test_array_kept_values_compare_by_content() -> None:
     """Two trees whose kept arrays are equal map together; unequal ones do not."""
     a, b = Scaled(1.0, tag=np.arange(2)), Scaled(2.0, tag=np.arange(2))

@@ -14,8 +14,16 @@ from typing import Any, ClassVar
 from containers._errors import ContainerDefinitionError, type_name
 from containers._registry import REGISTRY, NodeKind, values_equal
 from containers._spec import ContainerSpec
+from containers._split import MISSING
+
+#: ``ct.MISSING``'s class. The JAX and optree adapters register it as a node with no
+#: children, as equinox's ``None`` holes are, so that ``partition``'s halves pass
+#: through ``jax.grad``, ``jax.jit`` and optax. Not torch's: torch takes enums as opaque
+#: values and deprecates registering them as pytree nodes.
+MISSING_TYPE: type = type(MISSING)
 
 __all__ = [
+    "MISSING_TYPE",
     "SIMPLE_KEPT",
     "KeptValues",
     "ProtocolAux",
@@ -253,14 +261,20 @@ class Subscription:
     the registry's own lock, which the registry holds while it calls observers, so
     that one lock orders declarations and subscriptions (two locks taken in two orders
     could deadlock). Classes are held weakly here: the library's registry decides
-    what stays alive.
+    what stays alive. ``first()``, if given, runs once, on the first ``subscribe()``
+    (``register_missing``'s registration).
     """
 
     def __init__(
-        self, add: Callable[[NodeKind], bool], remove: Callable[[type], object] | None = None
+        self,
+        add: Callable[[NodeKind], bool],
+        remove: Callable[[type], object] | None = None,
+        *,
+        first: Callable[[], object] | None = None,
     ) -> None:
         self._add = add
         self._remove = remove
+        self._first = first
         self._done: weakref.WeakSet[type] = weakref.WeakSet()
         self._by_name: weakref.WeakValueDictionary[str, type] = weakref.WeakValueDictionary()
         self.active = False
@@ -288,6 +302,8 @@ class Subscription:
         """Start observing the registry (once); register the hand-written classes."""
         with REGISTRY.lock:
             if not self.active:
+                if self._first is not None:
+                    self._first()
                 REGISTRY.on_register(self.observe)
                 REGISTRY.on_first_sight(self.observe_first_sight)
                 self.active = True

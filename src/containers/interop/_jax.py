@@ -14,7 +14,9 @@ from typing import Any
 from containers._errors import type_name
 from containers._paths import AttrKey, DictKey, IndexKey, Key
 from containers._registry import NodeKind
+from containers._split import MISSING
 from containers.interop._common import (
+    MISSING_TYPE,
     Subscription,
     hand_written_functions,
     is_hand_written,
@@ -104,7 +106,15 @@ def _add(kind: NodeKind) -> bool:
     return True
 
 
-_JAX = Subscription(_add)
+def _add_missing() -> None:
+    """``ct.MISSING`` as a JAX node without children (``_common.MISSING_TYPE``)."""
+    tu = importlib.import_module("jax.tree_util")
+    tu.register_pytree_with_keys(
+        MISSING_TYPE, lambda x: ((), None), lambda aux, children: MISSING, lambda x: ((), None)
+    )
+
+
+_JAX = Subscription(_add, first=_add_missing)
 
 
 def register_jax() -> None:

@@ -16,7 +16,9 @@ from containers._access import getpath
 from containers._errors import ContainerDefinitionError, type_name
 from containers._paths import AttrKey, DictKey, IndexKey, Key
 from containers._registry import NodeKind
+from containers._split import MISSING
 from containers.interop._common import (
+    MISSING_TYPE,
     Subscription,
     hand_written_functions,
     is_hand_written,
@@ -172,6 +174,20 @@ _NAMESPACES: dict[str, Subscription] = {}
 _LOCK = threading.Lock()
 
 
+def _missing_adder(namespace: str) -> Any:
+    def add_missing() -> None:
+        """``ct.MISSING`` as an optree node without children (``_common.MISSING_TYPE``)."""
+        optree = importlib.import_module("optree")
+        optree.register_pytree_node(
+            MISSING_TYPE,
+            lambda x: ((), None, ()),
+            lambda aux, children: MISSING,
+            namespace=_target(namespace),
+        )
+
+    return add_missing
+
+
 def register_optree(namespace: str = "") -> None:
     """Make every container an optree pytree, present and future, in ``namespace``.
 
@@ -220,6 +236,6 @@ def register_optree(namespace: str = "") -> None:
         subscription = _NAMESPACES.get(namespace)
         if subscription is None:
             subscription = _NAMESPACES[namespace] = Subscription(
-                _adder(namespace), _remover(namespace)
+                _adder(namespace), _remover(namespace), first=_missing_adder(namespace)
             )
     subscription.subscribe()
