@@ -292,6 +292,28 @@ def test_partition_halves_pass_through_grad_with_missing_as_empty_nodes() -> Non
     np.testing.assert_allclose(new["m"].x, [0.0, 0.0])
 
 
+def test_kept_jax_arrays_compare_by_content_as_numpy_arrays_do() -> None:
+    """A kept jax array compares by value, shape and dtype, in ct.Structure and as JAX
+    aux data: equal ones match (tree_map of two trees), others do not."""
+
+    @ct.container(children=["w"])
+    class Masked:
+        w: Any
+        mask: Any
+
+    s = ct.structure(Masked(1.0, jnp.arange(3)))
+    assert s == ct.structure(Masked(2.0, jnp.arange(3)))
+    assert hash(s) == hash(ct.structure(Masked(2.0, jnp.arange(3))))
+    assert s != ct.structure(Masked(1.0, jnp.arange(4)))
+    assert s != ct.structure(Masked(1.0, jnp.arange(3.0)))
+    assert (
+        tu.tree_map(lambda a, b: a + b, Masked(1.0, jnp.ones(2)), Masked(2.0, jnp.ones(2))).w
+        == 3.0
+    )
+    with pytest.raises(ValueError, match="different pytree metadata"):
+        tu.tree_map(lambda a, b: a + b, Masked(1.0, jnp.ones(2)), Masked(2.0, jnp.zeros(2)))
+
+
 def test_vmap_over_a_batch_of_containers() -> None:
     """jax.vmap maps over containers whose leaves carry a batch axis."""
     models = [mlp(jax.random.PRNGKey(i)) for i in range(3)]

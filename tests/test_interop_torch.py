@@ -130,6 +130,26 @@ def test_treespec_dumps_names_an_unstorable_kept_value() -> None:
         pytree.treespec_dumps(spec)
 
 
+def test_kept_tensors_compare_by_content_and_hash_alike() -> None:
+    """A kept tensor compares by value in ct.Structure (torch's == is an array and its
+    hash is by identity): equal tensors give equal structures with equal hashes."""
+
+    @ct.container(children=["w"])
+    class Masked:
+        w: Any
+        mask: Any
+
+    a, b = ct.structure(Masked(1.0, torch.ones(2))), ct.structure(Masked(2.0, torch.ones(2)))
+    assert a == b and hash(a) == hash(b)
+    assert a != ct.structure(Masked(1.0, torch.zeros(2)))
+    assert (
+        pytree.tree_map(
+            lambda u, v: u + v, Masked(1.0, torch.ones(2)), Masked(2.0, torch.ones(2))
+        ).w
+        == 3.0
+    )
+
+
 def test_register_torch_twice_is_harmless() -> None:
     """A second call does nothing (torch would warn about re-registration)."""
     register_torch()

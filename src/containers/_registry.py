@@ -68,7 +68,12 @@ def values_equal(a: Any, b: Any) -> bool:
         return True
     if type(a) is not type(b):
         return False
-    if isinstance(a, np.ndarray):
+    if isinstance(a, np.ndarray) or _other_array(a):
+        if not isinstance(a, np.ndarray):
+            try:
+                a, b = np.asarray(a), np.asarray(b)
+            except Exception:  # a tensor that requires grad, a tracer: only itself
+                return False
         if a.shape != b.shape or a.dtype != b.dtype:
             return False
         try:
@@ -87,6 +92,18 @@ def values_equal(a: Any, b: Any) -> bool:
         return False
 
 
+def _other_array(value: Any) -> bool:
+    """Whether ``value`` is an array of another library (jax, torch) that numpy reads:
+    compared by content as numpy arrays are, never by its own ``==`` (an array) or
+    ``hash`` (torch's is by identity)."""
+    return (
+        hasattr(type(value), "__array__")
+        and not isinstance(value, np.generic)
+        and hasattr(value, "shape")
+        and hasattr(value, "dtype")
+    )
+
+
 def _is_nan(value: Any) -> bool:
     return isinstance(value, (float, complex, np.inexact)) and bool(np.isnan(value))
 
@@ -98,6 +115,8 @@ def value_hash(value: Any) -> int:
         return hash(tuple(map(value_hash, value)))
     if _is_nan(value):
         return hash("nan")
+    if _other_array(value):
+        return hash(type(value).__qualname__)
     try:
         return hash(value)
     except TypeError:
