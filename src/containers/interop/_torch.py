@@ -26,7 +26,7 @@ from containers.interop._common import (
 )
 from containers.interop._generated import compile_adapters, plain_unflatten
 
-__all__ = ["register_torch", "torch_functions"]
+__all__ = ["dumpable_context", "register_torch", "torch_functions"]
 
 
 def _key_converter(pytree: Any) -> Callable[[Key], Any]:
