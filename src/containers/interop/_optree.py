@@ -39,9 +39,6 @@ class _ItemName(str):
 
     __slots__ = ()
 
-    def __repr__(self) -> str:
-        return str.__repr__(str(self))
-
 
 def _entry(key: Key) -> Any:
     """A key's optree path entry: its raw value, a ``DictKey``'s string as ``_ItemName``."""
