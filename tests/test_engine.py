@@ -11,6 +11,7 @@ import pytest
 
 import containers as ct
 from containers import AttrKey, DictKey, IndexKey, StructureError
+from containers._engine import _core
 from containers._engine._core import (
     Cursor,
     Frame,
@@ -193,3 +194,46 @@ def test_walks_any_depth_without_recursion():
 
     traverse(visit, leave_nothing, tree, op="test")
     assert depth == 50_000
+
+
+# --- the walk's room on CPython's frame stack (gh-142183) -------------------------------
+
+
+@pytest.mark.skipif(_core.frame_stack_room is None, reason="needs CPython 3.11+ and the C engine")
+def test_in_new_chunk_gives_its_callee_the_walks_room() -> None:
+    """Called where the chunk of CPython's frame stack has less than ``WALK_FRAME_ROOM``
+    bytes left, ``in_new_chunk`` runs its callee in a new chunk with more than that."""
+    room = _core.frame_stack_room
+    assert room is not None
+
+    def descend() -> tuple[int, int]:
+        here = room()
+        if here >= _core.WALK_FRAME_ROOM:
+            return descend()
+        return here, _core.in_new_chunk(room)
+
+    here, there = descend()
+    assert here < _core.WALK_FRAME_ROOM < there
+
+
+def test_a_long_walk_moves_to_a_new_chunk_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the chunk is nearly full, a walk of more than ``WALK_ROOM_CHECK_AFTER``
+    nodes goes on from ``in_new_chunk`` once, with the same result; a shorter walk never
+    moves, nor does one with room (a stand-in ``frame_stack_room`` says which)."""
+    moves: list[object] = []
+
+    def in_new_chunk(fn: Any, *args: Any) -> Any:
+        moves.append(fn)
+        return fn(*args)
+
+    def paths(tree: Any) -> list[Any]:
+        return ct.leaves(ct.fmap_with_path(lambda path, leaf: path, tree))
+
+    long_tree, short_tree = [[i, [i]] for i in range(100)], [[1, [2]]]
+    want_long, want_short = paths(long_tree), paths(short_tree)
+    monkeypatch.setattr(_core, "in_new_chunk", in_new_chunk)
+    monkeypatch.setattr(_core, "frame_stack_room", lambda: _core.WALK_FRAME_ROOM)
+    assert (paths(long_tree), moves) == (want_long, [])
+    monkeypatch.setattr(_core, "frame_stack_room", lambda: _core.WALK_FRAME_ROOM - 1)
+    assert (paths(short_tree), moves) == (want_short, [])
+    assert (paths(long_tree), moves) == (want_long, [_core._walk])

@@ -537,6 +537,48 @@ def test_table_finds_objects_allocated_side_by_side() -> None:
 
 
 @compiled
+def test_a_cleared_table_leaves_no_entry_to_the_next() -> None:
+    """A cleared table's slots go to the next table of the module (zeroed): objects
+    freed after the clear, whose addresses new objects then take, are not found in the
+    next table or in the cleared one, and both store and find their new keys."""
+    first, second = _table(), _table()
+    objects = [[i] for i in range(50_000)]
+    for obj in objects:
+        first.store(obj, "stale")
+    first.clear()
+    del objects
+    newcomers = [[i] for i in range(50_000)]  # many at the freed addresses
+    assert not any(id(obj) in second or id(obj) in first for obj in newcomers)
+    for i, obj in enumerate(newcomers):
+        second.store(obj, i)
+    assert all(second.get(id(obj)) == i for i, obj in enumerate(newcomers))
+    out = ct.fmap(lambda v: v, {"a": newcomers, "b": newcomers})
+    assert out["a"] is out["b"] and out["a"][7] is out["b"][7] is not newcomers[7]
+
+
+@compiled
+def test_a_node_stored_after_its_children_keeps_every_entry() -> None:
+    """A mutable node is looked up before its children are mapped and stored after them,
+    in the slot its lookup found if that slot is still empty: a child stored in between
+    may have taken it (in a small table, addresses far apart share slots), and keeps
+    its entry. Over many small trees: f runs once per leaf object, and every repeat,
+    node or leaf, gets the first result."""
+
+    class Leaf:
+        pass
+
+    calls: list[Leaf] = []
+    for trial in range(300):
+        leaves = [Leaf() for _ in range(12)]
+        nodes = [{"x": leaves[i], "y": [leaves[(i + trial) % 12]]} for i in range(12)]
+        calls.clear()
+        out = ct.fmap(lambda v: calls.append(v) or [v], {"a": nodes, "b": nodes[::-1]})
+        assert sorted(map(id, calls)) == sorted(map(id, leaves))
+        assert all(a is b for a, b in zip(out["a"], out["b"][::-1]))
+        assert all(n["y"][0] is out["a"][(i + trial) % 12]["x"] for i, n in enumerate(out["a"]))
+
+
+@compiled
 def test_table_keeps_its_entries_in_the_order_stored() -> None:
     """``keys()`` lists the objects in the order they were first stored, across the
     resizes (the entries stay in order; only the slots are rebuilt), and storing again

@@ -98,9 +98,16 @@ typedef struct {
     Entry *entries;  /* room for (mask + 1) / 2, the first `used` stored */
     size_t mask;     /* the number of slots - 1 (0 when slots is NULL) */
     Py_ssize_t used;
-    uint64_t version; /* changed by every store and clear: a slot found before is valid
-                         while it holds */
+    uint64_t layout; /* changed when the slots are replaced (growth, clear): an empty
+                        slot a probe found stays its key's while this holds (Probe) */
 } IdTableObject;
+
+/* A table's arrays, without its entries' objects: slots all 0. */
+typedef struct {
+    uint32_t *slots; /* NULL: none */
+    Entry *entries;  /* room for (mask + 1) / 2 */
+    size_t mask;
+} TableArrays;
 
 /* The module's state: a depth past every mapper's limit, as a Python int, the
    module's IdTable type, and the names flatten and build read. */
@@ -111,6 +118,7 @@ typedef struct {
     PyTypeObject *node_type;
     PyObject *flatten_name;   /* "flatten", interned: a NodeKind's attribute */
     PyObject *unflatten_name; /* "unflatten", interned: another */
+    TableArrays spare;        /* a cleared table's arrays, for the next table (spare_put) */
 } ModuleState;
 
 /* The slots allocated at the first store. */
@@ -208,12 +216,69 @@ table_has_room(const IdTableObject *self)
     return self->slots != NULL && (size_t)(self->used + 1) * 2 <= self->mask + 1;
 }
 
-/* Four or two times as many slots (or the first ones), and room for as many entries
-   as they allow; -1 with MemoryError. No Python code runs here: entries stay where
-   they are in the order stored, references do not change hands. */
+/* A cleared table leaves its arrays to the next table of the module (one spare), so
+   that a walk repeated over trees of one size (a training loop) starts at the size the
+   last one grew to instead of growing again: with 150,000 entries that is nine
+   allocations, eight rehashes and the copies of the entries saved per call
+   (benchmarks/run.py, W6id at 100k). Only arrays at most this large are kept, so the
+   memory held between calls stays under 12 MB, */
+#define SPARE_MAX_SLOTS (1 << 20)
+/* and only those at least 1/SPARE_MIN_LOAD full, so that zeroing the slots for the next
+   table (4 bytes per slot) costs at most a few bytes per entry stored: a small walk
+   after a large one keeps its own small arrays, freeing the large ones. */
+#define SPARE_MIN_LOAD 16
+
+/* Take the module's spare arrays, if there are: 1, else 0. self has none. */
+static int
+spare_take(IdTableObject *self)
+{
+    ModuleState *state = PyType_GetModuleState(Py_TYPE(self));
+    if (state == NULL || state->spare.slots == NULL) {
+        return 0;
+    }
+    self->slots = state->spare.slots;
+    self->entries = state->spare.entries;
+    self->mask = state->spare.mask;
+    state->spare = (TableArrays){NULL, NULL, 0};
+    return 1;
+}
+
+/* Give a cleared table's arrays (their `used` entries already released) to the module
+   as its spare, all slots 0, or free them. */
+static void
+spare_put(PyTypeObject *type, TableArrays arrays, Py_ssize_t used)
+{
+    ModuleState *state = PyType_GetModuleState(type);
+    size_t n = arrays.mask + 1;
+    if (arrays.slots != NULL && state != NULL && state->spare.slots == NULL &&
+        n <= SPARE_MAX_SLOTS && (size_t)used * SPARE_MIN_LOAD >= n) {
+        memset(arrays.slots, 0, n * sizeof(uint32_t));
+        state->spare = arrays;
+        return;
+    }
+    PyMem_Free(arrays.slots);
+    PyMem_Free(arrays.entries);
+}
+
+static void
+spare_free(ModuleState *state)
+{
+    PyMem_Free(state->spare.slots);
+    PyMem_Free(state->spare.entries);
+    state->spare = (TableArrays){NULL, NULL, 0};
+}
+
+/* Four or two times as many slots (or the first ones: the spare's if there is one),
+   and room for as many entries as they allow; -1 with MemoryError. No Python code
+   runs here: entries stay where they are in the order stored, references do not
+   change hands. */
 static int
 table_grow(IdTableObject *self)
 {
+    if (self->slots == NULL && spare_take(self)) {
+        self->layout++;
+        return 0;
+    }
     size_t slots_now = self->slots == NULL ? 0 : self->mask + 1;
     size_t n = slots_now == 0                       ? TABLE_MIN_SLOTS
                : slots_now < TABLE_QUADRUPLE_BELOW ? 4 * slots_now
@@ -233,6 +298,7 @@ table_grow(IdTableObject *self)
     self->slots = slots;
     self->entries = entries;
     self->mask = n - 1;
+    self->layout++;
     for (Py_ssize_t j = 0; j < self->used; j++) {
         /* the keys are distinct: the empty slot that ends the probe */
         slots[table_find(self, entries[j].key)] = (uint32_t)j + 1;
@@ -249,7 +315,6 @@ table_put(IdTableObject *self, size_t i, PyObject *key, PyObject *value)
     self->entries[self->used].key = key;
     self->entries[self->used].value = value;
     self->slots[i] = (uint32_t)++self->used;
-    self->version++;
 }
 
 /* Remember value as key's result (replacing any); -1 on error. */
@@ -266,19 +331,20 @@ table_store(IdTableObject *self, PyObject *key, PyObject *value)
     else {
         /* the old value's release may run Python code (a __del__): the table is
            complete before it does */
-        self->version++;
         Py_INCREF(value);
         Py_SETREF(self->entries[self->slots[i] - 1].value, value);
     }
     return 0;
 }
 
-/* Where a lookup of one key ended: the empty slot its store can fill, while the
-   table's version is the one seen (f may store into the table, or clear it, between
-   the lookup and the store). */
+/* Where a lookup of one key ended: the empty slot its store can fill. Between the
+   lookup and the store, other keys are stored (a node's children, or anything f
+   stores) and the table may grow or be cleared. While the slots are the same ones
+   (`layout`) and this slot is still empty, it is still the first empty slot of the
+   key's probe: the slots before it were full and nothing is removed but by clear. */
 typedef struct {
     size_t slot;
-    uint64_t version;
+    uint64_t layout;
     int valid; /* 0: no slot to reuse (no table yet) */
 } Probe;
 
@@ -297,17 +363,20 @@ table_probe(const IdTableObject *self, const void *key, Probe *probe)
         return self->entries[s - 1].value;
     }
     probe->slot = i;
-    probe->version = self->version;
+    probe->layout = self->layout;
     probe->valid = 1;
     return NULL;
 }
 
-/* table_store(key, value) after table_probe(key) found nothing: the slot it found, if
-   still valid and no growth is needed, else a new probe; -1 on error. */
+/* table_store(key, value) after table_probe(key) found nothing: into the slot it
+   found, if still the key's and no growth is needed, else after a new probe; -1 on
+   error. A node's lookup and store, around its children's, take one probe as a
+   leaf's do (benchmarks/run.py, W6id). */
 static int
 table_fill(IdTableObject *self, const Probe *probe, PyObject *key, PyObject *value)
 {
-    if (probe->valid && self->version == probe->version && table_has_room(self)) {
+    if (probe->valid && self->layout == probe->layout && self->slots[probe->slot] == 0 &&
+        table_has_room(self)) {
         table_put(self, probe->slot, key, value);
         return 0;
     }
@@ -320,19 +389,19 @@ table_fill(IdTableObject *self, const Probe *probe, PyObject *key, PyObject *val
 static int
 IdTable_clear(IdTableObject *self)
 {
+    TableArrays arrays = {self->slots, self->entries, self->mask};
     Entry *entries = self->entries;
     Py_ssize_t used = self->used;
-    PyMem_Free(self->slots);
     self->slots = NULL;
     self->entries = NULL;
     self->mask = 0;
     self->used = 0;
-    self->version++;
+    self->layout++;
     for (Py_ssize_t j = 0; j < used; j++) {
         Py_DECREF(entries[j].key);
         Py_DECREF(entries[j].value);
     }
-    PyMem_Free(entries);
+    spare_put(Py_TYPE(self), arrays, used);
     return 0;
 }
 
@@ -2285,7 +2354,25 @@ speedups_new_instance(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return obj;
 }
 
+/* frame_stack_room(): the bytes left in the chunk of this thread's frame stack that the
+   calling Python frame is in, or -1 where the interpreter has no such stack (before
+   3.11). See _core.traverse. */
+static PyObject *
+speedups_frame_stack_room(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    (void)module;
+#if PY_VERSION_HEX >= 0x030B0000
+    PyThreadState *ts = PyThreadState_Get();
+    return PyLong_FromSsize_t((char *)ts->datastack_limit - (char *)ts->datastack_top);
+#else
+    return PyLong_FromLong(-1);
+#endif
+}
+
 static PyMethodDef speedups_methods[] = {
+    {"frame_stack_room", (PyCFunction)speedups_frame_stack_room, METH_NOARGS,
+     "frame_stack_room(): the bytes left in the chunk of this thread's frame stack that "
+     "the caller's frame is in, or -1 before CPython 3.11."},
     {"new_instance", (PyCFunction)(void (*)(void))speedups_new_instance, METH_FASTCALL,
      "new_instance(cls, names, *values): object.__new__(cls) with each name set to its "
      "value as object.__setattr__ sets it (the generated unflatten's)."},
@@ -3125,6 +3212,7 @@ static void
 speedups_free(void *module)
 {
     speedups_clear((PyObject *)module);
+    spare_free(PyModule_GetState((PyObject *)module));
 }
 
 /* What the module declares: it runs in any interpreter, each with its own GIL (no
