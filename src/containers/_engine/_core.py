@@ -362,14 +362,15 @@ def _walk(cursor: Cursor, visit: Visit, leave: Leave, check_in: int) -> Any:
     """``traverse``'s loop, from the open nodes on ``cursor.stack``.
 
     The loop calls ``visit`` and ``leave`` at every node from one depth of CPython's
-    frame stack, which 3.11 and 3.12 allocate in 16 KB chunks and free as soon as they
-    are empty. Where the loop's frame ends a chunk, each of those calls allocates a
-    chunk and frees it on return (CPython issue gh-142183): a walk ten times slower,
-    depending only on where its caller stands (a deep ``fmap`` called at a script's
-    top level took 25 us per level instead of 2.4). So after ``check_in`` nodes (a
-    walk that long repays a chunk), where the chunk has less than ``WALK_FRAME_ROOM``
-    bytes left, the loop goes on from ``in_new_chunk``, whose frame opens a new chunk
-    with room for the calls; the walk's state is all in ``cursor``.
+    frame stack, which CPython 3.11 to 3.13 allocate in 16 KB chunks and free as soon as
+    they are empty (until fixes released in 2026). Where the loop's frame ends a chunk,
+    each of those calls allocates a chunk and frees it on return (CPython issue
+    gh-142183): a walk ten times slower, depending only on where its caller stands (a
+    deep ``fmap`` called at a script's top level took 25 us per level instead of 2.4).
+    So after ``check_in`` nodes (a walk that long repays a chunk), where the chunk has
+    less than ``WALK_FRAME_ROOM`` bytes left, the loop goes on from ``in_new_chunk``,
+    whose frame opens a new chunk with room for the calls; the walk's state is all in
+    ``cursor``.
     """
     stack = cursor.stack
     on_path = cursor.on_path
