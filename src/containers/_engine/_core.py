@@ -322,9 +322,12 @@ def _load_in_new_chunk() -> Callable[..., Any]:
 #: the last ``WALK_FRAME_ROOM`` bytes of a chunk, so that it opens a new one.
 in_new_chunk = _load_in_new_chunk()
 #: ``frame_stack_room()``: the bytes left in the current chunk of CPython's frame
-#: stack (3.11+, with the compiled engine), or None where that cannot be known.
+#: stack, read on CPython 3.11 to 3.13 with the compiled engine (3.10 has no such
+#: stack; 3.14 caches chunks), else None.
 frame_stack_room: Callable[[], int] | None = (
-    SPEEDUPS.frame_stack_room if SPEEDUPS is not None and sys.version_info >= (3, 11) else None
+    SPEEDUPS.frame_stack_room
+    if SPEEDUPS is not None and (3, 11) <= sys.version_info < (3, 14)
+    else None
 )
 
 

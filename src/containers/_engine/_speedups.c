@@ -2355,13 +2355,14 @@ speedups_new_instance(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* frame_stack_room(): the bytes left in the chunk of this thread's frame stack that the
-   calling Python frame is in, or -1 where the interpreter has no such stack (before
-   3.11). See _core.traverse. */
+   calling Python frame is in, or -1 where it is not read: before 3.11 (no such stack)
+   and from 3.14 on, whose chunks are cached (the problem _core._walk works around is
+   fixed there; this reads fields of the thread state that a later version may move). */
 static PyObject *
 speedups_frame_stack_room(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     (void)module;
-#if PY_VERSION_HEX >= 0x030B0000
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
     PyThreadState *ts = PyThreadState_Get();
     return PyLong_FromSsize_t((char *)ts->datastack_limit - (char *)ts->datastack_top);
 #else
@@ -2372,7 +2373,7 @@ speedups_frame_stack_room(PyObject *module, PyObject *Py_UNUSED(ignored))
 static PyMethodDef speedups_methods[] = {
     {"frame_stack_room", (PyCFunction)speedups_frame_stack_room, METH_NOARGS,
      "frame_stack_room(): the bytes left in the chunk of this thread's frame stack that "
-     "the caller's frame is in, or -1 before CPython 3.11."},
+     "the caller's frame is in (CPython 3.11 to 3.13), or -1."},
     {"new_instance", (PyCFunction)(void (*)(void))speedups_new_instance, METH_FASTCALL,
      "new_instance(cls, names, *values): object.__new__(cls) with each name set to its "
      "value as object.__setattr__ sets it (the generated unflatten's)."},
