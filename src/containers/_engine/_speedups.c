@@ -243,6 +243,13 @@ spare_take(IdTableObject *self)
     return 1;
 }
 
+static void
+arrays_free(TableArrays arrays)
+{
+    PyMem_Free(arrays.slots);
+    PyMem_Free(arrays.entries);
+}
+
 /* Give a cleared table's arrays (their `used` entries already released) to the module
    as its spare, all slots 0, or free them. */
 static void
@@ -256,16 +263,7 @@ spare_put(PyTypeObject *type, TableArrays arrays, Py_ssize_t used)
         state->spare = arrays;
         return;
     }
-    PyMem_Free(arrays.slots);
-    PyMem_Free(arrays.entries);
-}
-
-static void
-spare_free(ModuleState *state)
-{
-    PyMem_Free(state->spare.slots);
-    PyMem_Free(state->spare.entries);
-    state->spare = (TableArrays){NULL, NULL, 0};
+    arrays_free(arrays);
 }
 
 /* Four or two times as many slots (or the first ones: the spare's if there is one),
@@ -390,7 +388,6 @@ static int
 IdTable_clear(IdTableObject *self)
 {
     TableArrays arrays = {self->slots, self->entries, self->mask};
-    Entry *entries = self->entries;
     Py_ssize_t used = self->used;
     self->slots = NULL;
     self->entries = NULL;
@@ -398,8 +395,8 @@ IdTable_clear(IdTableObject *self)
     self->used = 0;
     self->layout++;
     for (Py_ssize_t j = 0; j < used; j++) {
-        Py_DECREF(entries[j].key);
-        Py_DECREF(entries[j].value);
+        Py_DECREF(arrays.entries[j].key);
+        Py_DECREF(arrays.entries[j].value);
     }
     spare_put(Py_TYPE(self), arrays, used);
     return 0;
@@ -3213,7 +3210,9 @@ static void
 speedups_free(void *module)
 {
     speedups_clear((PyObject *)module);
-    spare_free(PyModule_GetState((PyObject *)module));
+    ModuleState *state = PyModule_GetState((PyObject *)module);
+    arrays_free(state->spare);
+    state->spare = (TableArrays){NULL, NULL, 0};
 }
 
 /* What the module declares: it runs in any interpreter, each with its own GIL (no

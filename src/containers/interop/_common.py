@@ -262,7 +262,7 @@ class Subscription:
     that one lock orders declarations and subscriptions (two locks taken in two orders
     could deadlock). Classes are held weakly here: the library's registry decides
     what stays alive. ``first()``, if given, runs once, on the first ``subscribe()``
-    (``register_missing``'s registration).
+    (the JAX and optree adapters register ``ct.MISSING`` there).
     """
 
     def __init__(
