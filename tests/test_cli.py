@@ -61,3 +61,51 @@ def test_no_command_prints_usage(capsys):
     else:
         raise AssertionError("main([]) should exit")
     assert "usage: containers" in capsys.readouterr().err
+
+
+def test_inspect_into_a_closed_pipe_exits_quietly(tmp_path):
+    """`containers inspect FILE | head -1` ends quietly: a reader that goes away is not an
+    error in the file (it printed 'BrokenPipeError' and exited with 2)."""
+    import numpy as np
+
+    import containers as ct
+
+    file = tmp_path / "long.safetensors"
+    ct.save(file, [np.zeros(1)] + [[i, i] for i in range(20_000)])  # more than a pipe holds
+    with subprocess.Popen(
+        [sys.executable, "-m", "containers", "inspect", str(file)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline().startswith(str(file))
+        proc.stdout.close()
+        status = proc.wait(timeout=120)
+        assert proc.stderr.read() == ""
+    assert status == 0
+
+
+def test_diff_names_the_file_that_cannot_be_read(tmp_path, capsys):
+    """`containers diff A B` says which of its two files is broken or missing, and how."""
+    import numpy as np
+
+    import containers as ct
+
+    good, text = tmp_path / "good.safetensors", tmp_path / "notes.txt"
+    ct.save(good, [np.zeros(2)])
+    text.write_text("not a tensor file\n")
+    assert main(["diff", str(good), str(text)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"containers diff: FormatError: {str(text)!r} (the second file): ")
+    assert err.count("\n") == 1
+    assert main(["diff", str(tmp_path / "missing"), str(good)]) == 2
+    assert capsys.readouterr().err == (
+        f"containers diff: FileNotFoundError: cannot read {str(tmp_path / 'missing')!r}: "
+        "No such file or directory.\n"
+    )
+    assert main(["inspect", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"containers inspect: IsADirectoryError: cannot read {str(tmp_path)!r}: Is a "
+        "directory. Give the path of a file written by containers.save or a safetensors file.\n"
+    )

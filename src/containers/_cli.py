@@ -142,7 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "file", help="a file written by containers.save, or any safetensors file"
     )
     p_diff = sub.add_parser(
-        "diff", help="list the differences between two saved files (exit 0 equal, 1 different)"
+        "diff",
+        help="list the differences between two saved files (exit 0 equal, 1 different, 2 error)",
     )
     p_diff.add_argument("a", help="the first file")
     p_diff.add_argument("b", help="the second file")
@@ -172,17 +173,37 @@ def _file_command(args: argparse.Namespace) -> int:
 
     try:
         if args.command == "inspect":
-            _print(str(ct.inspect(args.file)))
-            return 0
-        lines = diff_files(args.a, args.b)
+            lines = [str(ct.inspect(args.file))]
+        else:
+            lines = diff_files(args.a, args.b)
     except (ct.ContainersError, OSError) as err:
+        # Printing stays outside this block: a reader that goes away (BrokenPipeError,
+        # an OSError) is main's to handle quietly, not an error in the file.
         what = type(err).__name__
-        text = " ".join(str(err).split())  # one line, whatever the message holds
+        text = " ".join(_error_text(err, args).split())  # one line, whatever it holds
         print(f"containers {args.command}: {what}: {text}", file=sys.stderr)
         return 2
     for line in lines:
         _print(line)
-    return 1 if lines else 0
+    return 1 if args.command == "diff" and lines else 0
+
+
+def _error_text(err: Exception, args: argparse.Namespace) -> str:
+    """The message for ``err``, naming the file at fault."""
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+        text = f"cannot read {os.fsdecode(err.filename)!r}: {err.strerror}."
+        if isinstance(err, IsADirectoryError):
+            text += " Give the path of a file written by containers.save or a safetensors file."
+        return text
+    if args.command == "diff":
+        # The error does not say which file it read; on this error path only, read the
+        # headers again one at a time to tell.
+        for file, which in ((args.a, "first"), (args.b, "second")):
+            try:
+                ct.inspect(file)
+            except (ct.ContainersError, OSError):
+                return f"{file!r} (the {which} file): {err}"
+    return str(err)
 
 
 if __name__ == "__main__":  # pragma: no cover - exercised through python -m containers
