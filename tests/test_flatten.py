@@ -692,3 +692,20 @@ def test_assert_same_structure_summarizes_many_differences():
     ) as info:
         ct.assert_same_structure(list(range(12)), [[i] for i in range(12)])
     assert str(info.value).endswith("at [9]: a leaf of type int vs a list (and 2 more).")
+
+
+@pytest.mark.parametrize(
+    ("call", "op"),
+    [
+        (lambda: ct.flatten([1], is_leaf=3), "flatten"),
+        (lambda: ct.flatten(5, is_leaf=3), "flatten"),
+        (lambda: ct.leaves([[1]], is_leaf="list"), "leaves"),
+        (lambda: ct.leaves_with_path([[1]], is_leaf=True), "flatten"),
+        (lambda: ct.broadcast(0, [1], is_leaf=1), "flatten"),
+    ],
+)
+def test_is_leaf_that_is_not_a_function_is_named(call, op):
+    """A non-callable is_leaf= is a TypeError naming the operation and the option (it was
+    Python's "'int' object is not callable" from inside the walk, or nothing at all)."""
+    with pytest.raises(TypeError, match=f"{op}: is_leaf must be a function, got .*Pass is_leaf="):
+        call()

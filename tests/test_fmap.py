@@ -1341,3 +1341,42 @@ def test_walk_reprs():
     assert (
         repr(ct.CachedWalk(ct.StructuralWalk())) == "CachedWalk(StructuralWalk(), prune=<unset>)"
     )
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: ct.fmap(str, [1], exclude=3),
+            "fmap: exclude must be a function, got int 3. Pass exclude=a predicate value -> bool",
+        ),
+        (
+            lambda: ct.fmap(str, [], exclude="leaf"),
+            "fmap: exclude must be a function, got str 'leaf'",
+        ),
+        (
+            lambda: ct.fmapstructure(str, [1], exclude=[]),
+            r"fmapstructure: exclude must be a function, got list \[\]",
+        ),
+        (
+            lambda: ct.fmap_with_path(str, [1], exclude=True),
+            r"fmap_with_path: exclude must be a function, got bool True. Pass exclude=a "
+            r"predicate \(path, value\) -> bool",
+        ),
+        (
+            lambda: ct.fcollect([1], exclude=3),
+            "fcollect: exclude must be a function, got int 3",
+        ),
+        (
+            lambda: ct.fmap(str, [1], walk=3),
+            r"fmap: walk must be a function, got int 3. Pass walk=a walk object, called as "
+            r"walk\(recurse, x, \*ys\)",
+        ),
+    ],
+)
+def test_options_that_are_not_functions_are_named(call, message):
+    """A non-callable exclude= or walk= is a TypeError naming the operation and the
+    option, raised before the traversal (it was Python's "'int' object is not callable"
+    from deep inside, and nothing at all on an empty tree)."""
+    with pytest.raises(TypeError, match=message):
+        call()

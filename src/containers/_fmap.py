@@ -24,6 +24,12 @@ __all__ = ["fcollect", "fmap", "fmap_with_path", "fmapstructure"]
 T = TypeVar("T")
 
 _USAGE = "Pass the function first, then the tree: {op}(f, tree, *more_trees)"
+_EXCLUDE_USAGE = "Pass exclude=a predicate value -> bool that says where {op} calls f"
+_PATH_EXCLUDE_USAGE = (
+    "Pass exclude=a predicate (path, value) -> bool that says where {op} calls f, or None"
+)
+_COLLECT_USAGE = "Pass exclude=a predicate value -> bool; what it excludes is dropped"
+_WALK_USAGE = "Pass walk=a walk object, called as walk(recurse, x, *ys), e.g. ct.DefaultWalk()"
 
 
 @overload
@@ -133,6 +139,10 @@ def fmap(
     """
     if not callable(f):
         raise not_callable_error(f, "fmap", "f", _USAGE)
+    if not callable(exclude):
+        raise not_callable_error(exclude, "fmap", "exclude", _EXCLUDE_USAGE)
+    if walk is not None and not callable(walk):
+        raise not_callable_error(walk, "fmap", "walk", _WALK_USAGE)
     if where is not UNSET:
         from containers._split import fmap_where  # _split is a later stage
 
@@ -207,6 +217,8 @@ def fmap_with_path(
     """
     if not callable(f):
         raise not_callable_error(f, "fmap_with_path", "f", _USAGE)
+    if exclude is not None and not callable(exclude):
+        raise not_callable_error(exclude, "fmap_with_path", "exclude", _PATH_EXCLUDE_USAGE)
     memo: Memo | None = Memo() if cache else None
     return map_tree(
         f,
@@ -273,6 +285,8 @@ def fmapstructure(
     """
     if not callable(f):
         raise not_callable_error(f, "fmapstructure", "f", _USAGE)
+    if not callable(exclude):
+        raise not_callable_error(exclude, "fmapstructure", "exclude", _EXCLUDE_USAGE)
     memo: Memo | None = Memo() if cache else None
     if exclude is isleaf and not rest:
         try:
@@ -312,4 +326,6 @@ def fcollect(tree: Any, /, exclude: Callable[[Any], bool] = _exclude_nothing) ->
     """
     if exclude is _exclude_nothing:
         return fast_collect(tree)
+    if not callable(exclude):
+        raise not_callable_error(exclude, "fcollect", "exclude", _COLLECT_USAGE)
     return collect(tree, exclude)

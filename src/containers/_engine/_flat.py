@@ -18,7 +18,7 @@ from typing import Any
 
 from containers._engine import _fast
 from containers._engine._core import MAX_FAST_DEPTH, Cursor, Frame, traverse
-from containers._errors import ContainerDefinitionError, StructureError
+from containers._errors import ContainerDefinitionError, StructureError, not_callable_error
 from containers._paths import where
 from containers._registry import (
     KINDS,
@@ -248,6 +248,9 @@ def _run(
 C_CONTEXT = (KINDS, kind_of, TUPLE, LIST, _deep, _run, MIN_RUN, MAX_FAST_DEPTH)
 
 
+_IS_LEAF_USAGE = "Pass is_leaf=a predicate value -> bool that makes more values leaves, or None"
+
+
 def flatten_records(
     x: Any, is_leaf: IsLeaf, none_is_leaf: bool, op: str, records: list[Any] | None
 ) -> list[Any]:
@@ -258,6 +261,8 @@ def flatten_records(
     undeclared subclass, an unset field), ``flatten_plain`` runs again from the root
     and raises it with its path.
     """
+    if is_leaf is not None and not callable(is_leaf):
+        raise not_callable_error(is_leaf, op, "is_leaf", _IS_LEAF_USAGE)
     leaf_types = LEAF_TYPES_NONE if none_is_leaf else LEAF_TYPES
     sink = [] if records is None else records
     if is_leaf is None and type(x) not in leaf_types:
