@@ -493,6 +493,31 @@ def test_unflatten_wrong_number_of_leaves_in_the_right_number(tree, given, text)
         ct.unflatten(ct.structure(tree), given)
 
 
+@pytest.mark.parametrize(
+    ("leaves", "shown", "hint"),
+    [
+        (5, "int 5", ""),
+        (None, "NoneType None", ""),
+        (
+            {"a": 1, "b": 2},
+            "dict {'a': 1, 'b': 2}",
+            " To rebuild from a dict of path: leaf, use ct.merge(structure, part).",
+        ),
+    ],
+)
+def test_unflatten_leaves_that_are_not_a_sequence(leaves, shown, hint):
+    """Leaves that are not a sequence are named: a non-iterable raised Python's "'int'
+    object is not iterable", and a dict was rebuilt from its keys, losing its values."""
+    with pytest.raises(
+        TypeError,
+        match=exact(
+            f"unflatten: leaves must be a sequence of values, one per leaf in flatten "
+            f"order (a list, as flatten returns them), got {shown}.{hint}"
+        ),
+    ):
+        ct.unflatten(ct.structure([0, 0]), leaves)
+
+
 def test_unflatten_with_swapped_arguments():
     """unflatten(leaves, structure) says the argument order."""
     with pytest.raises(

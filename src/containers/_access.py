@@ -6,10 +6,10 @@ are iterative by nature; ``setpath`` rebuilds only the nodes on the path.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
-from containers._errors import StructureError
+from containers._errors import StructureError, safe_repr, short_repr
 from containers._paths import AttrKey, DictKey, IndexKey, Key, KeyPath, keystr, parse_keystr, where
 from containers._registry import NodeKind, kind_of, label
 
@@ -19,15 +19,28 @@ T = TypeVar("T")
 PathLike = str | Sequence[Key]
 
 
-def _as_path(path: PathLike) -> KeyPath:
+def _as_path(path: PathLike, op: str) -> KeyPath:
     if isinstance(path, str):
         return parse_keystr(path)
+    if isinstance(path, (bytes, bytearray)) or not isinstance(path, Iterable):
+        raise TypeError(
+            f"{op}: path must be a keystr string like '.layers[0].w' or a tuple of keys "
+            f"(AttrKey, IndexKey, DictKey), got {type(path).__qualname__} {short_repr(path)}."
+        )
     out = tuple(path)
     for key in out:
         if type(key) not in (AttrKey, IndexKey, DictKey):
+            raw: object = key  # a raw key: anything but the three key types
+            text = safe_repr(raw)
+            wrap = (
+                f"IndexKey({text}) or DictKey({text})" if type(raw) is int else f"DictKey({text})"
+            )
+            if isinstance(raw, str) and raw.isidentifier():
+                wrap += f" or AttrKey({text})"
             raise StructureError(
-                f"paths are tuples of AttrKey/IndexKey/DictKey or keystr strings like "
-                f"'.layers[0].w'; got the element {key!r}."
+                f"{op}: paths are tuples of AttrKey/IndexKey/DictKey or keystr strings like "
+                f"'.layers[0].w'; got the element {short_repr(raw)}. Write the key as "
+                f"{wrap}, or the whole path as a string."
             )
     return out
 
@@ -87,7 +100,7 @@ def getpath(tree: Any, path: PathLike, /) -> Any:
     Raises:
         StructureError: The path leads through a leaf or a missing key (named).
     """
-    keys = _as_path(path)
+    keys = _as_path(path, "getpath")
     steps = _descend(tree, keys, "getpath")
     if not steps:
         return tree
@@ -103,7 +116,7 @@ def haspath(tree: Any, path: PathLike, /) -> bool:
         >>> ct.haspath({"a": [1]}, "['a'][0]"), ct.haspath({"a": [1]}, "['a'][1]")
         (True, False)
     """
-    keys = _as_path(path)  # a malformed path is an error, not an absent one
+    keys = _as_path(path, "haspath")  # a malformed path is an error, not an absent one
     try:
         _descend(tree, keys, "haspath")
     except StructureError:
@@ -124,7 +137,7 @@ def setpath(tree: T, path: PathLike, value: Any, /) -> T:
     Raises:
         StructureError: The path leads through a leaf or a missing key (named).
     """
-    steps = _descend(tree, _as_path(path), "setpath")
+    steps = _descend(tree, _as_path(path, "setpath"), "setpath")
     for kind, aux, kids, i in reversed(steps):
         new = list(kids)
         new[i] = value

@@ -8,7 +8,7 @@ rebuilds without recursion at any depth. This stage never maps functions over le
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain, cycle, repeat
 from operator import itemgetter
 from typing import Any, Generic, TypeVar
@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 from containers._engine import _fast
 from containers._engine._core import UNSET, Cursor, _Unset, leave_nothing, traverse
 from containers._engine._flat import MIN_RUN, flatten_records
-from containers._errors import StructureError, counted, type_name
+from containers._errors import StructureError, counted, short_repr, type_name
 from containers._paths import AttrKey, Key, KeyPath, where
 from containers._registry import (
     DICT,
@@ -365,8 +365,20 @@ class Structure(Generic[T_co]):
 
         Raises:
             StructureError: ``leaves`` does not have ``num_leaves`` elements.
+            TypeError: ``leaves`` is not iterable, or is a mapping.
         """
         if not isinstance(leaves, (list, tuple)):
+            if isinstance(leaves, Mapping) or not isinstance(leaves, Iterable):
+                hint = (
+                    " To rebuild from a dict of path: leaf, use ct.merge(structure, part)."
+                    if isinstance(leaves, Mapping)
+                    else ""
+                )
+                raise TypeError(
+                    f"unflatten: leaves must be a sequence of values, one per leaf in flatten "
+                    f"order (a list, as flatten returns them), got "
+                    f"{type(leaves).__qualname__} {short_repr(leaves)}.{hint}"
+                )
             leaves = list(leaves)
         if len(leaves) != self._num_leaves:
             raise StructureError(
