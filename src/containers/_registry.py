@@ -770,24 +770,62 @@ def _same_type_children(t: type, flatten: Callable[[Any], tuple[Sequence[Any], A
 
 
 def _protocol_kind(t: type) -> NodeKind:
+    # A hand-written container's three methods must agree (same children, same order);
+    # what they return is checked here, at the one place that calls them for the
+    # engine, so that a mistake names the method instead of surfacing as a bare
+    # TypeError or StopIteration, or a child's new value silently dropped.
+    name = type_name(t)
+
     def flatten(x: Any) -> tuple[list[Any], Any]:
         children: list[Any] = []
         x.__container_reduce__(children, _collect)
         return children, x
 
     def unflatten(template: Any, children: Sequence[Any]) -> Any:
-        return template.__container_traverse__(iter(children), _feed)[0]
+        feed = iter(children)
+        try:
+            out = template.__container_traverse__(feed, _feed)
+        except _Overrun:
+            raise ContainerDefinitionError(
+                f"{name}.__container_traverse__ called fun on more children than the "
+                f"{len(children)} that __container_reduce__ gave: the two methods must "
+                f"visit the same children in the same order."
+            ) from None
+        if type(out) is not tuple or len(out) != 2:
+            raise ContainerDefinitionError(
+                f"{name}.__container_traverse__ returned {short_repr(out)}; it must return "
+                f"a pair (new_self, acc): the rebuilt object and the accumulator the last "
+                f"call of fun returned."
+            )
+        left = sum(1 for _ in feed)
+        if left:
+            raise ContainerDefinitionError(
+                f"{name}.__container_traverse__ called fun on "
+                f"{counted(len(children) - left, 'child', 'children')}, but "
+                f"__container_reduce__ gave {len(children)}: the two methods must visit the "
+                f"same children in the same order (a child's new value was lost)."
+            )
+        return out[0]
+
+    def serialized(x: Any) -> tuple[Any, Sequence[tuple[Any, Any]], Any]:
+        out = x.__container_serialize__()
+        if type(out) is not tuple or len(out) != 3 or not isinstance(out[1], (list, tuple)):
+            raise ContainerDefinitionError(
+                f"{name}.__container_serialize__ returned {short_repr(out)}; it must return "
+                f"a triple (type_name, [(key, child), ...], metadata_dict)."
+            )
+        return out
 
     def keys(template: Any, n: int) -> tuple[Key, ...]:
-        pairs = template.__container_serialize__()[1]
+        pairs = serialized(template)[1]
         out = tuple(
             AttrKey(k) if isinstance(k, str) and k.isidentifier() else DictKey(k) for k, _ in pairs
         )
-        check_keys(f"{type_name(t)}.__container_serialize__ gave", out, n)
+        check_keys(f"{name}.__container_serialize__ gave", out, n)
         return out
 
     def aux_eq(a: Any, b: Any) -> bool:
-        return values_equal(a.__container_serialize__()[2], b.__container_serialize__()[2])
+        return values_equal(serialized(a)[2], serialized(b)[2])
 
     def structural(template: Any, children: Sequence[Any]) -> dict[Any, Any]:
         return _keyed_dict(keys(template, len(children)), children)
@@ -811,8 +849,14 @@ def _collect(child: Any, acc: list[Any]) -> list[Any]:
     return acc
 
 
+class _Overrun(Exception):
+    """A hand-written ``__container_traverse__`` asked for more children than there are."""
+
+
 def _feed(child: Any, it: Any) -> tuple[Any, Any]:
-    return next(it), it
+    for new in it:
+        return new, it
+    raise _Overrun
 
 
 def container_kind(
