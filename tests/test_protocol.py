@@ -542,3 +542,25 @@ def test_a_hand_written_serialize_that_returns_no_triple_is_named():
         ),
     ):
         ct.leaves_with_path([wrong(1, 2)])
+
+
+@pytest.mark.parametrize(
+    ("op", "fn", "tree", "where"),
+    [
+        ("traverse", ct.traverse, [1, 2], ""),
+        ("traverse", ct.traverse, Linear(1, 2), ""),
+        ("traverse", ct.traverse, Pair(1, 2), ""),
+        ("composite.traverse", composite.traverse, {"a": [1, 2]}, " at \"['a'][0]\""),
+    ],
+)
+def test_fun_that_returns_no_pair_is_named(op, fn, tree, where):
+    """traverse's fun returns (new_child, acc); a fun that returns one value (reduce's
+    kind of fun) is a TypeError saying so, not "cannot unpack non-iterable int object"."""
+    with pytest.raises(
+        TypeError,
+        match=exact(
+            f"{op}: fun must return a pair (new_child, acc), got 1{where}. A fun that "
+            f"returns only the accumulator belongs to {op.replace('traverse', 'reduce')}."
+        ),
+    ):
+        fn(tree, 0, lambda v, acc: acc + 1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from containers._errors import StructureError, counted, not_callable_error
+from containers._errors import StructureError, counted, not_callable_error, short_repr
 from containers._paths import AttrKey
 from containers._registry import KINDS, kind_of
 
@@ -89,13 +89,31 @@ def traverse(x: Any, acc: A, fun: Callable[[Any, A], tuple[Any, A]], /) -> tuple
         return fun(x, acc)
     method = getattr(kind.type, "__container_traverse__", None)
     if method is not None:
-        return method(x, acc, fun)  # type: ignore[no-any-return]
+
+        def checked(child: Any, acc: Any) -> tuple[Any, Any]:
+            return fun_pair(fun(child, acc), "traverse")
+
+        return method(x, acc, checked)  # type: ignore[no-any-return]
     kids, aux = kind.flatten(x)
     out = []
     for child in kids:
-        new, acc = fun(child, acc)
+        new, acc = fun_pair(fun(child, acc), "traverse")
         out.append(new)
     return kind.unflatten(aux, out), acc
+
+
+def fun_pair(result: Any, op: str, where: str = "") -> tuple[Any, Any]:
+    """``result`` of a traverse ``fun`` as ``(new_child, acc)``, or the error saying what
+    ``fun`` must return (``where``: the leaf's place, for recursive traversals)."""
+    try:
+        new, acc = result
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{op}: fun must return a pair (new_child, acc), got {short_repr(result)}{where}. "
+            f"A fun that returns only the accumulator belongs to "
+            f"{op.replace('traverse', 'reduce')}."
+        ) from None
+    return new, acc
 
 
 def reduce(x: Any, acc: A, fun: Callable[[Any, A], A], /) -> A:

@@ -20,7 +20,8 @@ from typing import Any, TypeVar
 
 from containers._errors import not_callable_error
 from containers._flatten import flatten, leaves
-from containers._protocol import ACC_USAGE
+from containers._paths import keystr
+from containers._protocol import ACC_USAGE, fun_pair
 
 __all__ = ["count", "flatten_list", "reduce", "traverse"]
 
@@ -39,9 +40,14 @@ def traverse(x: T, acc: A, fun: Callable[[Any, A], tuple[Any, A]], /) -> tuple[T
     if not callable(fun):
         raise not_callable_error(fun, "composite.traverse", "fun", ACC_USAGE)
     old, s = flatten(x)
-    new = []
+    new: list[Any] = []
     for leaf in old:
-        value, acc = fun(leaf, acc)
+        result = fun(leaf, acc)
+        try:
+            value, acc = result
+        except (TypeError, ValueError):
+            here = f" at {keystr(s.paths()[len(new)])!r}" if s.num_nodes > 1 else ""
+            value, acc = fun_pair(result, "composite.traverse", here)  # raises, with why
         new.append(value)
     return s.unflatten(new), acc
 
