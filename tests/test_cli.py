@@ -19,11 +19,12 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_demo_tours_the_pipeline():
-    """The demo runs every step and shows the errors it promises, with their paths."""
+    """The demo runs every step (declare, map, flatten, paths, filters, treelize, save,
+    inspect, diff, interop, schema evolution) and shows the errors it promises."""
     result = run("demo")
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    for step in range(1, 12):
+    for step in range(1, 14):
         assert f"== {step}. " in out
     assert "Linear(w=float32[4,3], b=float32[3], name='hidden')" in out
     assert "scaled.layers[1].w[0]" in out and "cache = None" in out
@@ -40,6 +41,9 @@ def test_demo_tours_the_pipeline():
     assert "(root): demo.MLP v1  kept: activation" in out
     assert "      .w: float32[4,3]  48 B  crc32 " in out
     assert "Linear(w=(4, 3), b=(3,), name='hidden', cache=None)" in out  # optree.tree_map
+    # containers diff on two saved files, and a version 2 class loading a version 1 file
+    assert "~ .layers[1].w: float32[3,2] values differ, max abs diff 0.1\n" in out
+    assert "Linear(w=float32[3,4], bias=float32[3], name='hidden', scale=1.0)" in out
 
 
 def test_demo_into_a_closed_pipe_exits_quietly():

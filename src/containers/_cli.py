@@ -113,9 +113,40 @@ def demo() -> None:
         same = [np.array_equal(a, b) for a, b in zip(ct.leaves(model), ct.leaves(back))]
         print(f"loaded {type(back).__name__}, {len(same)} arrays equal: {all(same)}")
         print(str(ct.inspect(file)).split("\n", 1)[1])
-        print("From the shell, on a saved file: containers inspect FILE; containers diff A B")
 
-    step("11. Interop: the same classes as optree pytrees (also JAX and PyTorch)")
+        step("11. containers diff: what changed between two saved files")
+        stepped_file = os.path.join(tmp, "stepped.safetensors")
+        ct.save(stepped_file, stepped)
+        print("$ containers diff model.safetensors stepped.safetensors")
+        _file_command(argparse.Namespace(command="diff", a=file, b=stepped_file))
+        print("(also from the shell: containers inspect FILE)")
+
+        step("12. Interop: the same classes as optree pytrees (also JAX and PyTorch)")
+        _demo_optree(model)
+
+        step("13. Schema evolution: version 2 of Linear still loads the version 1 file")
+
+        def transpose_w(children: dict[str, Any], kept: dict[str, Any]) -> Any:
+            return {**children, "w": children["w"].T}, kept  # v2 stores w as (out, in)
+
+        @ct.container(  # the same name in files: this class takes it over from the first
+            children=["w", "bias"],
+            keep=["name", "scale"],
+            name="demo.Linear",
+            version=2,
+            migrations={1: transpose_w},  # upgrades version 1 data to version 2
+            renamed={"b": "bias"},  # a field's old name
+        )
+        class Linear:  # type: ignore[no-redef]
+            w: npt.NDArray[Any]
+            bias: npt.NDArray[Any]
+            name: str = "linear"
+            scale: float = 1.0  # new: files without it load with the default
+
+        ct.pprint(ct.load(file).layers[0])
+
+
+def _demo_optree(model: Any) -> None:
     try:
         import optree
     except ImportError:
@@ -124,8 +155,7 @@ def demo() -> None:
     from containers.interop import register_optree
 
     register_optree()
-    tree: Any = model  # optree's own annotations know nothing of MLP
-    print(optree.tree_map(lambda a: a.shape, tree))
+    print(optree.tree_map(lambda a: a.shape, model))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
