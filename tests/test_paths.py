@@ -413,16 +413,16 @@ def test_getpath_non_key_elements():
     ("path", "shown"), [(3, "int 3"), (b".w", "bytes b'.w'"), (None, "NoneType None")]
 )
 def test_a_path_that_is_neither_a_string_nor_keys_is_named(op, path, shown):
-    """A path of another type (an int, bytes, None) is a TypeError naming the operation,
-    before anything is read: it was Python's "'int' object is not iterable", and bytes
-    were taken for a tuple of ints."""
+    """A path of another type (an int, bytes, None) is a StructureError naming the
+    operation, as malformed paths are (docs/glossary.md), before anything is read: it was
+    Python's "'int' object is not iterable", and bytes were taken for a tuple of ints."""
     call = {
         "getpath": ct.getpath,
         "haspath": ct.haspath,
         "setpath": lambda t, p: ct.setpath(t, p, 0),
     }
     with pytest.raises(
-        TypeError,
+        ct.StructureError,
         match=exact(
             f"{op}: path must be a keystr string like '.layers[0].w' or a tuple of keys "
             f"(AttrKey, IndexKey, DictKey), got {shown}."

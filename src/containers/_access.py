@@ -23,7 +23,7 @@ def _as_path(path: PathLike, op: str) -> KeyPath:
     if isinstance(path, str):
         return parse_keystr(path)
     if isinstance(path, (bytes, bytearray)) or not isinstance(path, Iterable):
-        raise TypeError(
+        raise StructureError(
             f"{op}: path must be a keystr string like '.layers[0].w' or a tuple of keys "
             f"(AttrKey, IndexKey, DictKey), got {type(path).__qualname__} {short_repr(path)}."
         )
