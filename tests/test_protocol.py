@@ -564,3 +564,25 @@ def test_fun_that_returns_no_pair_is_named(op, fn, tree, where):
         ),
     ):
         fn(tree, 0, lambda v, acc: acc + 1)
+
+
+@pytest.mark.parametrize(
+    ("value", "new", "label", "extra", "raws"),
+    [
+        (Linear(1, 2), {"w": 1, "b": 2, "name": "fc2"}, "a 'Linear'", "'name'", "['w', 'b']"),
+        ({"a": 1}, {"a": 5, "b": 6}, "a dict", "'b'", "['a']"),
+    ],
+)
+def test_functor_rebuild_with_an_extra_child(value, new, label, extra, raws):
+    """rebuild with a mapping holding a key that is not a child names it: a kept field
+    given there (`name`) or a new dict key was silently dropped."""
+    _, rebuild = ct.functor(value)
+    with pytest.raises(
+        ValueError,
+        match=exact(
+            f"functor rebuild of {label}: the new children hold {extra}, which is not one "
+            f"of its children {raws}. A rebuild takes exactly the children functor gave; "
+            f"kept and reset fields come from the original object."
+        ),
+    ):
+        rebuild(new)

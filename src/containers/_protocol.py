@@ -205,6 +205,15 @@ def functor(x: Any, /) -> tuple[Any, Callable[[Any], Any]]:
                     f"functor rebuild of {kind.label}: the new children lack "
                     f"{', '.join(map(repr, missing))}. Give every child: {raws!r}."
                 )
+            extra = [k for k in new if k not in raws]
+            if extra:  # a kept field or a new key: dropping it silently would lose it
+                raise StructureError(
+                    f"functor rebuild of {kind.label}: the new children hold "
+                    f"{', '.join(map(repr, extra))}, which "
+                    f"{'is not one' if len(extra) == 1 else 'are not'} of its children "
+                    f"{raws!r}. A rebuild takes exactly the children functor gave; kept and "
+                    f"reset fields come from the original object."
+                )
             ordered: Sequence[Any] = [new[r] for r in raws]
         else:
             ordered = list(new)
