@@ -776,6 +776,20 @@ def test_field_default_factory_must_be_callable():
         ct.field(default_factory=3)
 
 
+def test_field_takes_a_default_or_a_factory_not_both():
+    """default= and default_factory= together are a ContainerDefinitionError naming
+    field(), as ct.field's other mistakes are (it was dataclasses' bare ValueError)."""
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(
+            "field(): default= and default_factory= were both given, got 0 and <class "
+            "'int'>. Give one: default= for a value, default_factory= for a function that "
+            "makes a fresh one per instance."
+        ),
+    ):
+        ct.field(default=0, default_factory=int)
+
+
 def test_attrs_tags_must_be_strings():
     """Tags given through attrs metadata must be a tuple of strings."""
 

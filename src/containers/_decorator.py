@@ -61,8 +61,8 @@ def field(
 
     Raises:
         ContainerDefinitionError: ``tags`` is not a list or tuple of strings, a boolean
-            option is not ``True``/``False``, ``metadata`` is not a mapping, or
-            ``default_factory`` is not callable.
+            option is not ``True``/``False``, ``metadata`` is not a mapping,
+            ``default_factory`` is not callable, or both defaults are given.
     """
     if isinstance(tags, str):
         raise ContainerDefinitionError(
@@ -88,6 +88,12 @@ def field(
             f"field(): default_factory= must be a function called with no arguments, got "
             f"{default_factory!r}. Write default=... for a value, or, e.g., "
             f"default_factory=list."
+        )
+    if default is not dataclasses.MISSING and default_factory is not dataclasses.MISSING:
+        raise ContainerDefinitionError(
+            f"field(): default= and default_factory= were both given, got {default!r} and "
+            f"{default_factory!r}. Give one: default= for a value, default_factory= for a "
+            f"function that makes a fresh one per instance."
         )
     meta = {**(metadata or {}), TAGS_METADATA_KEY: tuple(tags)} if tags else metadata
     return dataclasses.field(
