@@ -776,6 +776,26 @@ def test_field_default_factory_must_be_callable():
         ct.field(default_factory=3)
 
 
+def test_a_field_without_default_after_one_with_a_default_says_how_to_fix_it():
+    """A field without a default after one with a default names the field and the fixes
+    (it said only "It could not be made a dataclass.")."""
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=re.escape(
+            "@container on 'Late': Field Late.cache has no default but comes after a field "
+            "with one, and dataclass arguments keep the fields' order: give it a default, "
+            "move it above the fields with defaults, or make it keyword-only with "
+            "ct.field(kw_only=True). (non-default argument 'cache' follows default argument"
+        ),
+    ):
+
+        @ct.container(children=["w"])
+        class Late:
+            w: float
+            name: str = "late"
+            cache: dict
+
+
 def test_field_takes_a_default_or_a_factory_not_both():
     """default= and default_factory= together are a ContainerDefinitionError naming
     field(), as ct.field's other mistakes are (it was dataclasses' bare ValueError)."""

@@ -199,6 +199,14 @@ def _as_dataclass(cls: type, frozen: bool) -> type:
                 f"instance would share: write "
                 f"{field_name}: ... = ct.field(default_factory=...) instead."
             )
+        elif text.startswith("non-default argument '"):
+            field_name = text.split("'")[1]
+            hint = (
+                f"Field {type_name(cls)}.{field_name} has no default but comes after a "
+                f"field with one, and dataclass arguments keep the fields' order: give it "
+                f"a default, move it above the fields with defaults, or make it "
+                f"keyword-only with ct.field(kw_only=True)."
+            )
         else:
             hint = "It could not be made a dataclass."
         raise ContainerDefinitionError(
