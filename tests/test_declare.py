@@ -796,6 +796,26 @@ def test_a_field_without_default_after_one_with_a_default_says_how_to_fix_it():
             cache: dict
 
 
+def test_container_on_a_class_with_its_own_protocol_methods():
+    """@container on a class that writes a protocol method itself refuses, naming it: the
+    generated method replaced the hand-written one silently."""
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(
+            "@container on 'Own': Own defines __container_traverse__ itself, and @container "
+            "generates the protocol methods. Drop @container to keep a hand-written "
+            "Container, or remove the methods."
+        ),
+    ):
+
+        @ct.container
+        class Own:
+            x: int
+
+            def __container_traverse__(self, acc, fun, /):
+                return self, acc
+
+
 def test_field_takes_a_default_or_a_factory_not_both():
     """default= and default_factory= together are a ContainerDefinitionError naming
     field(), as ct.field's other mistakes are (it was dataclasses' bare ValueError)."""

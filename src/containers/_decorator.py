@@ -165,6 +165,16 @@ def _declare(
         cls.__container_deserialize__ = gen.deserialize  # type: ignore[attr-defined]
 
 
+#: The methods @container attaches: a class that defines one itself is a hand-written
+#: Container, whose method the generated one would silently replace.
+_GENERATED = (
+    "__container_traverse__",
+    "__container_reduce__",
+    "__container_serialize__",
+    "__container_deserialize__",
+)
+
+
 def _refuse_enum(cls: type, where: str) -> None:
     if issubclass(cls, enum.Enum):
         raise ContainerDefinitionError(
@@ -314,6 +324,13 @@ def container(
                 f"declared. Decorate each class once."
             )
         _refuse_enum(klass, "@container")
+        own = [m for m in _GENERATED if m in vars(klass)]
+        if own:  # @container would replace them without a word
+            raise ContainerDefinitionError(
+                f"@container on {type_name(klass)!r}: {type_name(klass)} defines "
+                f"{', '.join(own)} itself, and @container generates the protocol methods. "
+                f"Drop @container to keep a hand-written Container, or remove the methods."
+            )
         _require_bool(frozen, "frozen", f"@container on {type_name(klass)!r}")
         if class_flavor(klass) is None:
             klass = _as_dataclass(klass, frozen)
