@@ -362,3 +362,102 @@ def test_a_class_with_only_container_traverse_is_refused():
         ),
     ):
         ct.leaves([Partial()])
+
+
+def _hand_written(traverse=None, reduce=None, serialize=None):
+    """A Pair-like hand-written container whose methods can be replaced by wrong ones."""
+
+    class Wrong:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+
+        def __container_traverse__(self, acc, fun, /):
+            if traverse is not None:
+                return traverse(self, acc, fun)
+            a, acc = fun(self.a, acc)
+            b, acc = fun(self.b, acc)
+            return Wrong(a, b), acc
+
+        def __container_reduce__(self, acc, fun, /):
+            if reduce is not None:
+                return reduce(self, acc, fun)
+            return fun(self.b, fun(self.a, acc))
+
+        def __container_serialize__(self):
+            if serialize is not None:
+                return serialize(self)
+            return "Wrong", [("a", self.a), ("b", self.b)], {}
+
+        @classmethod
+        def __container_deserialize__(cls, children, metadata, /):
+            return cls(*(v for _, v in children))
+
+    return Wrong
+
+
+def _only_first(self, acc, fun):
+    a, acc = fun(self.a, acc)
+    return type(self)(a, self.b), acc
+
+
+def _three(self, acc, fun):
+    a, acc = fun(self.a, acc)
+    b, acc = fun(self.b, acc)
+    _, acc = fun(self.b, acc)
+    return type(self)(a, b), acc
+
+
+@pytest.mark.parametrize(
+    ("methods", "message"),
+    [
+        (
+            {"traverse": lambda self, acc, fun: 1},
+            "Wrong.__container_traverse__ returned 1; it must return a pair (new_self, acc): "
+            "the rebuilt object and the accumulator the last call of fun returned.",
+        ),
+        (
+            {"traverse": _only_first},
+            "Wrong.__container_traverse__ called fun on 1 child, but __container_reduce__ "
+            "gave 2: the two methods must visit the same children in the same order (a "
+            "child's new value was lost).",
+        ),
+        (
+            {"traverse": _three},
+            "Wrong.__container_traverse__ called fun on more children than the 2 that "
+            "__container_reduce__ gave: the two methods must visit the same children in "
+            "the same order.",
+        ),
+        (
+            {"reduce": lambda self, acc, fun: acc},
+            "Wrong.__container_traverse__ called fun on more children than the 0 that "
+            "__container_reduce__ gave: the two methods must visit the same children in "
+            "the same order.",
+        ),
+    ],
+)
+def test_a_hand_written_traverse_that_disagrees_with_reduce_is_named(methods, message):
+    """A hand-written container whose traverse returns no pair, or visits other children
+    than its reduce, is a ContainerDefinitionError naming the class and the method: it
+    was a bare TypeError or StopIteration from inside fmap, or a mapped child silently
+    dropped."""
+    wrong = _hand_written(**methods)
+    with pytest.raises(ct.ContainerDefinitionError, match=exact(message)):
+        ct.fmap(lambda v: v * 10, [wrong(1, 2)])
+    leaves, structure = ct.flatten([wrong(1, 2)])
+    with pytest.raises(ct.ContainerDefinitionError, match=exact(message)):
+        ct.unflatten(structure, leaves)
+
+
+def test_a_hand_written_serialize_that_returns_no_triple_is_named():
+    """__container_serialize__ must return (type_name, [(key, child)], metadata): another
+    value is a ContainerDefinitionError naming it, where paths are built (it was a bare
+    "'int' object is not subscriptable")."""
+    wrong = _hand_written(serialize=lambda self: 3)
+    with pytest.raises(
+        ct.ContainerDefinitionError,
+        match=exact(
+            "Wrong.__container_serialize__ returned 3; it must return a triple (type_name, "
+            "[(key, child), ...], metadata_dict)."
+        ),
+    ):
+        ct.leaves_with_path([wrong(1, 2)])
