@@ -1380,3 +1380,33 @@ def test_options_that_are_not_functions_are_named(call, message):
     from deep inside, and nothing at all on an empty tree)."""
     with pytest.raises(TypeError, match=message):
         call()
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: ct.execute([1], ct.DefaultWalk()),
+            r"execute: walk must be a function, got list \[1\]. Pass the walk first, then "
+            r"the tree: execute\(walk, x, \*ys\)",
+        ),
+        (
+            lambda: ct.ExcludeWalk(ct.DefaultWalk(), 3, ct.isleaf),
+            r"ExcludeWalk: fn must be a function, got int 3. Pass ExcludeWalk\(walk, fn, "
+            r"exclude\)",
+        ),
+        (
+            lambda: ct.ExcludeWalk(ct.DefaultWalk(), str, "leaf"),
+            "ExcludeWalk: exclude must be a function, got str 'leaf'",
+        ),
+        (
+            lambda: ct.CachedWalk(None),
+            r"CachedWalk: walk must be a function, got NoneType None. Pass CachedWalk\(walk\)",
+        ),
+    ],
+)
+def test_walks_given_a_non_function_say_which_argument(call, message):
+    """execute and the walk constructors name a non-callable argument when called (it was
+    Python's "'int' object is not callable" at the first node, or later)."""
+    with pytest.raises(TypeError, match=message):
+        call()

@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from containers._engine._core import MISS, UNSET, Memo, mismatch_error
-from containers._errors import StructureError
+from containers._errors import StructureError, not_callable_error
 from containers._paths import Key, KeyPath, where
 from containers._registry import Mismatch, cacheable, kind_of
 
@@ -27,6 +27,15 @@ __all__ = [
     "Walk",
     "execute",
 ]
+
+
+_EXECUTE_USAGE = (
+    "Pass the walk first, then the tree: execute(walk, x, *ys), e.g. execute(ct.DefaultWalk(), x)"
+)
+_EXCLUDE_WALK_USAGE = (
+    "Pass ExcludeWalk(walk, fn, exclude): the inner walk, the function, the predicate"
+)
+_CACHED_WALK_USAGE = "Pass CachedWalk(walk), the walk whose results it caches"
 
 
 class Walk:
@@ -116,6 +125,9 @@ class ExcludeWalk(Walk):
     """
 
     def __init__(self, walk: Walk, fn: Callable[..., Any], exclude: Callable[[Any], bool]) -> None:
+        for arg, value in (("walk", walk), ("fn", fn), ("exclude", exclude)):
+            if not callable(value):
+                raise not_callable_error(value, "ExcludeWalk", arg, _EXCLUDE_WALK_USAGE)
         self.walk = walk
         self.fn = fn
         self.exclude = exclude
@@ -142,6 +154,8 @@ class CachedWalk(Walk):
     """
 
     def __init__(self, walk: Walk, *, prune: Any = UNSET, cache: Memo | None = None) -> None:
+        if not callable(walk):
+            raise not_callable_error(walk, "CachedWalk", "walk", _CACHED_WALK_USAGE)
         self.walk = walk
         self.prune = prune
         self.cache = Memo() if cache is None else cache
@@ -204,6 +218,8 @@ def execute(walk: Callable[..., Any], x: Any, *ys: Any) -> Any:
         >>> ct.execute(walk, (1, [2]))
         ('1', ['2'])
     """
+    if not callable(walk):
+        raise not_callable_error(walk, "execute", "walk", _EXECUTE_USAGE)
     active: set[int] = set()
 
     def recurse(value: Any, *yvals: Any) -> Any:
