@@ -147,6 +147,7 @@ def demo() -> None:
 
 
 def _demo_optree(model: Any) -> None:
+    """The demo's interop step: optree maps the model's arrays, if optree is installed."""
     try:
         import optree
     except ImportError:
