@@ -2074,6 +2074,49 @@ def test_build_is_unchanged_by_a_node_unflatten_that_changes_the_leaves(tree: An
 
 
 @compiled
+def test_a_build_inside_a_build_uses_memory_of_its_own() -> None:
+    """A kind's unflatten that unflattens another tree, larger and then smaller, while
+    the compiled build is using its block of memory (its copy of the leaves, its
+    stacks): each build gets the tree its twin gives, and so do the builds after, which
+    reuse the block the module kept."""
+    inner_leaves, inner = ct.flatten([[float(i), (i, [i])] for i in range(1_000)])
+    small_leaves, small = ct.flatten([(1.0, [2.0]), {"k": 3.0}])
+    inner_trees: list[Any] = []
+
+    def nested(aux: Any, children: Any) -> Any:
+        inner_trees.append(_build_with(True, inner._records, list(inner_leaves)))
+        inner_trees.append(_build_with(True, small._records, list(small_leaves)))
+        return _Odd(*children)
+
+    with _odd_kind(lambda x: (x.kids, None)) as kind:
+        kind.unflatten = nested
+        tree = [[float(i), _Odd(float(-i), [i])] for i in range(100)]
+        leaves, structure = ct.flatten(tree)
+        for _ in range(2):
+            inner_trees.clear()
+            _same_build(structure._records, [_Leaf(v) for v in leaves])  # each build: 100 calls
+            for got, want in zip(inner_trees, [inner, small] * 200, strict=True):
+                assert ct.flatten(got)[1] == want
+            assert inner_trees[0] == ct.unflatten(inner, inner_leaves)
+            assert inner_trees[-1] == ct.unflatten(small, small_leaves)
+
+
+@compiled
+def test_builds_of_changing_sizes_reuse_memory_correctly() -> None:
+    """Builds of growing and shrinking trees one after another, past the size of block
+    the module keeps (about 250,000 leaves): each is its twin's tree, every leaf in
+    place, from a list of leaves and from a tuple."""
+    for n in (10, 100_000, 50, 300_000, 1, 100_000):
+        tree = {"a": [(float(i), [i, -i]) for i in range(n // 3)], "b": list(range(n % 3))}
+        leaves, structure = ct.flatten(tree)
+        fresh = [_Leaf(v) for v in leaves]
+        for given in (fresh, tuple(fresh)):
+            out = _build_with(True, structure._records, given)
+            assert ct.flatten(out)[1] == structure
+            assert all(a is b for a, b in zip(ct.leaves(out), given, strict=True))
+
+
+@compiled
 @pytest.mark.parametrize(
     "records",
     [
