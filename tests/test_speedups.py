@@ -1195,6 +1195,37 @@ def test_flatten_agrees_on_a_very_deep_tree() -> None:
     _same_flatten(_nested(100_000, lambda t, i: [t, i]))
 
 
+@compiled
+def test_flatten_makes_a_record_once_for_a_run_of_equal_nodes() -> None:
+    """Consecutive nodes of one sort whose records hold the same objects (kind, aux, n,
+    mask) get one record object; any difference (n, aux, mask, kind) makes a new one;
+    the records equal the plain walk's, and so do the Structures."""
+    layer = _Layer(1.0, 2.0)
+    tree = {
+        "a": [(1.0, 2.0)] * 4 + [(3.0,), (4.0, 5.0)],  # n differs, then the same again
+        "b": [[1, [2]], [3, [4]]],  # a mask (False, True) is a new tuple each time
+        "c": [layer, _Layer(3.0, 4.0), _Layer(5.0, 6.0, name="other")],  # aux
+        "d": [(), [], ()],  # a tuple's record outlives the list between them
+    }
+    records: list[Any] = []
+    leaves = _flatten_with(True, tree, False, records)
+    twin: list[Any] = []
+    assert _flatten_with(False, tree, False, twin) == leaves
+    assert records == twin
+    assert ct.structure(tree)._records == tuple(twin)
+    by_id = {id(r): r for r in records}
+    tuples_of_two = [r for r in records if r[0] is TUPLE and r[2] == 2]
+    assert len({id(r) for r in tuples_of_two}) == 2  # before (3.0,) and after it
+    masks = [r for r in records if isinstance(r[3], tuple)]
+    assert len(masks) == len({id(r) for r in masks}) == 2  # each list's own mask tuple
+    layers = [r for r in records if r[0] is not TUPLE and r[0] is not LIST and r[2] == 2]
+    assert [r[1] for r in layers] == [("l",), ("l",), ("other",)]
+    assert len({id(r) for r in layers}) == 3  # each layer's kept values: a new tuple
+    empty_tuples = [r for r in records if r[0] is TUPLE and r[2] == 0]
+    assert len({id(r) for r in empty_tuples}) == 1
+    assert len(by_id) < len(records)
+
+
 class _Odd:
     """A node type of a test kind (below), whose ``flatten`` is a function of the test."""
 

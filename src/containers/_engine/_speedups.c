@@ -1382,6 +1382,8 @@ typedef struct {
     PyTypeObject *leaf_type; /* the last type found in leaf_types, or NULL */
     PyTypeObject *node_type; /* the last type found not in it, or NULL */
     size_t ran;              /* counts the calls into Python code (flat_forget) */
+    PyObject *recent[3];     /* the last record made of a tuple, of a list, of another
+                                kind (owned, or NULL): flat_record */
 } Flat;
 
 static int flat_node(Flat *w, PyObject *x, PyObject *kind, Py_ssize_t depth);
@@ -1440,20 +1442,46 @@ flat_kind(Flat *w, PyObject *x)
     return kind;
 }
 
+/* Whether record is (kind, aux, n, mask) with the same objects but n. */
+static int
+flat_same_record(PyObject *record, PyObject *kind, PyObject *aux, Py_ssize_t n,
+                 PyObject *mask)
+{
+    return record != NULL && PyTuple_GET_ITEM(record, 0) == kind &&
+           PyTuple_GET_ITEM(record, 1) == aux && PyTuple_GET_ITEM(record, 3) == mask &&
+           PyLong_AsSsize_t(PyTuple_GET_ITEM(record, 2)) == n; /* n fit when it was made */
+}
+
 /* Append the record (kind, aux, n, mask) to records, or store it at slot if slot >= 0
-   (IndexError if Python code shortened records, as `records[slot] = ...` raises). */
+   (IndexError if Python code shortened records, as `records[slot] = ...` raises).
+
+   A record of the same objects as the last one made for a node of the same sort (a
+   tuple, a list, another kind) is that record again: the tuples of a tree of many
+   small nodes, such as 25,000 `(TUPLE, None, 4, None)` in a 100,000-leaf tree, are
+   mostly equal, and making each anew was a third of flatten's time and most of a
+   Structure's memory (benchmarks/run.py, W1f and W1). Records are tuples of the same
+   objects either way, so they compare, hash and pickle as the plain walk's do. */
 static int
 flat_record(Flat *w, Py_ssize_t slot, PyObject *kind, PyObject *aux, Py_ssize_t n,
             PyObject *mask)
 {
-    PyObject *count = PyLong_FromSsize_t(n);
-    if (count == NULL) {
-        return -1;
+    PyObject **recent =
+        &w->recent[kind == w->tuple_kind ? 0 : kind == w->list_kind ? 1 : 2];
+    PyObject *record;
+    if (flat_same_record(*recent, kind, aux, n, mask)) {
+        record = Py_NewRef(*recent);
     }
-    PyObject *record = PyTuple_Pack(4, kind, aux, count, mask);
-    Py_DECREF(count);
-    if (record == NULL) {
-        return -1;
+    else {
+        PyObject *count = PyLong_FromSsize_t(n);
+        if (count == NULL) {
+            return -1;
+        }
+        record = PyTuple_Pack(4, kind, aux, count, mask);
+        Py_DECREF(count);
+        if (record == NULL) {
+            return -1;
+        }
+        Py_XSETREF(*recent, Py_NewRef(record));
     }
     if (slot < 0) {
         int r = PyList_Append(w->records, record);
@@ -1766,6 +1794,9 @@ speedups_flatten(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     if (flat_node(&w, x, kind, 0) < 0) {
         Py_CLEAR(w.leaves);
+    }
+    for (size_t i = 0; i < sizeof w.recent / sizeof w.recent[0]; i++) {
+        Py_XDECREF(w.recent[i]);
     }
     return w.leaves;
 }
