@@ -1195,6 +1195,37 @@ def test_flatten_agrees_on_a_very_deep_tree() -> None:
     _same_flatten(_nested(100_000, lambda t, i: [t, i]))
 
 
+@compiled
+def test_flatten_makes_a_record_once_for_a_run_of_equal_nodes() -> None:
+    """Consecutive nodes of one sort whose records hold the same objects (kind, aux, n,
+    mask) get one record object; any difference (n, aux, mask, kind) makes a new one;
+    the records equal the plain walk's, and so do the Structures."""
+    layer = _Layer(1.0, 2.0)
+    tree = {
+        "a": [(1.0, 2.0)] * 4 + [(3.0,), (4.0, 5.0)],  # n differs, then the same again
+        "b": [[1, [2]], [3, [4]]],  # a mask (False, True) is a new tuple each time
+        "c": [layer, _Layer(3.0, 4.0), _Layer(5.0, 6.0, name="other")],  # aux
+        "d": [(), [], ()],  # a tuple's record outlives the list between them
+    }
+    records: list[Any] = []
+    leaves = _flatten_with(True, tree, False, records)
+    twin: list[Any] = []
+    assert _flatten_with(False, tree, False, twin) == leaves
+    assert records == twin
+    assert ct.structure(tree)._records == tuple(twin)
+    by_id = {id(r): r for r in records}
+    tuples_of_two = [r for r in records if r[0] is TUPLE and r[2] == 2]
+    assert len({id(r) for r in tuples_of_two}) == 2  # before (3.0,) and after it
+    masks = [r for r in records if isinstance(r[3], tuple)]
+    assert len(masks) == len({id(r) for r in masks}) == 2  # each list's own mask tuple
+    layers = [r for r in records if r[0] is not TUPLE and r[0] is not LIST and r[2] == 2]
+    assert [r[1] for r in layers] == [("l",), ("l",), ("other",)]
+    assert len({id(r) for r in layers}) == 3  # each layer's kept values: a new tuple
+    empty_tuples = [r for r in records if r[0] is TUPLE and r[2] == 0]
+    assert len({id(r) for r in empty_tuples}) == 1
+    assert len(by_id) < len(records)
+
+
 class _Odd:
     """A node type of a test kind (below), whose ``flatten`` is a function of the test."""
 
@@ -2071,6 +2102,49 @@ def test_build_is_unchanged_by_a_node_unflatten_that_changes_the_leaves(tree: An
         assert not isinstance(outs[0], Exception)
         assert [leaf.v for leaf in ct.leaves(outs[0])] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
         assert [leaf.v for leaf in ct.leaves(outs[1])] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+
+
+@compiled
+def test_a_build_inside_a_build_uses_memory_of_its_own() -> None:
+    """A kind's unflatten that unflattens another tree, larger and then smaller, while
+    the compiled build is using its block of memory (its copy of the leaves, its
+    stacks): each build gets the tree its twin gives, and so do the builds after, which
+    reuse the block the module kept."""
+    inner_leaves, inner = ct.flatten([[float(i), (i, [i])] for i in range(1_000)])
+    small_leaves, small = ct.flatten([(1.0, [2.0]), {"k": 3.0}])
+    inner_trees: list[Any] = []
+
+    def nested(aux: Any, children: Any) -> Any:
+        inner_trees.append(_build_with(True, inner._records, list(inner_leaves)))
+        inner_trees.append(_build_with(True, small._records, list(small_leaves)))
+        return _Odd(*children)
+
+    with _odd_kind(lambda x: (x.kids, None)) as kind:
+        kind.unflatten = nested
+        tree = [[float(i), _Odd(float(-i), [i])] for i in range(100)]
+        leaves, structure = ct.flatten(tree)
+        for _ in range(2):
+            inner_trees.clear()
+            _same_build(structure._records, [_Leaf(v) for v in leaves])  # each build: 100 calls
+            for got, want in zip(inner_trees, [inner, small] * 200, strict=True):
+                assert ct.flatten(got)[1] == want
+            assert inner_trees[0] == ct.unflatten(inner, inner_leaves)
+            assert inner_trees[-1] == ct.unflatten(small, small_leaves)
+
+
+@compiled
+def test_builds_of_changing_sizes_reuse_memory_correctly() -> None:
+    """Builds of growing and shrinking trees one after another, past the size of block
+    the module keeps (about 250,000 leaves): each is its twin's tree, every leaf in
+    place, from a list of leaves and from a tuple."""
+    for n in (10, 100_000, 50, 300_000, 1, 100_000):
+        tree = {"a": [(float(i), [i, -i]) for i in range(n // 3)], "b": list(range(n % 3))}
+        leaves, structure = ct.flatten(tree)
+        fresh = [_Leaf(v) for v in leaves]
+        for given in (fresh, tuple(fresh)):
+            out = _build_with(True, structure._records, given)
+            assert ct.flatten(out)[1] == structure
+            assert all(a is b for a, b in zip(ct.leaves(out), given, strict=True))
 
 
 @compiled

@@ -102,6 +102,12 @@ typedef struct {
                         slot a probe found stays its key's while this holds (Probe) */
 } IdTableObject;
 
+/* A block of memory one call of build uses and gives back (scratch_take). */
+typedef struct {
+    void *mem; /* NULL: none */
+    size_t size;
+} Scratch;
+
 /* A table's arrays, without its entries' objects: slots all 0. */
 typedef struct {
     uint32_t *slots; /* NULL: none */
@@ -119,6 +125,7 @@ typedef struct {
     PyObject *flatten_name;   /* "flatten", interned: a NodeKind's attribute */
     PyObject *unflatten_name; /* "unflatten", interned: another */
     TableArrays spare;        /* a cleared table's arrays, for the next table (spare_put) */
+    Scratch scratch;          /* a finished build's block, for the next build (scratch_put) */
 } ModuleState;
 
 /* The slots allocated at the first store. */
@@ -1375,6 +1382,8 @@ typedef struct {
     PyTypeObject *leaf_type; /* the last type found in leaf_types, or NULL */
     PyTypeObject *node_type; /* the last type found not in it, or NULL */
     size_t ran;              /* counts the calls into Python code (flat_forget) */
+    PyObject *recent[3];     /* the last record made of a tuple, of a list, of another
+                                kind (owned, or NULL): flat_record */
 } Flat;
 
 static int flat_node(Flat *w, PyObject *x, PyObject *kind, Py_ssize_t depth);
@@ -1433,20 +1442,46 @@ flat_kind(Flat *w, PyObject *x)
     return kind;
 }
 
+/* Whether record is (kind, aux, n, mask) with the same objects but n. */
+static int
+flat_same_record(PyObject *record, PyObject *kind, PyObject *aux, Py_ssize_t n,
+                 PyObject *mask)
+{
+    return record != NULL && PyTuple_GET_ITEM(record, 0) == kind &&
+           PyTuple_GET_ITEM(record, 1) == aux && PyTuple_GET_ITEM(record, 3) == mask &&
+           PyLong_AsSsize_t(PyTuple_GET_ITEM(record, 2)) == n; /* n fit when it was made */
+}
+
 /* Append the record (kind, aux, n, mask) to records, or store it at slot if slot >= 0
-   (IndexError if Python code shortened records, as `records[slot] = ...` raises). */
+   (IndexError if Python code shortened records, as `records[slot] = ...` raises).
+
+   A record of the same objects as the last one made for a node of the same sort (a
+   tuple, a list, another kind) is that record again: the tuples of a tree of many
+   small nodes, such as 25,000 `(TUPLE, None, 4, None)` in a 100,000-leaf tree, are
+   mostly equal, and making each anew was a third of flatten's time and most of a
+   Structure's memory (benchmarks/run.py, W1f and W1). Records are tuples of the same
+   objects either way, so they compare, hash and pickle as the plain walk's do. */
 static int
 flat_record(Flat *w, Py_ssize_t slot, PyObject *kind, PyObject *aux, Py_ssize_t n,
             PyObject *mask)
 {
-    PyObject *count = PyLong_FromSsize_t(n);
-    if (count == NULL) {
-        return -1;
+    PyObject **recent =
+        &w->recent[kind == w->tuple_kind ? 0 : kind == w->list_kind ? 1 : 2];
+    PyObject *record;
+    if (flat_same_record(*recent, kind, aux, n, mask)) {
+        record = Py_NewRef(*recent);
     }
-    PyObject *record = PyTuple_Pack(4, kind, aux, count, mask);
-    Py_DECREF(count);
-    if (record == NULL) {
-        return -1;
+    else {
+        PyObject *count = PyLong_FromSsize_t(n);
+        if (count == NULL) {
+            return -1;
+        }
+        record = PyTuple_Pack(4, kind, aux, count, mask);
+        Py_DECREF(count);
+        if (record == NULL) {
+            return -1;
+        }
+        Py_XSETREF(*recent, Py_NewRef(record));
     }
     if (slot < 0) {
         int r = PyList_Append(w->records, record);
@@ -1760,6 +1795,9 @@ speedups_flatten(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (flat_node(&w, x, kind, 0) < 0) {
         Py_CLEAR(w.leaves);
     }
+    for (size_t i = 0; i < sizeof w.recent / sizeof w.recent[0]; i++) {
+        Py_XDECREF(w.recent[i]);
+    }
     return w.leaves;
 }
 
@@ -2008,8 +2046,55 @@ error:
    are handed over whole, so that the plain twin raises its own errors.
 
    Records are flat, so this is one loop with a stack in two arrays, no C recursion:
-   any depth. The leaves are first copied (the plain twin copies them too), so that a
-   kind's `unflatten` that changes the caller's list changes nothing here. */
+   any depth. A list of leaves is first copied (the plain twin copies it too), so that a
+   kind's `unflatten` that changes the caller's list changes nothing here; a tuple
+   cannot change. The copy, each record's n and the two stacks share one block of
+   memory, reused by the next call (scratch_take). */
+
+/* A finished build leaves its block to the next build of the module, so that unflatten
+   repeated over trees of one size reuses memory it has already touched. A new block of
+   a few MB each call comes from fresh pages: unflatten of a 100,000-leaf tree faulted
+   in about 200 pages per call for its copy of the leaves alone, besides the pages of
+   the tree it builds, which any rebuild has: 2 to 4 ns per leaf where a fault costs 1
+   to 2 us, as on a VM (benchmarks/run.py, W1u and W1 at 100k). Only blocks at most
+   this large are kept (about 250,000 leaves' worth), so that the memory held between
+   calls stays small. */
+#define SCRATCH_MAX_BYTES ((size_t)8 << 20)
+
+/* A block of at least size bytes: the module's spare if large enough, else a new one;
+   mem NULL with MemoryError. */
+static Scratch
+scratch_take(ModuleState *state, size_t size)
+{
+    Scratch block = state->scratch;
+    if (block.mem != NULL && block.size >= size) {
+        state->scratch = (Scratch){NULL, 0};
+        return block;
+    }
+    block.mem = PyMem_Malloc(size > 0 ? size : 1);
+    block.size = size;
+    if (block.mem == NULL) {
+        PyErr_NoMemory();
+    }
+    return block;
+}
+
+/* Give a block back: kept as the module's spare if small enough and larger than the
+   spare it has (a build run inside another's, by a kind's unflatten, may have put one
+   back meanwhile), else freed. */
+static void
+scratch_put(ModuleState *state, Scratch block)
+{
+    if (block.mem == NULL) {
+        return;
+    }
+    if (block.size <= SCRATCH_MAX_BYTES && block.size > state->scratch.size) {
+        PyMem_Free(state->scratch.mem);
+        state->scratch = block;
+        return;
+    }
+    PyMem_Free(block.mem);
+}
 
 /* An open node: its record's index, and where its children start on the value stack. */
 typedef struct {
@@ -2265,7 +2350,8 @@ speedups_build(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (nrecords == 0) {
         return PySequence_GetItem(leaves, 0); /* a leaf: leaves[0] */
     }
-    b.unflatten_name = ((ModuleState *)PyModule_GetState(module))->unflatten_name;
+    ModuleState *state = PyModule_GetState(module);
+    b.unflatten_name = state->unflatten_name;
     PyObject *current = PyObject_GetAttr(b.dict_kind, b.unflatten_name);
     if (current == NULL) {
         return NULL;
@@ -2275,33 +2361,46 @@ speedups_build(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_DECREF(current);
     Py_ssize_t nleaves = PySequence_Fast_GET_SIZE(leaves);
-    PyObject *copy = NULL, *tree = NULL;
-    b.ns = PyMem_New(Py_ssize_t, nrecords);
-    b.open = PyMem_New(Open, nrecords);
-    b.values = nleaves < PY_SSIZE_T_MAX - nrecords ? PyMem_New(PyObject *, nleaves + nrecords)
-                                                   : NULL;
-    if (b.ns == NULL || b.open == NULL || b.values == NULL) {
-        PyErr_NoMemory();
-        goto done;
+    int copying = PyList_CheckExact(leaves);
+    if (nleaves > PY_SSIZE_T_MAX / 64 || nrecords > PY_SSIZE_T_MAX / 64) {
+        return PyErr_NoMemory(); /* no tree this large fits in memory */
     }
+    /* the block: ns, open, values (room for every leaf and node), then the copy */
+    size_t ns_size = (size_t)nrecords * sizeof(Py_ssize_t);
+    size_t open_size = (size_t)nrecords * sizeof(Open);
+    size_t values_size = (size_t)(nleaves + nrecords) * sizeof(PyObject *);
+    size_t copy_size = copying ? (size_t)nleaves * sizeof(PyObject *) : 0;
+    Scratch block = scratch_take(state, ns_size + open_size + values_size + copy_size);
+    if (block.mem == NULL) {
+        return NULL;
+    }
+    char *mem = block.mem;
+    b.ns = (Py_ssize_t *)mem;
+    b.open = (Open *)(mem + ns_size);
+    b.values = (PyObject **)(mem + ns_size + open_size);
+    PyObject *tree;
     int checked = build_check(&b, nrecords, nleaves);
     if (checked <= 0) {
-        if (checked == 0) {
-            tree = PyObject_CallFunctionObjArgs(plain, records, leaves, NULL);
+        scratch_put(state, block);
+        return checked == 0 ? PyObject_CallFunctionObjArgs(plain, records, leaves, NULL) : NULL;
+    }
+    if (copying) {
+        PyObject **copy = (PyObject **)(mem + ns_size + open_size + values_size);
+        for (Py_ssize_t i = 0; i < nleaves; i++) {
+            copy[i] = Py_NewRef(PyList_GET_ITEM(leaves, i)); /* no Python code runs */
         }
-        goto done;
+        b.leaves = copy;
+        tree = build_tree(&b, nrecords);
+        build_release(copy, nleaves);
     }
-    copy = PySequence_Tuple(leaves); /* leaves itself if a tuple, which cannot change */
-    if (copy == NULL) {
-        goto done;
+    else {
+        Py_INCREF(leaves); /* the tuple's items are the leaves while it lives */
+        b.leaves = PySequence_Fast_ITEMS(leaves);
+        tree = build_tree(&b, nrecords);
+        Py_DECREF(leaves);
     }
-    b.leaves = PySequence_Fast_ITEMS(copy);
-    tree = build_tree(&b, nrecords);
-done:
-    Py_XDECREF(copy);
-    PyMem_Free(b.ns);
-    PyMem_Free(b.open);
-    PyMem_Free(b.values);
+    /* the releases may have run a nested build, which took a block of its own */
+    scratch_put(state, block);
     return tree;
 }
 
@@ -3213,6 +3312,8 @@ speedups_free(void *module)
     ModuleState *state = PyModule_GetState((PyObject *)module);
     arrays_free(state->spare);
     state->spare = (TableArrays){NULL, NULL, 0};
+    PyMem_Free(state->scratch.mem);
+    state->scratch = (Scratch){NULL, 0};
 }
 
 /* What the module declares: it runs in any interpreter, each with its own GIL (no
