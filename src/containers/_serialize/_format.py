@@ -327,6 +327,8 @@ def _usual_layout(text: str, data_start: int, file_size: int, limits: Limits) ->
             if type(d) is not int or not 0 <= d < _MAX_INT:
                 return None
             size *= d
+        if size == 0 and len(shape) > 1:  # _tensor checks its other dimensions
+            return None
         if type(offsets) is not list or len(offsets) != 2:
             return None
         begin, end = offsets
@@ -381,6 +383,14 @@ def _tensor(name: str, entry: Any, limits: Limits) -> Tensor:
                 f"tensor {name!r}: the shape must be a list of non-negative integers."
             )
         size *= d  # exact integers: no overflow
+    if size == 0 and _addressed(dtype, shape) > sys.maxsize:
+        # numpy multiplies the non-zero dimensions even of an empty array, and refuses
+        # more bytes than a pointer can address (its "array is too big" ValueError).
+        raise FormatError(
+            f"tensor {name!r}: {code}{shape} is empty, but its other dimensions describe "
+            f"{_addressed(dtype, shape)} bytes, more than an array can address. The file "
+            f"is corrupt."
+        )
     if (
         type(offsets) is not list
         or len(offsets) != 2
@@ -399,6 +409,11 @@ def _tensor(name: str, entry: Any, limits: Limits) -> Tensor:
             f"{end - begin}."
         )
     return Tensor(begin, end, name, code, tuple(shape), dtype)
+
+
+def _addressed(dtype: np.dtype[Any], shape: list[int]) -> int:
+    """The bytes an array of ``shape`` would span if its zero dimensions were one."""
+    return dtype.itemsize * math.prod(d for d in shape if d)
 
 
 def read_layout(f: BinaryIO, limits: Limits) -> Layout:
