@@ -323,6 +323,12 @@ def cases() -> list[tuple[str, bytes, dict[str, Any]]]:
         "FormatError",
         r"unknown containers format 'x'",
     )
+    add(  # "²".isdigit() is true, but int() refuses it
+        "21u-format-unicode-digit",
+        tree_file([["N"]], {}, **{"containers.format": "\u00b2"}),
+        "FormatError",
+        r"unknown containers format '\u00b2'",
+    )
     add(
         "21e-unknown-record",
         tree_file([["Z", 1]], {}),

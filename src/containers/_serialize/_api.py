@@ -74,7 +74,8 @@ def _records(layout: Layout, limits: Limits) -> Records:
             f"{TREE_KEY!r}): load it with safetensors, or look at it with ct.inspect."
         )
     if fmt != FORMAT_VERSION:
-        if fmt.isdigit() and len(fmt) < 10 and int(fmt) > int(FORMAT_VERSION):
+        # isascii: "²" and other Unicode digits are isdigit() but not int()'s.
+        if fmt.isascii() and fmt.isdigit() and len(fmt) < 10 and int(fmt) > int(FORMAT_VERSION):
             raise VersionError(
                 f"the file is in containers format {fmt}, newer than this version reads "
                 f"(format {FORMAT_VERSION}). Upgrade containers to load it."
