@@ -471,6 +471,38 @@ def test_jax_and_torch_leaves_are_saved_as_numpy_arrays(tmp_path):
     assert out["torch_bf16"].dtype == ml_dtypes.bfloat16 and float(out["torch_bf16"][0]) == 1.0
 
 
+def test_torch_tensors_with_a_conjugate_or_negative_bit_are_saved(tmp_path):
+    """x.conj() and x.conj().imag (lazy views torch marks with a bit) save their values."""
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    out = ct.load(_saved(tmp_path, {"conj": x.conj(), "neg": x.conj().imag}))
+    assert out["conj"].tolist() == [1 - 2j, 3 + 4j] and out["conj"].dtype == np.complex64
+    assert out["neg"].tolist() == [-2.0, 4.0] and out["neg"].dtype == np.float32
+
+
+def test_jax_and_torch_arrays_numpy_cannot_hold_are_refused_with_their_path(tmp_path):
+    """A float8 or sparse torch tensor, or a jax key array: SerializationError naming the
+    path, as for a numpy array of an unsupported dtype, and no file."""
+    torch = pytest.importorskip("torch")
+    jax = pytest.importorskip("jax")
+    path = tmp_path / "x.safetensors"
+    for value, what in [
+        (
+            torch.ones(2, dtype=torch.float8_e4m3fn),
+            r"a torch\.Tensor of dtype torch\.float8_e4m3fn",
+        ),
+        (torch.ones(2).to_sparse(), r"a torch\.Tensor of dtype torch\.float32"),
+        (jax.random.key(0), r"a jax[\w.]*Array of dtype key<fry>"),
+    ]:
+        with pytest.raises(
+            ct.SerializationError,
+            match=rf"save: at \['m'\]\[0\]: {what}, which cannot be converted to a numpy "
+            rf"array \(\w+: .+\)\. Convert it to a supported dtype",
+        ):
+            ct.save(path, {"m": [value]})
+        assert not os.listdir(tmp_path)
+
+
 def _saved(tmp_path: Any, tree: Any) -> str:
     path = os.fspath(tmp_path / "saved.safetensors")
     ct.save(path, tree)
