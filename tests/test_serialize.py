@@ -585,6 +585,32 @@ def test_expect_must_be_a_class(tmp_path, expect):
         ct.load(tmp_path / "missing.safetensors", expect="list")
 
 
+def test_load_and_inspect_errors_name_the_file(tmp_path):
+    """A bad file's error starts with its path (a loop over checkpoints says which one);
+    deserialize, which reads no file, does not add one."""
+    path = tmp_path / "ckpt-7.safetensors"
+    ct.save(path, {"w": np.ones(3)})
+    data = path.read_bytes()
+    path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    with pytest.raises(
+        ct.IntegrityError, match="^" + re.escape(f"{path}: tensor \"['w']\": CRC32")
+    ):
+        ct.load(path)
+    path.write_bytes(data[:-5])
+    for call in (
+        lambda: ct.load(path),
+        lambda: ct.load(path, mmap=True),
+        lambda: ct.inspect(path),
+    ):
+        with pytest.raises(ct.FormatError, match="^" + re.escape(f"{path}: truncated: need 24")):
+            call()
+    with pytest.raises(ct.FormatError, match=r"^truncated: need 24"):
+        ct.deserialize(data[:-5])
+    path.write_bytes(data)
+    with pytest.raises(ct.SchemaError, match="^" + re.escape(f"{path}: expected a 'list'")):
+        ct.load(path, expect=list)
+
+
 # --- save-side errors ----------------------------------------------------------------
 
 
@@ -725,12 +751,14 @@ def test_a_file_that_is_not_safetensors_is_a_format_error_saying_so(tmp_path, ki
     path = tmp_path / f"data.{kind}"
     _not_safetensors(path, kind)
     message = (
-        r"^this is not a safetensors file: its first 8 bytes give a header length of \d+ "
+        r"this is not a safetensors file: its first 8 bytes give a header length of \d+ "
         r"bytes, but only \d+ bytes follow them \(or the file is truncated\)\.$"
     )
-    for read in (ct.load, ct.inspect, lambda p: ct.deserialize(p.read_bytes())):
-        with pytest.raises(ct.FormatError, match=message):
+    for read in (ct.load, ct.inspect):
+        with pytest.raises(ct.FormatError, match="^" + re.escape(f"{path}: ") + message):
             read(path)
+    with pytest.raises(ct.FormatError, match="^" + message):
+        ct.deserialize(path.read_bytes())
 
 
 def test_the_garbage_collector_is_paused_only_during_a_call(tmp_path):

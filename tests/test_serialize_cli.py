@@ -165,12 +165,25 @@ def test_errors_print_one_line_and_exit_2(tmp_path, capsys):
     assert main(["inspect", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err == (
-        "containers inspect: FormatError: the header does not start with '{': this is not a "
-        "safetensors file.\n"
+        f"containers inspect: FormatError: {bad}: the header does not start with '{{': this "
+        f"is not a safetensors file.\n"
     )
     assert main(["diff", str(bad), str(tmp_path / "missing.safetensors")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("containers diff: FormatError: ") and err.count("\n") == 1
+    assert err.startswith(f"containers diff: FormatError: {bad}: ") and err.count("\n") == 1
+
+
+def test_diff_names_the_file_that_is_bad(tmp_path, capsys):
+    """diff A B says which of the two files is corrupt, whichever side it is on."""
+    good, cut = tmp_path / "good.safetensors", tmp_path / "cut.safetensors"
+    ct.save(good, {"w": np.ones(3)})
+    cut.write_bytes(good.read_bytes()[:-5])
+    for args in ([str(good), str(cut)], [str(cut), str(good)]):
+        assert main(["diff", *args]) == 2
+        assert capsys.readouterr().err == (
+            f"containers diff: FormatError: {cut}: truncated: need 24 bytes of tensor data, "
+            f"have 19.\n"
+        )
 
 
 def test_inspect_of_a_text_file_says_it_is_not_safetensors(tmp_path, capsys):
@@ -179,7 +192,7 @@ def test_inspect_of_a_text_file_says_it_is_not_safetensors(tmp_path, capsys):
     text.write_text("ten bytes\n")
     assert main(["inspect", str(text)]) == 2
     assert capsys.readouterr().err == (
-        "containers inspect: FormatError: this is not a safetensors file: its first 8 bytes "
+        f"containers inspect: FormatError: {text}: this is not a safetensors file: its first 8 bytes "
         "give a header length of 7310601557487019380 bytes, but only 2 bytes follow them (or "
         "the file is truncated).\n"
     )
