@@ -134,6 +134,41 @@ def test_diff_lists_every_difference_with_its_path(tmp_path, capsys):
     ]
 
 
+def test_diff_of_arrays_holding_infinities_gives_the_largest_difference(tmp_path, capsys):
+    """Equal infinities differ by 0, inf and -inf by inf, and NaN only where one side is
+    NaN; numpy's warnings about inf - inf stay out of the output."""
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    inf, nan = np.inf, np.nan
+    ct.save(
+        a,
+        {
+            "f": np.array([inf, 1.0, -inf], np.float32),
+            "c": np.array([complex(inf, 0), 1], np.complex64),
+            "s": np.array([inf, 1.0]),
+            "n": np.array([nan, 1.0]),
+            "m": np.array([-np.finfo(np.float64).max]),
+        },
+    )
+    ct.save(
+        b,
+        {
+            "f": np.array([inf, 2.0, -inf], np.float32),
+            "c": np.array([complex(inf, 0), 3], np.complex64),
+            "s": np.array([-inf, 1.0]),
+            "n": np.array([1.0, 1.0]),
+            "m": np.array([np.finfo(np.float64).max]),
+        },
+    )
+    assert main(["diff", str(a), str(b)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "~ ['c']: complex64[2] values differ, max abs diff 2",
+        "~ ['f']: float32[3] values differ, max abs diff 1",
+        "~ ['m']: float64[1] values differ, max abs diff inf",
+        "~ ['n']: float64[2] values differ, max abs diff nan",
+        "~ ['s']: float64[2] values differ, max abs diff inf",
+    ]
+
+
 HUGE = "int(16610 bits, crc32 c6d23d8d)"  # 10**5000
 
 

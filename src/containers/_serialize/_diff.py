@@ -56,9 +56,11 @@ def _max_abs_diff(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> float | N
         else:
             wide = np.complex128 if x.dtype.kind == "c" else np.float64
             xw, yw = x.astype(wide), y.astype(wide)
-            d = np.abs(xw - yw)
-            both_nan = np.isnan(xw) & np.isnan(yw)
-            d = np.where(both_nan, 0.0, d)
+            with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, max - -max
+                d = np.abs(xw - yw)
+            # inf - inf is NaN: equal values (infinities too) and NaN against NaN differ by 0.
+            same = (xw == yw) | (np.isnan(xw) & np.isnan(yw))
+            d = np.where(same, 0.0, d)
         m = float("nan") if np.isnan(d).any() else float(np.max(d))
         if m == 0.0:
             continue
