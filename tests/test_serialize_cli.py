@@ -169,6 +169,38 @@ def test_diff_of_arrays_holding_infinities_gives_the_largest_difference(tmp_path
     ]
 
 
+def test_diff_of_integer_arrays_is_exact(tmp_path, capsys):
+    """int64/uint64 values past 2**53 that differ by 1 differ (float64 rounds them
+    equal), and the largest difference of extreme values is not wrapped around."""
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    i64 = np.iinfo(np.int64)
+    ct.save(
+        a,
+        {
+            "i": np.array([2**62, 5], np.int64),
+            "u": np.array([2**64 - 1], np.uint64),
+            "x": np.array([i64.min], np.int64),
+            "s": np.array([-128], np.int8),
+        },
+    )
+    ct.save(
+        b,
+        {
+            "i": np.array([2**62 + 1, 5], np.int64),
+            "u": np.array([2**64 - 2], np.uint64),
+            "x": np.array([i64.max], np.int64),
+            "s": np.array([127], np.int8),
+        },
+    )
+    assert main(["diff", str(a), str(b)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "~ ['i']: int64[2] values differ, max abs diff 1",
+        "~ ['s']: int8[1] values differ, max abs diff 255",
+        "~ ['u']: uint64[1] values differ, max abs diff 1",
+        "~ ['x']: int64[1] values differ, max abs diff 1.84467e+19",
+    ]
+
+
 HUGE = "int(16610 bits, crc32 c6d23d8d)"  # 10**5000
 
 

@@ -53,6 +53,12 @@ def _max_abs_diff(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> float | N
             continue
         if x.dtype == np.bool_:
             d = np.not_equal(x, y).astype(np.float64)
+        elif x.dtype.kind in "iu":
+            # Exact: float64 would round int64 values past 2**53 (2**62 and 2**62 + 1
+            # compared equal). hi - lo as uint64 is exact modulo 2**64 and fits it.
+            hi, lo = np.maximum(x, y), np.minimum(x, y)
+            worst = max(worst or 0.0, float((hi.astype(np.uint64) - lo.astype(np.uint64)).max()))
+            continue
         else:
             wide = np.complex128 if x.dtype.kind == "c" else np.float64
             xw, yw = x.astype(wide), y.astype(wide)
