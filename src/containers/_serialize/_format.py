@@ -9,6 +9,7 @@ anything sized by those bytes is allocated.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import itertools
 import json
@@ -729,10 +730,20 @@ def atomic_write(path: str, write: Callable[[int], None], *, fsync: bool = True)
     symbolic link at ``path`` is followed, as ``open`` follows it: its target is
     replaced and the link stays.
     """
+    given = path
+    # What open(path, "wb") refuses: realpath would drop the separator and make a file.
+    if not path or path.endswith((os.sep, os.altsep or os.sep)):
+        code = errno.EISDIR if path else errno.ENOENT
+        raise OSError(code, os.strerror(code), given)
     path = os.path.realpath(path)
+    if os.path.isdir(path):
+        raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), given)
     directory = os.path.dirname(path)
     name = os.path.basename(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    except OSError as err:  # name the file the caller gave, as open() would
+        raise OSError(err.errno, err.strerror, given) from None
     try:
         try:
             write(fd)
