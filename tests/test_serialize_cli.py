@@ -201,6 +201,37 @@ def test_diff_of_integer_arrays_is_exact(tmp_path, capsys):
     ]
 
 
+def _first_line_then_close(*args: str) -> tuple[str, int, str]:
+    """Run the command line, read one line of its output and close the pipe, as
+    `containers ... | head -1` does: (that line, exit status, stderr)."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "containers", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    line = child.stdout.readline()
+    child.stdout.close()
+    status = child.wait(timeout=120)
+    err = child.stderr.read()
+    child.stderr.close()
+    return line, status, err
+
+
+def test_inspect_and_diff_into_a_closed_pipe_exit_quietly_with_their_status(tmp_path):
+    """`containers inspect F | head -1` exits 0 and `containers diff A B | head -1` exits 1
+    (the files differ), both silent on stderr: inspect reported the closed pipe as an
+    error (status 2), diff reported the different files as equal (status 0)."""
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    ct.save(a, {f"k{i}": i for i in range(20_000)})  # far more output than a pipe holds
+    ct.save(b, {f"k{i}": i + 1 for i in range(20_000)})
+    line, status, err = _first_line_then_close("inspect", str(a))
+    assert line.startswith(f"{a}: containers 1") and (status, err) == (0, "")
+    line, status, err = _first_line_then_close("diff", str(a), str(b))
+    assert line == "~ ['k0']: 0 -> 1\n" and (status, err) == (1, "")
+
+
 HUGE = "int(16610 bits, crc32 c6d23d8d)"  # 10**5000
 
 

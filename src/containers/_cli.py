@@ -152,7 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             demo()
         elif args.command in ("inspect", "diff"):
-            status = _file_command(args)
+            # The status is known before printing, so a reader that goes away (`| head`)
+            # changes nothing: diff still says the files differ.
+            status, lines = _file_command(args)
+            for line in lines:
+                _print(line)
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (`containers demo | head`): stop quietly, as CLI tools do.
@@ -166,23 +170,21 @@ def _print(text: str) -> None:
     print(text.encode(encoding, "backslashreplace").decode(encoding))
 
 
-def _file_command(args: argparse.Namespace) -> int:
-    """``inspect`` and ``diff``: 0 equal/ok, 1 different, 2 error (one line, no traceback)."""
+def _file_command(args: argparse.Namespace) -> tuple[int, list[str]]:
+    """``inspect`` and ``diff``: the exit status (0 equal/ok, 1 different, 2 error, told in
+    one line on stderr, no traceback) and the lines to print."""
     from containers._serialize._diff import diff_files
 
     try:
         if args.command == "inspect":
-            _print(str(ct.inspect(args.file)))
-            return 0
+            return 0, [str(ct.inspect(args.file))]
         lines = diff_files(args.a, args.b)
     except (ct.ContainersError, OSError) as err:
         what = type(err).__name__
         text = " ".join(str(err).split())  # one line, whatever the message holds
         print(f"containers {args.command}: {what}: {text}", file=sys.stderr)
-        return 2
-    for line in lines:
-        _print(line)
-    return 1 if lines else 0
+        return 2, []
+    return (1 if lines else 0), lines
 
 
 if __name__ == "__main__":  # pragma: no cover - exercised through python -m containers
