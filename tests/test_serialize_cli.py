@@ -272,15 +272,24 @@ def test_errors_print_one_line_and_exit_2(tmp_path, capsys):
 
 
 def test_diff_names_the_file_that_is_bad(tmp_path, capsys):
-    """diff A B says which of the two files is corrupt, whichever side it is on."""
+    """diff A B says which of the two files is corrupt, whichever side it is on: in its
+    header, or in data that only diff reads (a BOOL byte that is not 0 or 1)."""
     good, cut = tmp_path / "good.safetensors", tmp_path / "cut.safetensors"
-    ct.save(good, {"w": np.ones(3)})
+    ct.save(good, {"w": np.ones(3), "b": np.ones(2, bool)})
     cut.write_bytes(good.read_bytes()[:-5])
     for args in ([str(good), str(cut)], [str(cut), str(good)]):
         assert main(["diff", *args]) == 2
         assert capsys.readouterr().err == (
-            f"containers diff: FormatError: {cut}: truncated: need 24 bytes of tensor data, "
-            f"have 19.\n"
+            f"containers diff: FormatError: {cut}: truncated: need 26 bytes of tensor data, "
+            f"have 21.\n"
+        )
+    data = good.read_bytes()
+    cut.write_bytes(data[:-1] + b"\x02")  # the last byte is the bool tensor's
+    for args in ([str(good), str(cut)], [str(cut), str(good)]):
+        assert main(["diff", *args]) == 2
+        assert capsys.readouterr().err == (
+            f"containers diff: FormatError: {cut}: tensor \"['b']\": BOOL data holds the byte "
+            f"2 at element 1; a bool is stored as 0 or 1. The file is corrupt.\n"
         )
 
 

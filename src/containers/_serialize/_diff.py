@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from containers._serialize._api import FileInfo, PathLike, inspect
+from containers._serialize._api import FileInfo, PathLike, _in_file, inspect
 from containers._serialize._decode import RowPaths
 from containers._serialize._format import map_file, read_layout, view_arrays
 from containers._serialize._limits import DEFAULT_LIMITS, Limits
@@ -32,7 +32,8 @@ def _ids(info: FileInfo, table: dict[tuple[int, str], int]) -> list[int]:
 
 
 def _arrays(path: str, limits: Limits) -> dict[str, np.ndarray[Any, Any]]:
-    with open(path, "rb") as f:
+    # Errors name the file, as inspect's do: diff reads data (BOOL bytes) that inspect does not.
+    with _in_file(path), open(path, "rb") as f:
         layout = read_layout(f, limits)
         if layout.file_size == layout.data_start:
             return view_arrays(b"\0" * layout.data_start, layout, None, copy=False)
