@@ -10,6 +10,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 import safetensors.numpy
 
 import containers as ct
@@ -52,6 +53,23 @@ def test_inspect_shows_a_plain_safetensors_file_as_a_flat_list(tmp_path, capsys)
     out = capsys.readouterr().out
     assert "safetensors, 2 tensors, 19 bytes of data" in out
     assert "  a.weight: float16[4,2]  16 B" in out and "  b: int8[3]  3 B" in out
+
+
+def test_inspect_of_a_float8_safetensors_file_says_what_to_read_it_with(tmp_path, capsys):
+    """A real safetensors file with float8 tensors (which containers does not read) is
+    refused naming the tensor and dtype, and pointing at safetensors itself."""
+    torch = pytest.importorskip("torch")
+    import safetensors.torch
+
+    path = tmp_path / "fp8.safetensors"
+    safetensors.torch.save_file({"w": torch.ones(4, dtype=torch.float8_e4m3fn)}, path)
+    assert main(["inspect", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"containers inspect: FormatError: {path}: tensor 'w': unsupported dtype 'F8_E4M3', "
+        f"a safetensors dtype that containers does not read (it reads BOOL, U8, I8, U16, "
+        f"I16, U32, I32, U64, I64, F16, F32, F64, C64, BF16). Open the file with "
+        f"safetensors.safe_open instead.\n"
+    )
 
 
 def test_inspect_escapes_unprintable_names_from_the_file(tmp_path, capsys):

@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "inspect", help="print the tree of a saved file from its header (no arrays are read)"
     )
     p_inspect.add_argument(
-        "file", help="a file written by containers.save, or any safetensors file"
+        "file", help="a file written by containers.save, or a safetensors file of its dtypes"
     )
     p_diff = sub.add_parser(
         "diff", help="list the differences between two saved files (exit 0 equal, 1 different)"

@@ -409,8 +409,8 @@ class FileInfo:
 def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
     """Read a file's header only and describe its tree, validated as ``load`` does.
 
-    Works on any safetensors file: one not written by containers shows its tensors as a
-    flat list. Types need not be importable: names are shown, not resolved.
+    Works on any safetensors file of the dtypes containers reads: one not written by
+    containers shows its tensors as a flat list. Types need not be importable: names are shown, not resolved.
 
     Examples:
         >>> import os, tempfile

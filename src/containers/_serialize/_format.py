@@ -79,6 +79,13 @@ try:  # bfloat16 exists only with ml_dtypes
 except ImportError:  # pragma: no cover - ml_dtypes is installed in the test environment
     pass
 
+#: The safetensors dtypes (safetensors 0.8) that may be missing from DTYPES (BF16 is
+#: there when ml_dtypes is installed): refused like any unknown dtype, with a message
+#: that says where to read them.
+_OTHER_SAFETENSORS_DTYPES = frozenset(
+    {"F8_E5M2", "F8_E4M3", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "BF16"}
+)
+
 #: numpy scalar type -> code (byte order is normalized separately).
 CODES: dict[type, str] = {dt.type: code for code, dt in DTYPES.items()}
 
@@ -367,6 +374,12 @@ def _tensor(name: str, entry: Any, limits: Limits) -> Tensor:
     code, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
     dtype = DTYPES.get(code) if type(code) is str else None
     if dtype is None:
+        if code in _OTHER_SAFETENSORS_DTYPES:
+            raise FormatError(
+                f"tensor {name!r}: unsupported dtype {code!r}, a safetensors dtype that "
+                f"containers does not read (it reads {', '.join(DTYPES)}). Open the file "
+                f"with safetensors.safe_open instead."
+            )
         raise FormatError(
             f"tensor {name!r}: unsupported dtype {code!r}. Supported: {', '.join(DTYPES)}."
         )
