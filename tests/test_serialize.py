@@ -503,6 +503,17 @@ def test_jax_and_torch_arrays_numpy_cannot_hold_are_refused_with_their_path(tmp_
         assert not os.listdir(tmp_path)
 
 
+def test_arrays_mapped_by_np_load_are_saved(tmp_path):
+    """np.load(..., mmap_mode="r") gives np.memmap arrays (a subclass that only says
+    where the bytes live): they save as plain arrays, shared ones once, slices too."""
+    np.save(tmp_path / "w.npy", np.arange(6.0).reshape(2, 3))
+    w = np.load(tmp_path / "w.npy", mmap_mode="r")
+    assert type(w) is np.memmap and type(w[1:]) is np.memmap
+    out = ct.load(_saved(tmp_path, {"w": w, "tied": w, "row": w[1:]}))
+    assert type(out["w"]) is np.ndarray and out["w"].tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert out["tied"] is out["w"] and out["row"].tolist() == [[3, 4, 5]]
+
+
 def _saved(tmp_path: Any, tree: Any) -> str:
     path = os.fspath(tmp_path / "saved.safetensors")
     ct.save(path, tree)

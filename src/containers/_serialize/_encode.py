@@ -128,6 +128,8 @@ def _to_numpy(x: Any, path: str) -> np.ndarray[Any, Any] | None:
     a: np.ndarray[Any, Any]
     if t is np.ndarray:
         a = x
+    elif t is np.memmap:  # np.load(mmap_mode=...): the subclass only says where bytes live
+        a = x.view(np.ndarray)
     else:
         module = t.__module__ or ""
         convert: Callable[[Any], np.ndarray[Any, Any]] | None = None
