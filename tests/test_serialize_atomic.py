@@ -111,3 +111,13 @@ def test_save_errors_name_the_path_given_not_the_temp_file(tmp_path):
         with pytest.raises(IsADirectoryError, match=re.escape(f"Is a directory: '{path}'") + "$"):
             ct.save(path, [1])
     assert sorted(os.listdir(tmp_path)) == ["d"] and os.listdir(tmp_path / "d") == []
+
+
+def test_a_file_name_as_long_as_the_system_allows_saves(tmp_path):
+    """A 250-byte name, which open() accepts, saves: the temp file's name, which adds a
+    prefix and a suffix to it, was too long for the file system (ENAMETOOLONG)."""
+    for name in ("a" * 246 + ".st", "\u00e9" * 123 + ".st"):  # 249 bytes each
+        path = tmp_path / name
+        ct.save(path, {"w": np.arange(3)})
+        assert ct.load(path)["w"].tolist() == [0, 1, 2]
+    assert len(os.listdir(tmp_path)) == 2

@@ -753,6 +753,10 @@ def atomic_write(path: str, write: Callable[[int], None], *, fsync: bool = True)
         raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), given)
     directory = os.path.dirname(path)
     name = os.path.basename(path)
+    # The temp name adds 14 bytes: a name that open() accepts (up to 255 bytes) must
+    # not make it too long, so a long one is cut (25 characters are at most 100 bytes).
+    if len(os.fsencode(name)) > 100:
+        name = name[:25]
     try:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
     except OSError as err:  # name the file the caller gave, as open() would
