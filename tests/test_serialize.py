@@ -514,6 +514,19 @@ def test_arrays_mapped_by_np_load_are_saved(tmp_path):
     assert out["tied"] is out["w"] and out["row"].tolist() == [[3, 4, 5]]
 
 
+def test_bool_views_of_other_bytes_save_as_0_and_1(tmp_path):
+    """A bool array viewing bytes other than 0 and 1 (u8.view(bool)) is written as 0/1,
+    which files require: load refused the file save had just written as corrupt."""
+    mask = np.array([0, 2, 255, 1], np.uint8).view(bool)
+    path = _saved(tmp_path, {"m": mask, "m0": mask[1:2].reshape(()), "f": mask[::2]})
+    out = ct.load(path)
+    assert out["m"].tolist() == [False, True, True, True]
+    assert out["m"].view(np.uint8).tolist() == [0, 1, 1, 1]
+    assert out["m0"].shape == () and bool(out["m0"]) and out["f"].tolist() == [False, True]
+    assert safetensors.numpy.load_file(path)["['m']"].view(np.uint8).tolist() == [0, 1, 1, 1]
+    assert mask.view(np.uint8).tolist() == [0, 2, 255, 1]  # the caller's array is untouched
+
+
 def _saved(tmp_path: Any, tree: Any) -> str:
     path = os.fspath(tmp_path / "saved.safetensors")
     ct.save(path, tree)

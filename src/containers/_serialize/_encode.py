@@ -211,6 +211,10 @@ class _Encoder:
         """
         if not path.isascii():
             path = path.encode("utf-8", "backslashreplace").decode("utf-8")
+        if a.dtype.type is np.bool_ and a.size and a.view(np.uint8).max() > 1:
+            # A view of other bytes (u8.view(bool)): files hold a bool as 0 or 1, and
+            # load refuses any other byte.
+            a = np.asarray(a.view(np.uint8) != 0)  # asarray: 0-d gives a scalar
         if path in self.names:
             raise _fail(
                 _where(path),
