@@ -471,6 +471,62 @@ def test_jax_and_torch_leaves_are_saved_as_numpy_arrays(tmp_path):
     assert out["torch_bf16"].dtype == ml_dtypes.bfloat16 and float(out["torch_bf16"][0]) == 1.0
 
 
+def test_torch_tensors_with_a_conjugate_or_negative_bit_are_saved(tmp_path):
+    """x.conj() and x.conj().imag (lazy views torch marks with a bit) save their values."""
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    out = ct.load(_saved(tmp_path, {"conj": x.conj(), "neg": x.conj().imag}))
+    assert out["conj"].tolist() == [1 - 2j, 3 + 4j] and out["conj"].dtype == np.complex64
+    assert out["neg"].tolist() == [-2.0, 4.0] and out["neg"].dtype == np.float32
+
+
+def test_jax_and_torch_arrays_numpy_cannot_hold_are_refused_with_their_path(tmp_path):
+    """A float8 or sparse torch tensor, or a jax key array: SerializationError naming the
+    path, as for a numpy array of an unsupported dtype, and no file."""
+    torch = pytest.importorskip("torch")
+    jax = pytest.importorskip("jax")
+    path = tmp_path / "x.safetensors"
+    for value, what in [
+        (
+            torch.ones(2, dtype=torch.float8_e4m3fn),
+            r"a torch\.Tensor of dtype torch\.float8_e4m3fn",
+        ),
+        (torch.ones(2).to_sparse(), r"a torch\.Tensor of dtype torch\.float32"),
+        (jax.random.key(0), r"a jax[\w.]*Array of dtype key<fry>"),
+    ]:
+        with pytest.raises(
+            ct.SerializationError,
+            match=rf"save: at \['m'\]\[0\]: {what}, which cannot be converted to a numpy "
+            rf"array \(\w+: .+\)\. Convert it to a supported dtype",
+        ):
+            ct.save(path, {"m": [value]})
+        assert not os.listdir(tmp_path)
+
+
+def test_arrays_mapped_by_np_load_are_saved(tmp_path):
+    """np.load(..., mmap_mode="r") gives np.memmap arrays (a subclass that only says
+    where the bytes live): they save as plain arrays, shared ones once, slices too."""
+    np.save(tmp_path / "w.npy", np.arange(6.0).reshape(2, 3))
+    w = np.load(tmp_path / "w.npy", mmap_mode="r")
+    assert type(w) is np.memmap and type(w[1:]) is np.memmap
+    out = ct.load(_saved(tmp_path, {"w": w, "tied": w, "row": w[1:]}))
+    assert type(out["w"]) is np.ndarray and out["w"].tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert out["tied"] is out["w"] and out["row"].tolist() == [[3, 4, 5]]
+
+
+def test_bool_views_of_other_bytes_save_as_0_and_1(tmp_path):
+    """A bool array viewing bytes other than 0 and 1 (u8.view(bool)) is written as 0/1,
+    which files require: load refused the file save had just written as corrupt."""
+    mask = np.array([0, 2, 255, 1], np.uint8).view(bool)
+    path = _saved(tmp_path, {"m": mask, "m0": mask[1:2].reshape(()), "f": mask[::2]})
+    out = ct.load(path)
+    assert out["m"].tolist() == [False, True, True, True]
+    assert out["m"].view(np.uint8).tolist() == [0, 1, 1, 1]
+    assert out["m0"].shape == () and bool(out["m0"]) and out["f"].tolist() == [False, True]
+    assert safetensors.numpy.load_file(path)["['m']"].view(np.uint8).tolist() == [0, 1, 1, 1]
+    assert mask.view(np.uint8).tolist() == [0, 2, 255, 1]  # the caller's array is untouched
+
+
 def _saved(tmp_path: Any, tree: Any) -> str:
     path = os.fspath(tmp_path / "saved.safetensors")
     ct.save(path, tree)
@@ -551,6 +607,32 @@ def test_expect_must_be_a_class(tmp_path, expect):
             call()
     with pytest.raises(TypeError, match=r"^load: expect must be a class or None, got str"):
         ct.load(tmp_path / "missing.safetensors", expect="list")
+
+
+def test_load_and_inspect_errors_name_the_file(tmp_path):
+    """A bad file's error starts with its path (a loop over checkpoints says which one);
+    deserialize, which reads no file, does not add one."""
+    path = tmp_path / "ckpt-7.safetensors"
+    ct.save(path, {"w": np.ones(3)})
+    data = path.read_bytes()
+    path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    with pytest.raises(
+        ct.IntegrityError, match="^" + re.escape(f"{path}: tensor \"['w']\": CRC32")
+    ):
+        ct.load(path)
+    path.write_bytes(data[:-5])
+    for call in (
+        lambda: ct.load(path),
+        lambda: ct.load(path, mmap=True),
+        lambda: ct.inspect(path),
+    ):
+        with pytest.raises(ct.FormatError, match="^" + re.escape(f"{path}: truncated: need 24")):
+            call()
+    with pytest.raises(ct.FormatError, match=r"^truncated: need 24"):
+        ct.deserialize(data[:-5])
+    path.write_bytes(data)
+    with pytest.raises(ct.SchemaError, match="^" + re.escape(f"{path}: expected a 'list'")):
+        ct.load(path, expect=list)
 
 
 # --- save-side errors ----------------------------------------------------------------
@@ -693,12 +775,14 @@ def test_a_file_that_is_not_safetensors_is_a_format_error_saying_so(tmp_path, ki
     path = tmp_path / f"data.{kind}"
     _not_safetensors(path, kind)
     message = (
-        r"^this is not a safetensors file: its first 8 bytes give a header length of \d+ "
+        r"this is not a safetensors file: its first 8 bytes give a header length of \d+ "
         r"bytes, but only \d+ bytes follow them \(or the file is truncated\)\.$"
     )
-    for read in (ct.load, ct.inspect, lambda p: ct.deserialize(p.read_bytes())):
-        with pytest.raises(ct.FormatError, match=message):
+    for read in (ct.load, ct.inspect):
+        with pytest.raises(ct.FormatError, match="^" + re.escape(f"{path}: ") + message):
             read(path)
+    with pytest.raises(ct.FormatError, match="^" + message):
+        ct.deserialize(path.read_bytes())
 
 
 def test_the_garbage_collector_is_paused_only_during_a_call(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -90,3 +91,33 @@ def test_a_write_error_removes_the_temp_file(tmp_path):
     with pytest.raises(OSError):
         ct.save(target, {"w": np.ones(2)})
     assert sorted(os.listdir(tmp_path)) == ["dir.safetensors"]
+
+
+def test_save_errors_name_the_path_given_not_the_temp_file(tmp_path):
+    """A missing directory, a directory at the path, or a path ending in a separator raise
+    what open(path, "wb") would, naming that path (not a '.name.xxxx.tmp' file the caller
+    never gave), and leave nothing behind; a trailing separator never creates a file."""
+    missing = tmp_path / "no-such-dir" / "m.safetensors"
+    with pytest.raises(
+        FileNotFoundError, match=re.escape(f"No such file or directory: '{missing}'")
+    ):
+        ct.save(missing, [1])
+    (tmp_path / "d").mkdir()
+    for path in (
+        str(tmp_path / "d"),
+        str(tmp_path / "d") + os.sep,
+        str(tmp_path / "new") + os.sep,
+    ):
+        with pytest.raises(IsADirectoryError, match=re.escape(f"Is a directory: '{path}'") + "$"):
+            ct.save(path, [1])
+    assert sorted(os.listdir(tmp_path)) == ["d"] and os.listdir(tmp_path / "d") == []
+
+
+def test_a_file_name_as_long_as_the_system_allows_saves(tmp_path):
+    """A 250-byte name, which open() accepts, saves: the temp file's name, which adds a
+    prefix and a suffix to it, was too long for the file system (ENAMETOOLONG)."""
+    for name in ("a" * 246 + ".st", "\u00e9" * 123 + ".st"):  # 249 bytes each
+        path = tmp_path / name
+        ct.save(path, {"w": np.arange(3)})
+        assert ct.load(path)["w"].tolist() == [0, 1, 2]
+    assert len(os.listdir(tmp_path)) == 2

@@ -10,6 +10,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 import safetensors.numpy
 
 import containers as ct
@@ -52,6 +53,23 @@ def test_inspect_shows_a_plain_safetensors_file_as_a_flat_list(tmp_path, capsys)
     out = capsys.readouterr().out
     assert "safetensors, 2 tensors, 19 bytes of data" in out
     assert "  a.weight: float16[4,2]  16 B" in out and "  b: int8[3]  3 B" in out
+
+
+def test_inspect_of_a_float8_safetensors_file_says_what_to_read_it_with(tmp_path, capsys):
+    """A real safetensors file with float8 tensors (which containers does not read) is
+    refused naming the tensor and dtype, and pointing at safetensors itself."""
+    torch = pytest.importorskip("torch")
+    import safetensors.torch
+
+    path = tmp_path / "fp8.safetensors"
+    safetensors.torch.save_file({"w": torch.ones(4, dtype=torch.float8_e4m3fn)}, path)
+    assert main(["inspect", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"containers inspect: FormatError: {path}: tensor 'w': unsupported dtype 'F8_E4M3', "
+        f"a safetensors dtype that containers does not read (it reads BOOL, U8, I8, U16, "
+        f"I16, U32, I32, U64, I64, F16, F32, F64, C64, BF16). Open the file with "
+        f"safetensors.safe_open instead.\n"
+    )
 
 
 def test_inspect_escapes_unprintable_names_from_the_file(tmp_path, capsys):
@@ -134,6 +152,104 @@ def test_diff_lists_every_difference_with_its_path(tmp_path, capsys):
     ]
 
 
+def test_diff_of_arrays_holding_infinities_gives_the_largest_difference(tmp_path, capsys):
+    """Equal infinities differ by 0, inf and -inf by inf, and NaN only where one side is
+    NaN; numpy's warnings about inf - inf stay out of the output."""
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    inf, nan = np.inf, np.nan
+    ct.save(
+        a,
+        {
+            "f": np.array([inf, 1.0, -inf], np.float32),
+            "c": np.array([complex(inf, 0), 1], np.complex64),
+            "s": np.array([inf, 1.0]),
+            "n": np.array([nan, 1.0]),
+            "m": np.array([-np.finfo(np.float64).max]),
+        },
+    )
+    ct.save(
+        b,
+        {
+            "f": np.array([inf, 2.0, -inf], np.float32),
+            "c": np.array([complex(inf, 0), 3], np.complex64),
+            "s": np.array([-inf, 1.0]),
+            "n": np.array([1.0, 1.0]),
+            "m": np.array([np.finfo(np.float64).max]),
+        },
+    )
+    assert main(["diff", str(a), str(b)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "~ ['c']: complex64[2] values differ, max abs diff 2",
+        "~ ['f']: float32[3] values differ, max abs diff 1",
+        "~ ['m']: float64[1] values differ, max abs diff inf",
+        "~ ['n']: float64[2] values differ, max abs diff nan",
+        "~ ['s']: float64[2] values differ, max abs diff inf",
+    ]
+
+
+def test_diff_of_integer_arrays_is_exact(tmp_path, capsys):
+    """int64/uint64 values past 2**53 that differ by 1 differ (float64 rounds them
+    equal), and the largest difference of extreme values is not wrapped around."""
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    i64 = np.iinfo(np.int64)
+    ct.save(
+        a,
+        {
+            "i": np.array([2**62, 5], np.int64),
+            "u": np.array([2**64 - 1], np.uint64),
+            "x": np.array([i64.min], np.int64),
+            "s": np.array([-128], np.int8),
+        },
+    )
+    ct.save(
+        b,
+        {
+            "i": np.array([2**62 + 1, 5], np.int64),
+            "u": np.array([2**64 - 2], np.uint64),
+            "x": np.array([i64.max], np.int64),
+            "s": np.array([127], np.int8),
+        },
+    )
+    assert main(["diff", str(a), str(b)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "~ ['i']: int64[2] values differ, max abs diff 1",
+        "~ ['s']: int8[1] values differ, max abs diff 255",
+        "~ ['u']: uint64[1] values differ, max abs diff 1",
+        "~ ['x']: int64[1] values differ, max abs diff 1.84467e+19",
+    ]
+
+
+def _first_line_then_close(*args: str) -> tuple[str, int, str]:
+    """Run the command line, read one line of its output and close the pipe, as
+    `containers ... | head -1` does: (that line, exit status, stderr)."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "containers", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    line = child.stdout.readline()
+    child.stdout.close()
+    status = child.wait(timeout=120)
+    err = child.stderr.read()
+    child.stderr.close()
+    return line, status, err
+
+
+def test_inspect_and_diff_into_a_closed_pipe_exit_quietly_with_their_status(tmp_path):
+    """`containers inspect F | head -1` exits 0 and `containers diff A B | head -1` exits 1
+    (the files differ), both silent on stderr: inspect reported the closed pipe as an
+    error (status 2), diff reported the different files as equal (status 0)."""
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    ct.save(a, {f"k{i}": i for i in range(20_000)})  # far more output than a pipe holds
+    ct.save(b, {f"k{i}": i + 1 for i in range(20_000)})
+    line, status, err = _first_line_then_close("inspect", str(a))
+    assert line.startswith(f"{a}: containers 1") and (status, err) == (0, "")
+    line, status, err = _first_line_then_close("diff", str(a), str(b))
+    assert line == "~ ['k0']: 0 -> 1\n" and (status, err) == (1, "")
+
+
 HUGE = "int(16610 bits, crc32 c6d23d8d)"  # 10**5000
 
 
@@ -165,12 +281,34 @@ def test_errors_print_one_line_and_exit_2(tmp_path, capsys):
     assert main(["inspect", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err == (
-        "containers inspect: FormatError: the header does not start with '{': this is not a "
-        "safetensors file.\n"
+        f"containers inspect: FormatError: {bad}: the header does not start with '{{': this "
+        f"is not a safetensors file.\n"
     )
     assert main(["diff", str(bad), str(tmp_path / "missing.safetensors")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("containers diff: FormatError: ") and err.count("\n") == 1
+    assert err.startswith(f"containers diff: FormatError: {bad}: ") and err.count("\n") == 1
+
+
+def test_diff_names_the_file_that_is_bad(tmp_path, capsys):
+    """diff A B says which of the two files is corrupt, whichever side it is on: in its
+    header, or in data that only diff reads (a BOOL byte that is not 0 or 1)."""
+    good, cut = tmp_path / "good.safetensors", tmp_path / "cut.safetensors"
+    ct.save(good, {"w": np.ones(3), "b": np.ones(2, bool)})
+    cut.write_bytes(good.read_bytes()[:-5])
+    for args in ([str(good), str(cut)], [str(cut), str(good)]):
+        assert main(["diff", *args]) == 2
+        assert capsys.readouterr().err == (
+            f"containers diff: FormatError: {cut}: truncated: need 26 bytes of tensor data, "
+            f"have 21.\n"
+        )
+    data = good.read_bytes()
+    cut.write_bytes(data[:-1] + b"\x02")  # the last byte is the bool tensor's
+    for args in ([str(good), str(cut)], [str(cut), str(good)]):
+        assert main(["diff", *args]) == 2
+        assert capsys.readouterr().err == (
+            f"containers diff: FormatError: {cut}: tensor \"['b']\": BOOL data holds the byte "
+            f"2 at element 1; a bool is stored as 0 or 1. The file is corrupt.\n"
+        )
 
 
 def test_inspect_of_a_text_file_says_it_is_not_safetensors(tmp_path, capsys):
@@ -179,7 +317,7 @@ def test_inspect_of_a_text_file_says_it_is_not_safetensors(tmp_path, capsys):
     text.write_text("ten bytes\n")
     assert main(["inspect", str(text)]) == 2
     assert capsys.readouterr().err == (
-        "containers inspect: FormatError: this is not a safetensors file: its first 8 bytes "
+        f"containers inspect: FormatError: {text}: this is not a safetensors file: its first 8 bytes "
         "give a header length of 7310601557487019380 bytes, but only 2 bytes follow them (or "
         "the file is truncated).\n"
     )

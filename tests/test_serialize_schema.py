@@ -306,6 +306,34 @@ def test_migration_returning_garbage_is_a_schema_error():
         ct.deserialize(swapped)
 
 
+def test_an_added_field_whose_default_takes_self_asks_for_a_migration():
+    """An added attrs field with Factory(takes_self=True) has a default, but not one a
+    load can compute (there is no object yet): the message says so instead of asking
+    for a default."""
+    import attr
+
+    @ct.container(children=["w"], name="schema.TakesSelf.v1")
+    @attr.define
+    class V1:
+        w: np.ndarray
+
+    data = ct.serialize(V1(np.ones(2)))
+
+    @ct.container(children=["w"], name="schema.TakesSelf.v2")
+    @attr.define
+    class V2:
+        w: np.ndarray
+        n: int = attr.Factory(lambda self: len(self.w), takes_self=True)
+
+    with pytest.raises(
+        ct.SchemaError,
+        match=r"missing field V2\.n \(file version 1, class version 1\) at the root: its "
+        r"default is an attrs Factory\(takes_self=True\), which needs the object before it "
+        r"is built; add a migration that fills it$",
+    ):
+        ct.deserialize(data.replace(b"schema.TakesSelf.v1", b"schema.TakesSelf.v2"))
+
+
 def test_a_failing_reset_factory_is_a_schema_error():
     """User code that runs while rebuilding (an attrs factory taking self) is wrapped."""
     import attr

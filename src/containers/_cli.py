@@ -118,7 +118,8 @@ def demo() -> None:
         stepped_file = os.path.join(tmp, "stepped.safetensors")
         ct.save(stepped_file, stepped)
         print("$ containers diff model.safetensors stepped.safetensors")
-        _file_command(argparse.Namespace(command="diff", a=file, b=stepped_file))
+        for line in _file_command(argparse.Namespace(command="diff", a=file, b=stepped_file))[1]:
+            _print(line)
         print("(also from the shell: containers inspect FILE)")
 
         step("12. Interop: the same classes as optree pytrees (also JAX and PyTorch)")
@@ -170,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "inspect", help="print the tree of a saved file from its header (no arrays are read)"
     )
     p_inspect.add_argument(
-        "file", help="a file written by containers.save, or any safetensors file"
+        "file", help="a file written by containers.save, or a safetensors file of its dtypes"
     )
     p_diff = sub.add_parser(
         "diff",
@@ -184,7 +185,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             demo()
         elif args.command in ("inspect", "diff"):
-            status = _file_command(args)
+            # The status is known before printing, so a reader that goes away (`| head`)
+            # changes nothing: diff still says the files differ.
+            status, lines = _file_command(args)
+            for line in lines:
+                _print(line)
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (`containers demo | head`): stop quietly, as CLI tools do.
@@ -198,42 +203,31 @@ def _print(text: str) -> None:
     print(text.encode(encoding, "backslashreplace").decode(encoding))
 
 
-def _file_command(args: argparse.Namespace) -> int:
-    """``inspect`` and ``diff``: 0 equal/ok, 1 different, 2 error (one line, no traceback)."""
+def _file_command(args: argparse.Namespace) -> tuple[int, list[str]]:
+    """``inspect`` and ``diff``: the exit status (0 equal/ok, 1 different, 2 error, told in
+    one line on stderr, no traceback) and the lines to print."""
     from containers._serialize._diff import diff_files
 
     try:
         if args.command == "inspect":
-            lines = [str(ct.inspect(args.file))]
-        else:
-            lines = diff_files(args.a, args.b)
+            return 0, [str(ct.inspect(args.file))]
+        lines = diff_files(args.a, args.b)
     except (ct.ContainersError, OSError) as err:
-        # Printing stays outside this block: a reader that goes away (BrokenPipeError,
-        # an OSError) is main's to handle quietly, not an error in the file.
         what = type(err).__name__
-        text = " ".join(_error_text(err, args).split())  # one line, whatever it holds
+        text = " ".join(_error_text(err).split())  # one line, whatever it holds
         print(f"containers {args.command}: {what}: {text}", file=sys.stderr)
-        return 2
-    for line in lines:
-        _print(line)
-    return 1 if args.command == "diff" and lines else 0
+        return 2, []
+    return (1 if lines else 0), lines
 
 
-def _error_text(err: Exception, args: argparse.Namespace) -> str:
-    """The message for ``err``, naming the file at fault."""
+def _error_text(err: Exception) -> str:
+    """The message for ``err``: a file error in the words of a CLI tool (load's and
+    inspect's own errors start with the file's path)."""
     if isinstance(err, OSError) and err.filename is not None and err.strerror:
         text = f"cannot read {os.fsdecode(err.filename)!r}: {err.strerror}."
         if isinstance(err, IsADirectoryError):
             text += " Give the path of a file written by containers.save or a safetensors file."
         return text
-    if args.command == "diff":
-        # The error does not say which file it read; on this error path only, read the
-        # headers again one at a time to tell.
-        for file, which in ((args.a, "first"), (args.b, "second")):
-            try:
-                ct.inspect(file)
-            except (ct.ContainersError, OSError):
-                return f"{file!r} (the {which} file): {err}"
     return str(err)
 
 

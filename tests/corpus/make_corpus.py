@@ -204,6 +204,17 @@ def cases() -> list[tuple[str, bytes, dict[str, Any]]]:
         "FormatError",
         r"truncated: need 1099511627776 bytes of tensor data, have 12",
     )
+    add(  # numpy refuses an empty array whose other dimensions overflow a pointer
+        "11c-empty-with-huge-dims",
+        tree_file(
+            [["L", 2], ["A", "e", crc(b"")], ["A", "w", crc(F32_12)]],
+            {"e": ("F32", [0, 2**62, 2**62], b""), "w": ("F32", [3], F32_12)},
+        ),
+        "FormatError",
+        r"tensor 'e': F32\[0, 4611686018427387904, 4611686018427387904\] is empty, but its "
+        r"other dimensions describe 85070591730234615865843651857942052864 bytes, more than "
+        r"an array can address",
+    )
     add(
         "12-size-mismatch",
         entry_file({"dtype": "F64", "shape": [3], "data_offsets": [0, 12]}, F32_12),
@@ -311,6 +322,12 @@ def cases() -> list[tuple[str, bytes, dict[str, Any]]]:
         tree_file([["N"]], {}, **{"containers.format": "x"}),
         "FormatError",
         r"unknown containers format 'x'",
+    )
+    add(  # "²".isdigit() is true, but int() refuses it
+        "21u-format-unicode-digit",
+        tree_file([["N"]], {}, **{"containers.format": "\u00b2"}),
+        "FormatError",
+        r"unknown containers format '\u00b2'",
     )
     add(
         "21e-unknown-record",

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from containers._errors import FormatError, VersionError, short_repr
+from containers._errors import FormatError, SerializationError, VersionError, short_repr
 from containers._serialize._decode import (
     Records,
     Row,
@@ -65,6 +65,18 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+@contextlib.contextmanager
+def _in_file(path: str) -> Iterator[None]:
+    """Start the message of a ``SerializationError`` raised inside with ``path``, so that
+    an error met while loading many files (or in ``containers diff A B``) says which."""
+    try:
+        yield
+    except SerializationError as err:
+        if err.args and type(err.args[0]) is str:
+            err.args = (f"{path}: {err.args[0]}", *err.args[1:])
+        raise
+
+
 def _records(layout: Layout, limits: Limits) -> Records:
     meta = layout.metadata
     fmt = meta.get(FORMAT_KEY)
@@ -74,7 +86,8 @@ def _records(layout: Layout, limits: Limits) -> Records:
             f"{TREE_KEY!r}): load it with safetensors, or look at it with ct.inspect."
         )
     if fmt != FORMAT_VERSION:
-        if fmt.isdigit() and len(fmt) < 10 and int(fmt) > int(FORMAT_VERSION):
+        # isascii: "²" and other Unicode digits are isdigit() but not int()'s.
+        if fmt.isascii() and fmt.isdigit() and len(fmt) < 10 and int(fmt) > int(FORMAT_VERSION):
             raise VersionError(
                 f"the file is in containers format {fmt}, newer than this version reads "
                 f"(format {FORMAT_VERSION}). Upgrade containers to load it."
@@ -348,7 +361,8 @@ def load(
     """
     limits = DEFAULT_LIMITS if limits is None else limits
     _check_expect(expect, "load")
-    with open(os.fspath(path), "rb") as f, _gc_paused():
+    path = os.fspath(path)
+    with _in_file(path), open(path, "rb") as f, _gc_paused():
         layout = read_layout(f, limits)
         records = _records(layout, limits)
         check_root(records.recs, expect)
@@ -395,8 +409,8 @@ class FileInfo:
 def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
     """Read a file's header only and describe its tree, validated as ``load`` does.
 
-    Works on any safetensors file: one not written by containers shows its tensors as a
-    flat list. Types need not be importable: names are shown, not resolved.
+    Works on any safetensors file of the dtypes containers reads: one not written by
+    containers shows its tensors as a flat list. Types need not be importable: names are shown, not resolved.
 
     Examples:
         >>> import os, tempfile
@@ -415,10 +429,16 @@ def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
     Raises:
         FormatError, LimitError, VersionError: as ``load`` would for the header.
     """
-    from containers._serialize._decode import _dtype_name
 
     limits = DEFAULT_LIMITS if limits is None else limits
     path = os.fspath(path)
+    with _in_file(path):
+        return _inspect(path, limits)
+
+
+def _inspect(path: str, limits: Limits) -> FileInfo:
+    from containers._serialize._decode import _dtype_name
+
     with open(path, "rb") as f:
         layout = read_layout(f, limits)
     tensors = {

@@ -411,9 +411,15 @@ def _evolve(
             continue
         default = _field_default(spec, name)
         if default is None:
+            fix = (
+                "its default is an attrs Factory(takes_self=True), which needs the object "
+                "before it is built; add a migration that fills it"
+                if _takes_self(spec, name)
+                else "give it a default, or add a migration that fills it"
+            )
             problems.append(
                 f"missing field {cls}.{name} (file version {version}, class version "
-                f"{spec.version}) at {where()}: give it a default, or add a migration that fills it"
+                f"{spec.version}) at {where()}: {fix}"
             )
         else:
             values[name] = default
@@ -443,6 +449,16 @@ def _field_default(spec: ContainerSpec, name: str) -> Any:
         return None if a.default is attr.NOTHING else _Default(a.default)
     defaults = getattr(cls, "_field_defaults", {})
     return _Default(defaults[name]) if name in defaults else None
+
+
+def _takes_self(spec: ContainerSpec, name: str) -> bool:
+    """Whether an attrs field's default is a factory taking the instance."""
+    if spec.flavor != "attrs":
+        return False
+    import attr
+
+    default: Any = attr.fields_dict(spec.cls)[name].default
+    return isinstance(default, attr.Factory) and bool(default.takes_self)  # type: ignore[arg-type]
 
 
 class _Default:

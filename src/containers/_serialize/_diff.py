@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from containers._serialize._api import FileInfo, PathLike, inspect
+from containers._serialize._api import FileInfo, PathLike, _in_file, inspect
 from containers._serialize._decode import RowPaths
 from containers._serialize._format import map_file, read_layout, view_arrays
 from containers._serialize._limits import DEFAULT_LIMITS, Limits
@@ -32,7 +32,8 @@ def _ids(info: FileInfo, table: dict[tuple[int, str], int]) -> list[int]:
 
 
 def _arrays(path: str, limits: Limits) -> dict[str, np.ndarray[Any, Any]]:
-    with open(path, "rb") as f:
+    # Errors name the file, as inspect's do: diff reads data (BOOL bytes) that inspect does not.
+    with _in_file(path), open(path, "rb") as f:
         layout = read_layout(f, limits)
         if layout.file_size == layout.data_start:
             return view_arrays(b"\0" * layout.data_start, layout, None, copy=False)
@@ -53,12 +54,20 @@ def _max_abs_diff(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> float | N
             continue
         if x.dtype == np.bool_:
             d = np.not_equal(x, y).astype(np.float64)
+        elif x.dtype.kind in "iu":
+            # Exact: float64 would round int64 values past 2**53 (2**62 and 2**62 + 1
+            # compared equal). hi - lo as uint64 is exact modulo 2**64 and fits it.
+            hi, lo = np.maximum(x, y), np.minimum(x, y)
+            worst = max(worst or 0.0, float((hi.astype(np.uint64) - lo.astype(np.uint64)).max()))
+            continue
         else:
             wide = np.complex128 if x.dtype.kind == "c" else np.float64
             xw, yw = x.astype(wide), y.astype(wide)
-            d = np.abs(xw - yw)
-            both_nan = np.isnan(xw) & np.isnan(yw)
-            d = np.where(both_nan, 0.0, d)
+            with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, max - -max
+                d = np.abs(xw - yw)
+            # inf - inf is NaN: equal values (infinities too) and NaN against NaN differ by 0.
+            same = (xw == yw) | (np.isnan(xw) & np.isnan(yw))
+            d = np.where(same, 0.0, d)
         m = float("nan") if np.isnan(d).any() else float(np.max(d))
         if m == 0.0:
             continue

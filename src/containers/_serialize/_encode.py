@@ -128,12 +128,27 @@ def _to_numpy(x: Any, path: str) -> np.ndarray[Any, Any] | None:
     a: np.ndarray[Any, Any]
     if t is np.ndarray:
         a = x
+    elif t is np.memmap:  # np.load(mmap_mode=...): the subclass only says where bytes live
+        a = x.view(np.ndarray)
     else:
         module = t.__module__ or ""
+        convert: Callable[[Any], np.ndarray[Any, Any]] | None = None
         if module.startswith(("jax", "jaxlib")) and hasattr(x, "__array__"):
-            a = np.asarray(x)
+            convert = np.asarray
         elif module.startswith("torch") and hasattr(x, "detach"):
-            a = _torch_numpy(x)
+            convert = _torch_numpy
+        if convert is not None:
+            try:
+                a = convert(x)
+            except Exception as err:  # float8, sparse, meta, key arrays: the library's own error
+                raise _fail(
+                    _where(path),
+                    f"a {module.split('.')[0]}.{t.__qualname__} of dtype "
+                    f"{getattr(x, 'dtype', '?')}, which cannot be converted to a numpy array "
+                    f"({type(err).__name__}: {' '.join(str(err).split()).rstrip('.')})",
+                    "Convert it to a supported dtype, dense and with data, first (e.g. "
+                    "x.float() in torch, jax.random.key_data(k) for jax keys).",
+                ) from err
         elif isinstance(x, np.ndarray):
             raise _fail(
                 _where(path),
@@ -157,7 +172,9 @@ def _to_numpy(x: Any, path: str) -> np.ndarray[Any, Any] | None:
 
 
 def _torch_numpy(x: Any) -> np.ndarray[Any, Any]:
-    x = x.detach().cpu()
+    # conj() and the imaginary part of a conjugate view are lazy: a bit on the tensor,
+    # which numpy() refuses until it is resolved into data.
+    x = x.detach().cpu().resolve_conj().resolve_neg()
     if str(x.dtype) == "torch.bfloat16":
         import ml_dtypes
         import torch
@@ -194,6 +211,10 @@ class _Encoder:
         """
         if not path.isascii():
             path = path.encode("utf-8", "backslashreplace").decode("utf-8")
+        if a.dtype.type is np.bool_ and a.size and a.view(np.uint8).max() > 1:
+            # A view of other bytes (u8.view(bool)): files hold a bool as 0 or 1, and
+            # load refuses any other byte.
+            a = np.asarray(a.view(np.uint8) != 0)  # asarray: 0-d gives a scalar
         if path in self.names:
             raise _fail(
                 _where(path),

@@ -9,6 +9,7 @@ anything sized by those bytes is allocated.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import itertools
 import json
@@ -77,6 +78,13 @@ try:  # bfloat16 exists only with ml_dtypes
     DTYPES["BF16"] = np.dtype(ml_dtypes.bfloat16)
 except ImportError:  # pragma: no cover - ml_dtypes is installed in the test environment
     pass
+
+#: The safetensors dtypes (safetensors 0.8) that may be missing from DTYPES (BF16 is
+#: there when ml_dtypes is installed): refused like any unknown dtype, with a message
+#: that says where to read them.
+_OTHER_SAFETENSORS_DTYPES = frozenset(
+    {"F8_E5M2", "F8_E4M3", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "BF16"}
+)
 
 #: numpy scalar type -> code (byte order is normalized separately).
 CODES: dict[type, str] = {dt.type: code for code, dt in DTYPES.items()}
@@ -327,6 +335,8 @@ def _usual_layout(text: str, data_start: int, file_size: int, limits: Limits) ->
             if type(d) is not int or not 0 <= d < _MAX_INT:
                 return None
             size *= d
+        if size == 0 and len(shape) > 1:  # _tensor checks its other dimensions
+            return None
         if type(offsets) is not list or len(offsets) != 2:
             return None
         begin, end = offsets
@@ -364,6 +374,12 @@ def _tensor(name: str, entry: Any, limits: Limits) -> Tensor:
     code, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
     dtype = DTYPES.get(code) if type(code) is str else None
     if dtype is None:
+        if code in _OTHER_SAFETENSORS_DTYPES:
+            raise FormatError(
+                f"tensor {name!r}: unsupported dtype {code!r}, a safetensors dtype that "
+                f"containers does not read (it reads {', '.join(DTYPES)}). Open the file "
+                f"with safetensors.safe_open instead."
+            )
         raise FormatError(
             f"tensor {name!r}: unsupported dtype {code!r}. Supported: {', '.join(DTYPES)}."
         )
@@ -381,6 +397,14 @@ def _tensor(name: str, entry: Any, limits: Limits) -> Tensor:
                 f"tensor {name!r}: the shape must be a list of non-negative integers."
             )
         size *= d  # exact integers: no overflow
+    if size == 0 and _addressed(dtype, shape) > sys.maxsize:
+        # numpy multiplies the non-zero dimensions even of an empty array, and refuses
+        # more bytes than a pointer can address (its "array is too big" ValueError).
+        raise FormatError(
+            f"tensor {name!r}: {code}{shape} is empty, but its other dimensions describe "
+            f"{_addressed(dtype, shape)} bytes, more than an array can address. The file "
+            f"is corrupt."
+        )
     if (
         type(offsets) is not list
         or len(offsets) != 2
@@ -399,6 +423,11 @@ def _tensor(name: str, entry: Any, limits: Limits) -> Tensor:
             f"{end - begin}."
         )
     return Tensor(begin, end, name, code, tuple(shape), dtype)
+
+
+def _addressed(dtype: np.dtype[Any], shape: list[int]) -> int:
+    """The bytes an array of ``shape`` would span if its zero dimensions were one."""
+    return dtype.itemsize * math.prod(d for d in shape if d)
 
 
 def read_layout(f: BinaryIO, limits: Limits) -> Layout:
@@ -714,10 +743,24 @@ def atomic_write(path: str, write: Callable[[int], None], *, fsync: bool = True)
     symbolic link at ``path`` is followed, as ``open`` follows it: its target is
     replaced and the link stays.
     """
+    given = path
+    # What open(path, "wb") refuses: realpath would drop the separator and make a file.
+    if not path or path.endswith((os.sep, os.altsep or os.sep)):
+        code = errno.EISDIR if path else errno.ENOENT
+        raise OSError(code, os.strerror(code), given)
     path = os.path.realpath(path)
+    if os.path.isdir(path):
+        raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), given)
     directory = os.path.dirname(path)
     name = os.path.basename(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    # The temp name adds 14 bytes: a name that open() accepts (up to 255 bytes) must
+    # not make it too long, so a long one is cut (25 characters are at most 100 bytes).
+    if len(os.fsencode(name)) > 100:
+        name = name[:25]
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    except OSError as err:  # name the file the caller gave, as open() would
+        raise OSError(err.errno, err.strerror, given) from None
     try:
         try:
             write(fd)
