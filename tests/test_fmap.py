@@ -1410,3 +1410,22 @@ def test_walks_given_a_non_function_say_which_argument(call, message):
     Python's "'int' object is not callable" at the first node, or later)."""
     with pytest.raises(TypeError, match=message):
         call()
+
+
+@pytest.mark.parametrize("op", [ct.fmap, ct.fmapstructure, ct.fmap_with_path])
+def test_cache_must_be_a_bool_and_prune_needs_the_cache(op):
+    """cache= takes True or False (a string such as "no" would read as true), and prune=
+    with cache=False, which finds no repeats to replace, is refused instead of ignored."""
+    f = (lambda p, v: v) if op is ct.fmap_with_path else (lambda v: v)
+    name = op.__name__
+    with pytest.raises(TypeError, match=rf"^{name}: cache= must be True or False, got 'no'\.$"):
+        op(f, [1], cache="no")
+    with pytest.raises(
+        TypeError,
+        match=rf"^{name}: prune= replaces the repeats the identity cache finds, and with "
+        r"cache=False it finds none\. Keep cache=True, or drop prune=\.$",
+    ):
+        op(f, [1], cache=False, prune=None)
+    shared = [1.0]
+    assert op(f, [shared, shared], cache=1, prune=None)[1] is None
+    assert op(f, [shared, shared], cache=0) == [[1.0], [1.0]]

@@ -1802,7 +1802,8 @@ def test_dicts_map_in_c_and_leak_nothing() -> None:
 
     def calls(tree: Any, n: int) -> None:
         for i in range(n):
-            ct.fmap(lambda v: v, tree, cache=i % 2 == 0, prune=UNSET if i % 3 else 0)
+            cache = i % 2 == 0
+            ct.fmap(lambda v: v, tree, cache=cache, prune=0 if cache and i % 3 == 0 else UNSET)
             if i % 100 == 0:
                 with contextlib.suppress(ValueError):
                     ct.fmap(boom, tree)

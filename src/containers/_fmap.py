@@ -14,7 +14,7 @@ from typing import Any, TypeVar, overload
 from containers._engine._core import UNSET, Memo, collect, map_tree
 from containers._engine._fast import fast_collect, fast_map, fast_map_many
 from containers._engine._walks import CachedWalk, ExcludeWalk, Walk, execute
-from containers._errors import not_callable_error
+from containers._errors import not_callable_error, short_repr
 from containers._paths import KeyPath
 from containers._protocol import isleaf
 from containers.filters import Filter
@@ -30,6 +30,22 @@ _PATH_EXCLUDE_USAGE = (
 )
 _COLLECT_USAGE = "Pass exclude=a predicate value -> bool; what it excludes is dropped"
 _WALK_USAGE = "Pass walk=a walk object, called as walk(recurse, x, *ys), e.g. ct.DefaultWalk()"
+
+
+def _check_cache(op: str, cache: object, prune: object) -> None:
+    """Check ``cache=`` and ``prune=`` at ``op``'s entry point.
+
+    Raises:
+        TypeError: ``cache`` is not a bool (a string such as ``"no"`` is true), or
+            ``prune`` is given with ``cache=False``, where nothing is found twice.
+    """
+    if cache not in (True, False):
+        raise TypeError(f"{op}: cache= must be True or False, got {short_repr(cache)}.")
+    if not cache and prune is not UNSET:
+        raise TypeError(
+            f"{op}: prune= replaces the repeats the identity cache finds, and with "
+            f"cache=False it finds none. Keep cache=True, or drop prune=."
+        )
 
 
 @overload
@@ -135,7 +151,8 @@ def fmap(
     Raises:
         StructureError: Another tree lacks a node or key of the first, or the tree
             contains a reference cycle; the message names the path.
-        TypeError: ``f`` is not callable (the arguments are swapped, say).
+        TypeError: ``f`` is not callable (the arguments are swapped, say), ``cache``
+            is not a bool, or ``prune`` is given with ``cache=False``.
     """
     if not callable(f):
         raise not_callable_error(f, "fmap", "f", _USAGE)
@@ -143,6 +160,7 @@ def fmap(
         raise not_callable_error(exclude, "fmap", "exclude", _EXCLUDE_USAGE)
     if walk is not None and not callable(walk):
         raise not_callable_error(walk, "fmap", "walk", _WALK_USAGE)
+    _check_cache("fmap", cache, prune)
     if where is not UNSET:
         from containers._split import fmap_where  # _split is a later stage
 
@@ -213,12 +231,14 @@ def fmap_with_path(
         {'a': ["['a'][0]=1", "['a'][1]=2"]}
 
     Raises:
-        TypeError: ``f`` is not callable (the arguments are swapped, say).
+        TypeError: ``f`` is not callable (the arguments are swapped, say), ``cache``
+            is not a bool, or ``prune`` is given with ``cache=False``.
     """
     if not callable(f):
         raise not_callable_error(f, "fmap_with_path", "f", _USAGE)
     if exclude is not None and not callable(exclude):
         raise not_callable_error(exclude, "fmap_with_path", "exclude", _PATH_EXCLUDE_USAGE)
+    _check_cache("fmap_with_path", cache, prune)
     memo: Memo | None = Memo() if cache else None
     return map_tree(
         f,
@@ -281,12 +301,14 @@ def fmapstructure(
         [{'w': 2.0, 'b': 4.0}]
 
     Raises:
-        TypeError: ``f`` is not callable (the arguments are swapped, say).
+        TypeError: ``f`` is not callable (the arguments are swapped, say), ``cache``
+            is not a bool, or ``prune`` is given with ``cache=False``.
     """
     if not callable(f):
         raise not_callable_error(f, "fmapstructure", "f", _USAGE)
     if not callable(exclude):
         raise not_callable_error(exclude, "fmapstructure", "exclude", _EXCLUDE_USAGE)
+    _check_cache("fmapstructure", cache, prune)
     memo: Memo | None = Memo() if cache else None
     if exclude is isleaf and not rest:
         try:
