@@ -184,7 +184,8 @@ def cycle_message(op: str | None, where: str = "\"['a'][2]\"", first: str = "the
     return (
         f"^{head}: the tree has a reference cycle: the object at {re.escape(where)} "
         f"is the same object as its ancestor at {re.escape(first)}. Trees must be acyclic; "
-        "break the cycle or treat the object as a leaf with exclude=/is_leaf=.$"
+        r"break the cycle, or make the object a leaf \(exclude=/is_leaf=, where the "
+        r"operation takes them\)\.$"
     )
 
 

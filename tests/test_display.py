@@ -26,8 +26,8 @@ def cycle_message(where: str, first: str) -> str:
     """The exact message of pformat's cycle error."""
     return exact(
         f"pformat: the tree has a reference cycle: the object at {where} is the same object "
-        f"as its ancestor at {first}. Trees must be acyclic; break the cycle or treat the "
-        "object as a leaf with exclude=/is_leaf=."
+        f"as its ancestor at {first}. Trees must be acyclic; break the cycle, or make the "
+        "object a leaf (exclude=/is_leaf=, where the operation takes them)."
     )
 
 

@@ -125,8 +125,8 @@ def test_a_node_inside_itself_is_a_cycle_error_naming_both_paths():
         _events([loop])
     assert str(info.value) == (
         "test: the tree has a reference cycle: the object at \"[0][1]['k']\" is the same "
-        "object as its ancestor at '[0]'. Trees must be acyclic; break the cycle or treat "
-        "the object as a leaf with exclude=/is_leaf=."
+        "object as its ancestor at '[0]'. Trees must be acyclic; break the cycle, or make "
+        "the object a leaf (exclude=/is_leaf=, where the operation takes them)."
     )
     assert info.value.path == (IndexKey(0), IndexKey(1), DictKey("k"))
 

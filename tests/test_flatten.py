@@ -355,8 +355,8 @@ def test_flatten_up_to_reports_a_cycle_the_structure_reaches_into():
         ct.StructureError,
         match=exact(
             "flatten_up_to: the tree has a reference cycle: the object at '[0]' is the same "
-            "object as its ancestor at the root. Trees must be acyclic; break the cycle or "
-            "treat the object as a leaf with exclude=/is_leaf=."
+            "object as its ancestor at the root. Trees must be acyclic; break the cycle, or "
+            "make the object a leaf (exclude=/is_leaf=, where the operation takes them)."
         ),
     ):
         ct.structure([[1]]).flatten_up_to(loop)

@@ -719,8 +719,8 @@ def test_cycle_is_reported_with_its_path(path):
     a["x"]["z"] = a
     msg = exact(
         "treelize: the tree has a reference cycle: the object at \"['x']['z']\" is the "
-        "same object as its ancestor at the root. Trees must be acyclic; break the cycle "
-        "or treat the object as a leaf with exclude=/is_leaf=."
+        "same object as its ancestor at the root. Trees must be acyclic; break the cycle, "
+        "or make the object a leaf (exclude=/is_leaf=, where the operation takes them)."
     )
     with pytest.raises(ct.StructureError, match=msg):
         ct.treelize()(add)(a, 1)

@@ -105,7 +105,7 @@ def pformat(tree: Any, /, *, width: int = 88, indent: int = 2) -> str:
         >>> ct.pformat({"a": loop})
         Traceback (most recent call last):
         ...
-        containers.StructureError: pformat: the tree has a reference cycle: the object at "['a'][1]" is the same object as its ancestor at "['a']". Trees must be acyclic; break the cycle or treat the object as a leaf with exclude=/is_leaf=.
+        containers.StructureError: pformat: the tree has a reference cycle: the object at "['a'][1]" is the same object as its ancestor at "['a']". Trees must be acyclic; break the cycle, or make the object a leaf (exclude=/is_leaf=, where the operation takes them).
 
     Args:
         tree: The tree to render.

@@ -161,7 +161,8 @@ def cycle_error(op: str, path: KeyPath, first: KeyPath) -> StructureError:
     return StructureError(
         f"{op}: the tree has a reference cycle: the object at {where(path)} is the same "
         f"object as its ancestor at {where(first)}. Trees must be acyclic; break the "
-        f"cycle or treat the object as a leaf with exclude=/is_leaf=.",
+        f"cycle, or make the object a leaf (exclude=/is_leaf=, where the operation "
+        f"takes them).",
         path,
     )
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from containers._engine._flat import flatten_records
 from containers._errors import SerializationError, type_name
-from containers._flatten import flatten
 from containers._paths import AttrKey, IndexKey, Key
 from containers._registry import (
     DEFAULT_DICT,
@@ -358,8 +358,8 @@ class _Encoder:
             see(v)
             return False
 
-        _, structure = flatten(tree, is_leaf=is_leaf)
-        records = structure._records
+        records: list[Any] = []
+        flatten_records(tree, is_leaf, False, "save", records)  # errors name save
         if not records:
             self.leaf(values[0], base, plain)
             return
