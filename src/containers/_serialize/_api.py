@@ -410,7 +410,8 @@ def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
     """Read a file's header only and describe its tree, validated as ``load`` does.
 
     Works on any safetensors file of the dtypes containers reads: one not written by
-    containers shows its tensors as a flat list. Types need not be importable: names are shown, not resolved.
+    containers shows its tensors as a flat list. Types need not be importable: names are
+    shown, not resolved.
 
     Examples:
         >>> import os, tempfile
@@ -429,7 +430,6 @@ def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
     Raises:
         FormatError, LimitError, VersionError: as ``load`` would for the header.
     """
-
     limits = DEFAULT_LIMITS if limits is None else limits
     path = os.fspath(path)
     with _in_file(path):
