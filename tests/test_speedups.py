@@ -2143,7 +2143,7 @@ def test_builds_of_changing_sizes_reuse_memory_correctly() -> None:
         leaves, structure = ct.flatten(tree)
         fresh = [_Leaf(v) for v in leaves]
         for given in (fresh, tuple(fresh)):
-            out = _build_with(True, structure._records, given)
+            out = _same_build(structure._records, given)
             assert ct.flatten(out)[1] == structure
             assert all(a is b for a, b in zip(ct.leaves(out), given, strict=True))
 
