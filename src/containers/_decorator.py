@@ -380,7 +380,13 @@ def register(
 
     Args:
         cls: The class to declare.
-        children, keep, name, version, renamed, removed, migrations: as for ``container``.
+        children: Child field names in visit order; ``None`` for all non-kept fields.
+        keep: Kept field names; ``None`` keeps every non-child field.
+        name: The name that identifies the class in files (default ``module.qualname``).
+        version: The schema version written to files.
+        renamed: ``{old_name: new_name}`` for fields renamed since older versions.
+        removed: Names of fields that older files may hold and that are dropped.
+        migrations: ``{v: fn}``; ``fn(children, metadata)`` upgrades data from v to v + 1.
 
     Returns:
         ``cls``.

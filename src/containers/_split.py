@@ -42,8 +42,10 @@ class _Missing(enum.Enum):
         return "ct.MISSING"
 
 
-#: The placeholder ``partition`` puts where a leaf went to the other tree.
 MISSING = _Missing.MISSING
+"""The placeholder ``partition`` puts where a leaf went to the other tree, and ``combine``
+skips. A leaf of its own (a one-member enum, shown as ``ct.MISSING``) rather than
+``None``, so that a ``None`` in the tree (a node with no children) survives the round trip."""
 
 #: How many unmatched or missing paths an error message lists.
 _SHOWN = 5

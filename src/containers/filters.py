@@ -5,17 +5,14 @@ A filter says which leaves of a tree an operation takes: ``split``, ``state``,
 callable ``(path, value) -> bool`` is a filter; so are the shorthands that
 ``to_predicate`` converts:
 
-========================  ===========================================================
-filter                    predicate
-========================  ===========================================================
-a type ``t``              ``OfType(t)``: ``isinstance(value, t)``
-a str ``s``               ``WithTag(s)``: a field tagged ``s`` on the path, or
-                          ``value.tag == s``
-``...`` or ``True``       ``Everything()``
-``None`` or ``False``     ``Nothing()``
-a list or tuple           ``Any(*elements)`` (each element converted)
-any other callable        itself
-========================  ===========================================================
+| filter                | predicate                                                        |
+|-----------------------|------------------------------------------------------------------|
+| a type ``t``          | ``OfType(t)``: ``isinstance(value, t)``                          |
+| a str ``s``           | ``WithTag(s)``: a field tagged ``s`` on the path, or ``value.tag == s`` |
+| ``...`` or ``True``   | ``Everything()``                                                 |
+| ``None`` or ``False`` | ``Nothing()``                                                    |
+| a list or tuple       | ``Any(*elements)`` (each element converted)                      |
+| any other callable    | itself                                                           |
 
 Only the real ``True``, ``False`` and ``...`` are shorthands: ``1`` or ``0`` raise
 ``FilterError`` (a ``TypeError``), like every other value that is not a filter. Every predicate here is
@@ -60,10 +57,9 @@ __all__ = [
     "to_predicate",
 ]
 
-#: A predicate: called with a leaf's key path and the leaf, says whether it matches.
 Predicate: TypeAlias = Callable[[KeyPath, _Any], bool]
+"""A predicate: called with a leaf's key path and the leaf, says whether it matches."""
 
-#: What every filter argument accepts: a predicate or a shorthand (see the module doc).
 Filter: TypeAlias = Union[
     type,
     str,
@@ -74,6 +70,8 @@ Filter: TypeAlias = Union[
     "tuple[Filter, ...]",
     None,
 ]
+"""What every filter argument accepts: a predicate, or a shorthand that ``to_predicate``
+converts (a type, a tag, ``...``/``True``, ``None``/``False``, a list or tuple of filters)."""
 
 
 class FilterError(ContainersError, TypeError):

@@ -8,10 +8,10 @@ from typing import Final
 
 from mypy.errorcodes import ErrorCode
 
-#: The mypy versions this plugin is tested with, as ``(lowest, first unsupported)``. The
-#: plugin API is internal to mypy and changes without notice (python/mypy#6617), so the
-#: range is pinned and widened only after the typing tests pass on the new version.
 MYPY_VERSIONS: Final = ((2, 4), (2, 5))
+"""The mypy versions this plugin is tested with, as ``(lowest, first unsupported)``. The
+plugin API is internal to mypy and changes without notice (python/mypy#6617), so the
+range is pinned and widened only after the typing tests pass on the new version."""
 
 DECLARATION_ERROR: Final = ErrorCode(
     "containers-field", "Check children= and keep= of container declarations", "containers"
