@@ -7,15 +7,17 @@ A thin client of the engine's traversal, so any depth renders and a cycle is a
 
 from __future__ import annotations
 
+import dataclasses
+import reprlib
 import sys
 from collections import OrderedDict, defaultdict, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
 from containers._engine._core import Cursor, Frame, traverse
 from containers._errors import safe_repr, type_name
-from containers._paths import AttrKey, Key
-from containers._registry import DEFAULT_DICT, DICT, NodeKind, cacheable
+from containers._paths import AttrKey, DictKey, Key
+from containers._registry import DEFAULT_DICT, DICT, IMMUTABLE_LEAVES, NONE, NodeKind
 from containers._summary import ArrayInfo, array_info, format_bytes, format_count
 
 __all__ = ["pformat", "pprint"]
@@ -75,45 +77,31 @@ class Item:
     mark counts nothing: it is counted where it is shown).
     """
 
-    __slots__ = (
-        "arrays",
-        "aux",
-        "cycle",
-        "depth",
-        "end",
-        "info",
-        "key",
-        "kids",
-        "kind",
-        "nbytes",
-        "params",
-        "parent",
-        "same",
-        "value",
-    )
+    # Optional fields are class-level defaults (set on the few items that need them):
+    # an item costs four attribute writes, for trees of 100,000 leaves.
+    kind: NodeKind | None = None
+    aux: Any = None
+    end = 0
+    info: ArrayInfo | None = None
+    same: int | None = None
+    cycle: int | None = None
+    params = 0
+    nbytes = 0
+    arrays = 0
 
     def __init__(self, value: Any, key: Key | None, parent: int, depth: int) -> None:
         self.value = value
         self.key = key
         self.parent = parent
         self.depth = depth
-        self.kind: NodeKind | None = None
-        self.aux: Any = None
         self.kids: list[int] = []
-        self.end = 0
-        self.info: ArrayInfo | None = None
-        self.same: int | None = None
-        self.cycle: int | None = None
-        self.params = 0
-        self.nbytes = 0
-        self.arrays = 0
 
 
 def _display_order(
     kind: NodeKind, aux: Any, kids: Sequence[Any], keys: Sequence[Key]
 ) -> tuple[Sequence[Any], Sequence[Key]]:
-    """A dict's children in insertion order (flatten sorts them; aux keeps both)."""
-    if (kind is DICT or kind is DEFAULT_DICT) and aux[1] is not None:
+    """A defaultdict's children in insertion order (flatten sorts them; aux keeps both)."""
+    if kind is DEFAULT_DICT and aux[1] is not None:
         at = {k: i for i, k in enumerate(aux[0])}  # the keys are the dict's own objects
         perm = [at[k] for k in aux[1]]
         return [kids[i] for i in perm], [keys[i] for i in perm]
@@ -126,56 +114,78 @@ def outline(tree: Any, *, op: str, cycles: bool = False) -> list[Item]:
     A mutable object (a list, a dict, an array) met again is a ``same`` mark, so the
     outline is linear in the number of distinct objects however they are shared. A node
     inside itself raises the engine's cycle error, or with ``cycles`` is a ``cycle``
-    mark.
+    mark. Dicts are read in insertion order (a plain dict directly: sorting its keys,
+    as flatten does, would only be undone).
     """
     items: list[Item] = []
     first: dict[int, int] = {}  # id of a mutable object -> its item (the tree keeps it alive)
+    immutable = IMMUTABLE_LEAVES
 
     def visit(cursor: Cursor, value: Any, ys: Sequence[Any]) -> tuple[bool, Any]:
         stack = cursor.stack
+        index = len(items)
         if stack:
             top = stack[-1]
-            item = Item(value, top.keys[len(top.out)], top.state, len(stack))  # type: ignore[index]
-            items[top.state].kids.append(len(items))
+            parent = top.state
+            item = Item(value, top.keys[len(top.out)], parent, len(stack))  # type: ignore[index]
+            items[parent].kids.append(index)
         else:
             item = Item(value, None, -1, 0)
-        index = len(items)
         items.append(item)
         kind = cursor.kind_of(value)
-        if kind is not None and id(value) in cursor.on_path:
-            if not cycles:
-                cursor.check(value)
-            item.cycle = stack[cursor.on_path[id(value)]].state
+        if kind is None:
+            if type(value) not in immutable:
+                seen = first.get(id(value))
+                if seen is not None:
+                    item.same = seen
+                    item.end = index + 1
+                    return True, None
+                first[id(value)] = index
+                info = array_info(value)
+                if info is not None:
+                    item.info = info
+                    item.params, item.nbytes, item.arrays = info.size, info.nbytes, 1
             item.end = index + 1
             return True, None
-        if kind.mutable if kind is not None else cacheable(value):
+        on_path = cursor.on_path
+        if id(value) in on_path:
+            if not cycles:
+                cursor.check(value)
+            item.cycle = stack[on_path[id(value)]].state
+            item.end = index + 1
+            return True, None
+        if kind.mutable:
             seen = first.get(id(value))
             if seen is not None:
                 item.same = seen
                 item.end = index + 1
                 return True, None
             first[id(value)] = index
-        if kind is None or kind.type is type(None):
-            info = array_info(value) if kind is None else None
-            if info is not None:
-                item.info = info
-                item.params, item.nbytes, item.arrays = info.size, info.nbytes, 1
+        if kind is DICT:
+            kids: Sequence[Any] = list(value.values())
+            keys: Sequence[Key] = list(map(DictKey, value))
+            aux = None
+        elif kind is NONE:
             item.end = index + 1
             return True, None
-        kids, aux = kind.flatten(value)
-        keys = kind.keys(aux, len(kids))
-        kids, keys = _display_order(kind, aux, kids, keys)
+        else:
+            kids, aux = kind.flatten(value)
+            keys = kind.keys(aux, len(kids))
+            kids, keys = _display_order(kind, aux, kids, keys)
         item.kind, item.aux = kind, aux
         cursor.push(value, kind, kids, aux, keys=keys, state=index)
         return False, None
 
     def leave(cursor: Cursor, frame: Frame) -> None:
         item = items[frame.state]
+        params = nbytes = arrays = 0
         for k in item.kids:
             kid = items[k]
-            item.params += kid.params
-            item.nbytes += kid.nbytes
-            item.arrays += kid.arrays
+            if kid.arrays:
+                params += kid.params
+                nbytes += kid.nbytes
+                arrays += kid.arrays
+        item.params, item.nbytes, item.arrays = params, nbytes, arrays
         item.end = len(items)
 
     traverse(visit, leave, tree, op=op)
@@ -232,14 +242,14 @@ def pformat(tree: Any, /, *, width: int = 88, indent: int = 2) -> str:
         ...     w: np.ndarray
         ...     b: np.ndarray
         ...     name: str = "dense"
-        >>> layer = Dense(np.zeros((2, 3), "float32"), np.zeros(3, "float32"))
-        >>> print(ct.pformat({"step": np.array(7), "layers": [layer, layer]}))
-        {  # 19 params, 76 B
-          'step': int64[],
-          'layers': [  # 9 params, 36 B
+        >>> layers = [Dense(np.zeros((2, 3), "float32"), np.zeros(3, "float32"))]
+        >>> print(ct.pformat({"step": np.array(7, "int32"), "enc": layers, "dec": layers}))
+        {  # 10 params, 40 B
+          'step': int32[],
+          'enc': [  # 9 params, 36 B
             Dense(w=float32[2,3], b=float32[3], name='dense'),  # 9 params, 36 B
-            <same as ['layers'][0]>,
           ],
+          'dec': <same as ['enc']>,
         }
         >>> loop = [1]
         >>> loop.append(loop)
@@ -313,6 +323,59 @@ def pformat(tree: Any, /, *, width: int = 88, indent: int = 2) -> str:
         i += 1
     close(len(items))
     return "\n".join(lines)
+
+
+# --- what @container gives the classes it declares ------------------------------------------
+
+
+def _field_repr(value: Any) -> str:
+    """``repr(value)``, but an array numpy would elide (more elements than its print
+    ``threshold``, 1000 by default) is ``float32[1024,1024]``: a model's repr stays short."""
+    info = array_info(value)
+    if info is not None:
+        import numpy as np
+
+        if info.size > np.get_printoptions()["threshold"]:
+            return info.text
+    return repr(value)
+
+
+@reprlib.recursive_repr()
+def container_repr(self: Any) -> str:
+    """The dataclass repr of a declared container (its fields with ``repr=True``), with
+    large arrays summarized by dtype and shape."""
+    fields = ", ".join(
+        f"{f.name}={_field_repr(getattr(self, f.name))}"
+        for f in dataclasses.fields(self)
+        if f.repr
+    )
+    return f"{type(self).__qualname__}({fields})"
+
+
+def repr_pretty(self: Any, p: Any, cycle: bool) -> None:
+    """IPython's pretty printer: ``pformat``'s view (a cycle: the class name)."""
+    p.text(f"{type(self).__qualname__}(...)" if cycle else pformat(self))
+
+
+class _Summary:
+    """A value rich shows by its summary text (an array's ``float32[3,4]``)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def rich_repr(self: Any) -> Iterator[tuple[str, Any]]:
+    """rich's pretty printer: the fields with ``repr=True``, arrays as ``float32[3,4]``."""
+    for f in dataclasses.fields(self):
+        if f.repr:
+            value = getattr(self, f.name)
+            info = array_info(value)
+            yield f.name, _Summary(info.text) if info is not None else value
 
 
 def pprint(tree: Any, /, *, width: int = 88, indent: int = 2, file: TextIO | None = None) -> None:

@@ -35,6 +35,23 @@ def _is_numpy_scalar(value: Any) -> bool:
     return numpy is not None and isinstance(value, numpy.generic)
 
 
+#: Dtype names by dtype (numpy's ``dtype.name`` costs microseconds; trees repeat dtypes).
+_NAMES: dict[Any, str] = {}
+
+
+def _dtype_name(dtype: Any) -> str:
+    name = getattr(dtype, "name", None)
+    if not isinstance(name, str):
+        name = str(dtype)
+    name = name.rsplit(".", 1)[-1]  # torch.float32 -> float32
+    try:
+        if len(_NAMES) < 1024:
+            _NAMES[dtype] = name
+    except TypeError:  # unhashable dtype: not cached
+        pass
+    return name
+
+
 def array_info(value: Any) -> ArrayInfo | None:
     """The dtype, shape, size and bytes of anything with a ``shape`` of ints and a
     ``dtype`` (numpy, jax and torch arrays, lazy leaves), else None. A numpy scalar
@@ -46,10 +63,10 @@ def array_info(value: Any) -> ArrayInfo | None:
         dtype = value.dtype
     except Exception:  # no array-like summary: the caller falls back to repr
         return None
-    name = getattr(dtype, "name", None)
-    if not isinstance(name, str):
-        name = str(dtype)
-    name = name.rsplit(".", 1)[-1]  # torch.float32 -> float32
+    try:
+        name = _NAMES[dtype]
+    except (KeyError, TypeError):  # a dtype not seen yet, or unhashable
+        name = _dtype_name(dtype)
     size = math.prod(shape)
     nbytes = getattr(value, "nbytes", None)
     if not isinstance(nbytes, int):
