@@ -320,7 +320,7 @@ class _Renderer:
                 out.append(f' <span class="ct-bad">{s.nan:,} NaN</span>')
             if s.inf:
                 out.append(f' <span class="ct-bad">{s.inf:,} inf</span>')
-            if s.values is not None and not (s.nan or s.inf):
+            if s.values is not None and not (s.nan or s.inf) and s.max > s.min:
                 if len(info.shape) == 2 and 1 < max(info.shape) <= _HEATMAP_SIDE:
                     out.append(_heatmap(s.values.reshape(info.shape)))
                 elif len(info.shape) in (1, 2) and info.size > 1:
