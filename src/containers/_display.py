@@ -89,12 +89,15 @@ class Item:
     nbytes = 0
     arrays = 0
 
+    #: A leaf's (never appended to: only an open node, given a list of its own, is a
+    #: parent).
+    kids: list[int] = []  # noqa: RUF012
+
     def __init__(self, value: Any, key: Key | None, parent: int, depth: int) -> None:
         self.value = value
         self.key = key
         self.parent = parent
         self.depth = depth
-        self.kids: list[int] = []
 
 
 def _display_order(
@@ -172,7 +175,7 @@ def outline(tree: Any, *, op: str, cycles: bool = False) -> list[Item]:
             kids, aux = kind.flatten(value)
             keys = kind.keys(aux, len(kids))
             kids, keys = _display_order(kind, aux, kids, keys)
-        item.kind, item.aux = kind, aux
+        item.kind, item.aux, item.kids = kind, aux, []
         cursor.push(value, kind, kids, aux, keys=keys, state=index)
         return False, None
 

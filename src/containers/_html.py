@@ -12,6 +12,7 @@ import base64
 import html as _html
 import itertools
 import math
+import secrets
 import struct
 import zlib
 from collections import deque
@@ -38,6 +39,8 @@ _HEATMAP_SIDE = 128
 #: Nodes with more children than this are folded, whatever their depth.
 _FOLD_WIDE = 64
 
+#: Ids of views and rows: unique in a page that holds outputs of several kernels' runs.
+_PREFIX = secrets.token_hex(3)
 _ids = itertools.count()
 
 
@@ -192,7 +195,7 @@ _CLICK = (
 def _page(body: str, *, head: str = "") -> str:
     n = next(_ids)
     return (
-        f'<div class="ct-view" id="ct-view-{n}" onclick="{_esc(_CLICK)}">'
+        f'<div class="ct-view" id="ct-view-{_PREFIX}-{n}" onclick="{_esc(_CLICK)}">'
         f"<style>{_CSS}</style>"
         f'<span class="ct-toast" role="status"></span>{head}{body}</div>'
     )
@@ -252,7 +255,7 @@ class _Renderer:
         self.path_of = paths(
             items, itertools.chain(rendered, (t for t in targets if t is not None))
         )
-        self.uid = f"ct{next(_ids)}-"
+        self.uid = f"ct-{_PREFIX}-{next(_ids)}-"
         # the items a mark points at get an id, so that the mark can open and show them
         self.targets = {t for t in targets if t is not None}
 
@@ -548,9 +551,6 @@ def notebook(enable: bool = True, /, *, ipython: Any = None) -> None:
     Args:
         enable: True to register the view, False to remove it.
         ipython: The IPython shell (default: the running one).
-
-    Raises:
-        ImportError: never; without IPython there is nothing to register.
     """
     if ipython is None:
         try:
@@ -580,12 +580,38 @@ def notebook(enable: bool = True, /, *, ipython: Any = None) -> None:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext containers``: ``notebook(ipython=ipython)``."""
+    """Load ``containers`` as an IPython extension: ``%load_ext containers``.
+
+    IPython calls it with its shell when a notebook or an IPython session runs
+    ``%load_ext containers``; it does what ``notebook(ipython=ipython)`` does: every
+    container class, present and future, is shown as the HTML view. Loading it twice
+    is harmless.
+
+    Examples:
+        >>> import containers as ct
+        >>> ct.load_ipython_extension  # doctest: +ELLIPSIS
+        <function load_ipython_extension at ...>
+
+    Args:
+        ipython: The IPython shell loading the extension.
+    """
     notebook(True, ipython=ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    """``%unload_ext containers``: ``notebook(False, ipython=ipython)``."""
+    """Unload the extension: ``%unload_ext containers``.
+
+    Does what ``notebook(False, ipython=ipython)`` does: containers are shown by their
+    text repr again.
+
+    Examples:
+        >>> import containers as ct
+        >>> ct.unload_ipython_extension  # doctest: +ELLIPSIS
+        <function unload_ipython_extension at ...>
+
+    Args:
+        ipython: The IPython shell unloading the extension.
+    """
     notebook(False, ipython=ipython)
 
 
