@@ -325,6 +325,18 @@ def test_a_class_own_repr_is_kept():
     assert repr(Own(1)) == "mine"
 
 
+def test_a_cycle_shows_in_terminals_without_an_error():
+    """A cyclic tree's display repr and a cyclic container's IPython text say what they
+    can instead of raising pformat's cycle error."""
+    pretty = pytest.importorskip("IPython.lib.pretty")
+    loop: list[Any] = []
+    loop.append(loop)
+    assert repr(ct.display(loop)).startswith("<a tree pformat cannot print: pformat: the tree")
+    m = Model([])
+    m.layers.append(m)
+    assert pretty.pretty(m) == "Model(layers=[...], head=None)"
+
+
 def test_a_recursive_repr_does_not_loop():
     """A mutable container that holds itself reprs with '...' as a dataclass does."""
 

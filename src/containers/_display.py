@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
 from containers._engine._core import Cursor, Frame, traverse
-from containers._errors import safe_repr, type_name
+from containers._errors import StructureError, safe_repr, type_name
 from containers._paths import AttrKey, DictKey, Key
 from containers._registry import DEFAULT_DICT, DICT, IMMUTABLE_LEAVES, NONE, NodeKind
 from containers._summary import ArrayInfo, array_info, format_bytes, format_count
@@ -356,8 +356,16 @@ def container_repr(self: Any) -> str:
 
 
 def repr_pretty(self: Any, p: Any, cycle: bool) -> None:
-    """IPython's pretty printer: ``pformat``'s view (a cycle: the class name)."""
-    p.text(f"{type(self).__qualname__}(...)" if cycle else pformat(self))
+    """IPython's pretty printer: ``pformat``'s view; for an object inside itself, which
+    ``pformat`` refuses, the repr (it writes ``...`` where the object recurs)."""
+    if cycle:
+        p.text(f"{type(self).__qualname__}(...)")
+        return
+    try:
+        text = pformat(self)
+    except StructureError:  # a reference cycle
+        text = repr(self)
+    p.text(text)
 
 
 class _Summary:

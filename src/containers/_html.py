@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from containers._display import Item, _open_close, outline, paths, pformat
-from containers._errors import safe_repr, type_name
+from containers._errors import StructureError, safe_repr, type_name
 from containers._paths import AttrKey
 from containers._registry import REGISTRY, NodeKind
 from containers._summary import Stats, format_bytes, format_count, stats
@@ -492,10 +492,13 @@ class Display:
         return html(self.tree, **self.options)
 
     def __repr__(self) -> str:
-        return pformat(self.tree)
+        try:
+            return pformat(self.tree)
+        except StructureError as err:  # a reference cycle, which the HTML view marks
+            return f"<a tree pformat cannot print: {err}>"
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(pformat(self.tree))
+        p.text(repr(self))
 
 
 def display(
