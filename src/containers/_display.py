@@ -15,9 +15,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
 from containers._engine._core import Cursor, Frame, traverse
-from containers._errors import StructureError, safe_repr, type_name
+from containers._errors import ContainerDefinitionError, StructureError, safe_repr, type_name
 from containers._paths import AttrKey, DictKey, Key
-from containers._registry import DEFAULT_DICT, DICT, IMMUTABLE_LEAVES, NONE, NodeKind
+from containers._registry import DEFAULT_DICT, DICT, IMMUTABLE_LEAVES, NONE, NodeKind, kind_of
 from containers._summary import ArrayInfo, array_info, format_bytes, format_count
 
 __all__ = ["pformat", "pprint"]
@@ -135,7 +135,10 @@ def outline(tree: Any, *, op: str, cycles: bool = False) -> list[Item]:
         else:
             item = Item(value, None, -1, 0)
         items.append(item)
-        kind = cursor.kind_of(value)
+        try:
+            kind = kind_of(value)
+        except ContainerDefinitionError:  # an undeclared subclass: the error with its path
+            kind = cursor.kind_of(value)
         if kind is None:
             if type(value) not in immutable:
                 seen = first.get(id(value))

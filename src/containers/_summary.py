@@ -13,6 +13,8 @@ import math
 import sys
 from typing import Any, NamedTuple
 
+from numpy import ndarray as _ndarray  # numpy is a dependency (and imported already)
+
 __all__ = ["ArrayInfo", "Stats", "array_info", "format_bytes", "format_count", "stats"]
 
 
@@ -56,6 +58,10 @@ def array_info(value: Any) -> ArrayInfo | None:
     """The dtype, shape, size and bytes of anything with a ``shape`` of ints and a
     ``dtype`` (numpy, jax and torch arrays, lazy leaves), else None. A numpy scalar
     (``np.float32(1.5)``) is a value, not an array: None."""
+    if type(value) is _ndarray:  # the common case, in a few attribute reads
+        dtype = value.dtype
+        name = _NAMES.get(dtype) or _dtype_name(dtype)
+        return ArrayInfo(name, value.shape, value.size, value.nbytes)
     if not hasattr(value, "dtype") or _is_numpy_scalar(value):
         return None
     try:
