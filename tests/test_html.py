@@ -138,6 +138,17 @@ def test_nodes_fold_below_expand_depth():
     assert ["open" in a for a in details] == [True, False, False, False, False]
 
 
+def test_node_types_are_named():
+    """Each node's line names its type: builtins by name, classes by their name."""
+    import collections
+
+    point = collections.namedtuple("Point", "x y")
+    tree = {"d": collections.defaultdict(list, a=[1]), "o": collections.OrderedDict(b=2)}
+    tree["p"] = point(1, 2)
+    names = re.findall(r'class="ct-type">([^<]*)<', ct.html(tree))
+    assert names == ["dict", "defaultdict", "list", "OrderedDict", "Point"]
+
+
 def test_dicts_show_insertion_order():
     """Keys appear in the dict's own order, not flatten's sorted order."""
     page = ct.html({"zeta": 1, "alpha": 2})

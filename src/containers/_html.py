@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from containers._display import Item, _open_close, outline, paths, pformat
+from containers._display import Item, outline, paths, pformat
 from containers._errors import StructureError, safe_repr, type_name
 from containers._paths import AttrKey
 from containers._registry import REGISTRY, NodeKind
@@ -216,11 +216,9 @@ def _key_text(parent: NodeKind | None, item: Item) -> str:
 
 
 def _type_text(kind: NodeKind, aux: Any, n: int) -> str:
-    if kind.spec is not None or kind.type not in (list, tuple, dict, deque):
-        opening, _ = _open_close(kind, aux)
-        name = opening.rstrip("([{")
-        return name or type_name(kind.type)
-    return kind.type.__name__
+    if kind.type.__module__ in ("builtins", "collections"):
+        return kind.type.__name__  # list, dict, deque, OrderedDict, defaultdict
+    return type_name(kind.type)
 
 
 def _shown(items: list[Item], max_nodes: int) -> list[int]:
