@@ -90,6 +90,14 @@ def test_pformat_of_ordered_dicts_defaultdicts_and_deques_reads_as_python():
     assert ct.pformat(deque([[1]]), width=5) == "deque([\n  [1],\n])"
 
 
+def test_dicts_and_defaultdicts_show_their_insertion_order():
+    """Keys come in the order they were inserted (flatten's sorted order is for
+    traversal), in one-line and broken nodes, for dict and defaultdict."""
+    assert ct.pformat({"b": 1, "a": 2}) == "{'b': 1, 'a': 2}"
+    assert ct.pformat(defaultdict(int, b=1, a=2)) == "defaultdict(int, {'b': 1, 'a': 2})"
+    assert ct.pformat({"z": [1], "y": [2]}, width=12) == "{\n  'z': [1],\n  'y': [2],\n}"
+
+
 def test_pformat_breaks_nodes_wider_than_width_and_uses_indent():
     """A node of leaves wider than width gets a line per child, indented by indent."""
     tree = {"a": list(range(5))}
