@@ -345,8 +345,10 @@ class _Renderer:
             )
             if kid.kind is not None:
                 value = _type_text(kid.kind, kid.aux, len(kid.kids)) + "(\u2026)"
-            elif kid.same is not None or kid.cycle is not None:
-                value = "\u2192"
+            elif kid.same is not None:
+                value = f"same as {self.path(kid.same) or 'the root'}"
+            elif kid.cycle is not None:
+                value = f"cycle: back to {self.path(kid.cycle) or 'the root'}"
             elif kid.info is not None:
                 value = kid.info.text
             else:
