@@ -198,3 +198,13 @@ def test_serialization_benchmark_quick_runs_and_every_contender_agrees(tmp_path:
     assert set(cells) == {"big", "many"}
     for name in ("containers", "safetensors + tree", "raw write+fsync / readinto"):
         assert len(cells["many"][f"{name} load"]) == 1
+
+
+def test_display_benchmark_quick_runs_and_renders_what_it_must() -> None:
+    """benchmarks/display.py --quick finishes, times html and pformat on both trees at
+    each size, and its renderings show the totals and the count of what is cut."""
+    result = run_script("display.py", "--quick")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "PROBLEM" not in result.stdout
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| html model |")]
+    assert len(rows) == 2

@@ -27,6 +27,7 @@ def test_demo_tours_the_pipeline():
     for step in range(1, 14):
         assert f"== {step}. " in out
     assert "Linear(w=float32[4,3], b=float32[3], name='hidden')" in out
+    assert "In a notebook: ct.display(model), or %load_ext containers" in out
     assert "scaled.layers[1].w[0]" in out and "cache = None" in out
     assert "{'layers': ({'w': (4, 3), 'b': (3,)}, {'w': (3, 2), 'b': (2,)})}" in out
     assert "  .layers[1].b   float32[2]" in out

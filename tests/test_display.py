@@ -63,9 +63,9 @@ def test_pformat_shows_classes_fields_kept_values_and_arrays():
     shape; a node of leaves that fits stays on one line."""
     tree = {"layers": [Dense(np.zeros((2, 3), "float32"), np.zeros(3, "float32"))], "step": 7}
     assert ct.pformat(tree) == (
-        "{\n"
-        "  'layers': [\n"
-        "    Dense(w=float32[2,3], b=float32[3], name='dense'),\n"
+        "{  # 9 params, 36 B\n"
+        "  'layers': [  # 9 params, 36 B\n"
+        "    Dense(w=float32[2,3], b=float32[3], name='dense'),  # 9 params, 36 B\n"
         "  ],\n"
         "  'step': 7,\n"
         "}"
@@ -88,6 +88,14 @@ def test_pformat_of_ordered_dicts_defaultdicts_and_deques_reads_as_python():
     assert ct.pformat(deque([1, 2])) == "deque([1, 2])"
     assert ct.pformat(OrderedDict(a=[1, 2]), width=16) == ("OrderedDict({\n  'a': [1, 2],\n})")
     assert ct.pformat(deque([[1]]), width=5) == "deque([\n  [1],\n])"
+
+
+def test_dicts_and_defaultdicts_show_their_insertion_order():
+    """Keys come in the order they were inserted (flatten's sorted order is for
+    traversal), in one-line and broken nodes, for dict and defaultdict."""
+    assert ct.pformat({"b": 1, "a": 2}) == "{'b': 1, 'a': 2}"
+    assert ct.pformat(defaultdict(int, b=1, a=2)) == "defaultdict(int, {'b': 1, 'a': 2})"
+    assert ct.pformat({"z": [1], "y": [2]}, width=12) == "{\n  'z': [1],\n  'y': [2],\n}"
 
 
 def test_pformat_breaks_nodes_wider_than_width_and_uses_indent():
@@ -129,26 +137,27 @@ class Tensorish:
 def test_any_leaf_with_shape_and_dtype_is_summarized():
     """Anything with a shape of ints and a dtype renders as dtype[shape], the dtype's
     module prefix dropped."""
-    assert ct.pformat([Tensorish()]) == "[int8[2,5]]"
+    assert ct.pformat([Tensorish()]) == "[int8[2,5]]  # 10 params, 10 B"
 
 
 def test_torch_tensors_show_their_dtype_without_the_torch_prefix():
     """A torch tensor renders as float32[3,4], not torch.float32[3,4]."""
     torch = pytest.importorskip("torch")
-    assert ct.pformat({"w": torch.zeros(3, 4)}) == "{'w': float32[3,4]}"
-    assert ct.pformat([torch.zeros(2, dtype=torch.bfloat16)]) == "[bfloat16[2]]"
+    assert ct.pformat({"w": torch.zeros(3, 4)}) == "{'w': float32[3,4]}  # 12 params, 48 B"
+    assert ct.pformat([torch.zeros(2, dtype=torch.bfloat16)]) == "[bfloat16[2]]  # 2 params, 4 B"
 
 
 def test_jax_arrays_are_summarized():
     """A jax array renders as dtype[shape]."""
     jnp = pytest.importorskip("jax.numpy")
-    assert ct.pformat([jnp.zeros((2, 2), jnp.float32)]) == "[float32[2,2]]"
+    assert ct.pformat([jnp.zeros((2, 2), jnp.float32)]) == "[float32[2,2]]  # 4 params, 16 B"
 
 
-def test_scalars_show_their_value():
-    """A numpy scalar or a 0-d array has no shape to show: its repr shows the value."""
-    assert ct.pformat([np.float32(1.5), np.array(2)]) == (
-        f"[{np.float32(1.5)!r}, {np.array(2)!r}]"
+def test_scalars_show_their_value_and_0d_arrays_their_dtype():
+    """A numpy scalar is a value: its repr shows it; a 0-d array is an array, shown as
+    int32[] as inspect shows it, and counted as one parameter."""
+    assert ct.pformat([np.float32(1.5), np.array(2, "int32")]) == (
+        f"[{np.float32(1.5)!r}, int32[]]  # 1 param, 4 B"
     )
 
 
@@ -157,9 +166,9 @@ def test_ints_too_long_to_print_show_their_size():
     huge = 10**5000
     assert ct.pformat({"x": huge, huge: [-huge], "t": (huge,)}) == (
         "{\n"
+        "  'x': int(16610 bits, crc32 c6d23d8d),\n"
         "  int(16610 bits, crc32 c6d23d8d): [-int(16610 bits, crc32 c6d23d8d)],\n"
         "  't': (int(16610 bits, crc32 c6d23d8d),),\n"
-        "  'x': int(16610 bits, crc32 c6d23d8d),\n"
         "}"
     )
 
@@ -169,7 +178,7 @@ def test_pformat_imports_no_array_library():
     code = (
         "import sys, containers as ct, numpy as np\n"
         "text = ct.pformat([np.zeros(2, 'float32')])\n"
-        "assert text == '[float32[2]]', text\n"
+        "assert text == '[float32[2]]  # 2 params, 8 B', text\n"
         "print(sorted(m for m in ('jax', 'torch') if m in sys.modules))\n"
     )
     done = subprocess.run(
@@ -208,10 +217,13 @@ def test_a_cycle_through_a_mutable_container():
         ct.pformat(node)
 
 
-def test_shared_objects_are_not_cycles():
-    """An object reached twice, but never inside itself, renders twice."""
+def test_shared_objects_are_not_cycles_and_show_once():
+    """An object reached twice, but never inside itself, renders once, then as a mark
+    naming where it is shown."""
     shared = [1, 2]
-    assert ct.pformat({"a": shared, "b": shared}) == "{\n  'a': [1, 2],\n  'b': [1, 2],\n}"
+    assert ct.pformat({"a": shared, "b": shared}) == (
+        "{\n  'a': [1, 2],\n  'b': <same as ['a']>,\n}"
+    )
 
 
 # --- depth -----------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ EXPECTED_ALL = [
     "container",
     "deserialize",
     "diff",
+    "display",
     "execute",
     "fcollect",
     "field",
@@ -57,13 +58,16 @@ EXPECTED_ALL = [
     "functor",
     "getpath",
     "haspath",
+    "html",
     "inspect",
     "isleaf",
     "keystr",
     "leaves",
     "leaves_with_path",
     "load",
+    "load_ipython_extension",
     "merge",
+    "notebook",
     "partition",
     "pformat",
     "pprint",
@@ -83,6 +87,7 @@ EXPECTED_ALL = [
     "traverse",
     "treelize",
     "unflatten",
+    "unload_ipython_extension",
 ]
 
 PUBLIC_CLASSES = [name for name in EXPECTED_ALL if inspect.isclass(getattr(ct, name))]

@@ -47,6 +47,11 @@ from containers._fmap import fcollect as fcollect
 from containers._fmap import fmap as fmap
 from containers._fmap import fmap_with_path as fmap_with_path
 from containers._fmap import fmapstructure as fmapstructure
+from containers._html import display as display
+from containers._html import html as html
+from containers._html import load_ipython_extension as load_ipython_extension
+from containers._html import notebook as notebook
+from containers._html import unload_ipython_extension as unload_ipython_extension
 from containers._paths import AttrKey as AttrKey
 from containers._paths import DictKey as DictKey
 from containers._paths import IndexKey as IndexKey
@@ -117,6 +122,7 @@ __all__ = [  # noqa: RUF022
     "container",
     "deserialize",
     "diff",
+    "display",
     "execute",
     "fcollect",
     "field",
@@ -129,13 +135,16 @@ __all__ = [  # noqa: RUF022
     "functor",
     "getpath",
     "haspath",
+    "html",
     "inspect",
     "isleaf",
     "keystr",
     "leaves",
     "leaves_with_path",
     "load",
+    "load_ipython_extension",
     "merge",
+    "notebook",
     "partition",
     "pformat",
     "pprint",
@@ -155,6 +164,7 @@ __all__ = [  # noqa: RUF022
     "traverse",
     "treelize",
     "unflatten",
+    "unload_ipython_extension",
 ]
 
 # Public classes and functions say they come from `containers` (reprs, tracebacks,

@@ -54,6 +54,10 @@ def demo() -> None:
 
     step("1. Two declared containers: MLP(layers) holding Linear(w, b), name kept")
     ct.pprint(model)
+    print(
+        "In a notebook: ct.display(model), or %load_ext containers then `model`, shows "
+        "it as a foldable HTML view with array statistics (docs/view.md)."
+    )
 
     step("2. fmap: halve every array; kept fields stay, the reset field `cache` is reset")
     scaled = ct.fmap(lambda a: a * 0.5, model)

@@ -333,7 +333,9 @@ def container(
             )
         _require_bool(frozen, "frozen", f"@container on {type_name(klass)!r}")
         if class_flavor(klass) is None:
+            own_repr = "__repr__" in vars(klass)
             klass = _as_dataclass(klass, frozen)
+            _attach_display(klass, own_repr)
         _declare(
             klass,
             "@container",
@@ -349,6 +351,20 @@ def container(
         return klass
 
     return wrap if cls is None else wrap(cls)
+
+
+def _attach_display(klass: type, own_repr: bool) -> None:
+    """Give a class @container made a dataclass its views: a repr that summarizes large
+    arrays by dtype and shape, and the IPython and rich pretty printers; what the
+    class defines itself is kept."""
+    from containers import _display
+
+    if not own_repr:
+        klass.__repr__ = _display.container_repr  # type: ignore[assignment]
+    if "_repr_pretty_" not in vars(klass):
+        klass._repr_pretty_ = _display.repr_pretty  # type: ignore[attr-defined]
+    if "__rich_repr__" not in vars(klass):
+        klass.__rich_repr__ = _display.rich_repr  # type: ignore[attr-defined]
 
 
 def register(

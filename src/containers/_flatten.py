@@ -464,6 +464,12 @@ class Structure(Generic[T_co]):
     def __repr__(self) -> str:
         return f"Structure({_render(self._records)})"
 
+    def _repr_html_(self) -> str:
+        """The HTML view of the tree, ``*`` at each leaf position (notebooks show it)."""
+        from containers._html import structure_html
+
+        return structure_html(self)
+
 
 _REPR_LIMIT = 2000
 

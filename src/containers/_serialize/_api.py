@@ -405,6 +405,13 @@ class FileInfo:
             lines.append(f"{indent}{key}: {r.text}")
         return "\n".join(lines)
 
+    def _repr_html_(self) -> str:
+        """The tree view as collapsible HTML (notebooks show it)."""
+        from containers._html import rows_html
+
+        title = str(self).split("\n", 1)[0]
+        return rows_html(title, self.rows, self.path_of)
+
 
 def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
     """Read a file's header only and describe its tree, validated as ``load`` does.
