@@ -47,6 +47,8 @@ def _array_summary(value: Any) -> str | None:
 
 def _leaf(value: Any) -> str:
     summary = _array_summary(value) if hasattr(value, "dtype") else None
+    if summary is not None and getattr(type(value), "__containers_lazy__", False) is True:
+        return f"{summary} (lazy)"  # a LazyArray of load(lazy=True): nothing read
     return summary if summary is not None else _short(safe_repr(value))
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from containers._errors import FormatError, SerializationError, VersionError, short_repr
+from containers._serialize._background import submit
 from containers._serialize._decode import (
     Records,
     Row,
@@ -27,7 +28,6 @@ from containers._serialize._decode import (
     row_path,
     rows,
 )
-from containers._serialize._background import submit
 from containers._serialize._encode import Plan, encode
 from containers._serialize._format import (
     FORMAT_KEY,
@@ -45,7 +45,13 @@ from containers._serialize._format import (
 )
 from containers._serialize._lazy import LazyArray, Progress, materialize
 from containers._serialize._limits import DEFAULT_LIMITS, Limits
-from containers._serialize._shards import Opened, is_sharded, open_sharded, open_single, write_sharded
+from containers._serialize._shards import (
+    Opened,
+    is_sharded,
+    open_sharded,
+    open_single,
+    write_sharded,
+)
 
 __all__ = ["FileInfo", "deserialize", "inspect", "load", "save", "serialize"]
 
@@ -278,9 +284,7 @@ def save(
         OSError: the file cannot be written.
     """
     path = os.fspath(path)
-    if max_shard_size is not None and (
-        type(max_shard_size) is not int or max_shard_size < 1
-    ):
+    if max_shard_size is not None and (type(max_shard_size) is not int or max_shard_size < 1):
         raise TypeError(
             f"save: max_shard_size must be a positive int (bytes), got "
             f"{short_repr(max_shard_size)}. E.g. max_shard_size=5 * 2**30 for 5 GiB shards."

@@ -25,7 +25,7 @@ def submit(write: Callable[[], None]) -> Future[None]:
     The pool's thread is joined when the interpreter exits (``concurrent.futures``
     waits for its queued work), so a pending save completes before the process ends.
     """
-    global _pool
+    global _pool  # noqa: PLW0603 - one pool per process, made on first use
     with _lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="containers-bg-save")

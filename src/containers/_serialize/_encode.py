@@ -137,6 +137,8 @@ def _to_numpy(x: Any, path: str) -> np.ndarray[Any, Any] | None:
             convert = np.asarray
         elif module.startswith("torch") and hasattr(x, "detach"):
             convert = _torch_numpy
+        elif getattr(t, "__containers_lazy__", False) is True:
+            convert = np.asarray  # a LazyArray: read now, to be written
         if convert is not None:
             try:
                 a = convert(x)

@@ -78,7 +78,9 @@ def _open_regular(path: str, shown: str) -> int:
     """Open a regular file for reading (no FIFO, device or directory is ever opened
     for a read that would block or never end)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(
+            path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+        )
     except IsADirectoryError:
         raise FormatError(f"{shown} is a directory, not a safetensors file.") from None
     try:
@@ -95,7 +97,7 @@ def open_file(path: str, limits: Limits) -> Source:
     fd = _open_regular(path, path)
     try:
         with os.fdopen(os.dup(fd), "rb", buffering=0) as f:
-            layout = read_layout(f, limits)  # type: ignore[arg-type]
+            layout = read_layout(f, limits)
     except BaseException:
         os.close(fd)
         raise
@@ -188,9 +190,15 @@ def open_sharded(path: str, limits: Limits) -> Opened:
     else:
         directory, index = os.path.dirname(path) or ".", path
     top = _read_index(index, limits)
-    if type(top) is not dict or "weight_map" not in top or not set(top) <= {"metadata", "weight_map"}:
+    if (
+        type(top) is not dict
+        or "weight_map" not in top
+        or not set(top) <= {"metadata", "weight_map"}
+    ):
         keys = sorted(top) if type(top) is dict else type(top).__name__
-        raise _bad(index, f"the index must be an object with 'weight_map' and 'metadata', got {keys}")
+        raise _bad(
+            index, f"the index must be an object with 'weight_map' and 'metadata', got {keys}"
+        )
     weight_map = top["weight_map"]
     meta = top.get("metadata", {})
     if type(weight_map) is not dict or type(meta) is not dict:
@@ -206,8 +214,8 @@ def open_sharded(path: str, limits: Limits) -> Opened:
     strings = {k: v for k, v in meta.items() if type(v) is str}
     shard_of: dict[str, str] = {}
     names: list[str] = []
-    for tensor, shard in weight_map.items():
-        if shard not in shard_of:
+    for shard in weight_map.values():
+        if type(shard) is not str or shard not in shard_of:
             shard_of[shard] = _inside(directory, shard, index)
             names.append(shard)
     sources: dict[str, Source] = {}
@@ -303,8 +311,10 @@ def write_sharded(
             f"Remove it or choose another name",
             given,
         )
-    if os.path.isdir(directory) and os.listdir(directory) and not os.path.exists(
-        os.path.join(directory, INDEX_NAME)
+    if (
+        os.path.isdir(directory)
+        and os.listdir(directory)
+        and not os.path.exists(os.path.join(directory, INDEX_NAME))
     ):
         raise FileExistsError(
             errno.EEXIST,
@@ -319,7 +329,7 @@ def write_sharded(
     tmp = tempfile.mkdtemp(dir=parent, prefix=f".{base[:25]}.", suffix=".tmp")
     done = [0]
 
-    def write_shard(k: int) -> None:
+    def write_shard(k: int) -> int:
         group = groups[k]
         sub_names = [names[i] for i in group]
         sub = [arrays[i] for i in group]
@@ -331,6 +341,7 @@ def write_sharded(
             os.fsync(fd)
         finally:
             os.close(fd)
+        return k
 
     try:
         if progress is not None:
@@ -340,8 +351,10 @@ def write_sharded(
         for k, group in enumerate(groups):
             for i in group:
                 weight_map[names[i]] = files[k]
-        with ThreadPoolExecutor(max_workers=max(1, count), thread_name_prefix="containers-save") as pool:
-            for k in pool.map(lambda k: (write_shard(k), k)[1], range(n)):
+        with ThreadPoolExecutor(
+            max_workers=max(1, count), thread_name_prefix="containers-save"
+        ) as pool:
+            for k in pool.map(write_shard, range(n)):
                 done[0] += sum(arrays[i].nbytes for i in groups[k])
                 if progress is not None:
                     progress(done[0], total)
