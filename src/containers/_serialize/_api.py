@@ -590,8 +590,46 @@ def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
     """
     limits = DEFAULT_LIMITS if limits is None else limits
     path = os.fspath(path)
+    if is_sharded(path):
+        return _inspect_sharded(path, limits)
     with _in_file(path):
         return _inspect(path, limits)
+
+
+def _inspect_sharded(path: str, limits: Limits) -> FileInfo:
+    """``inspect`` of a sharded checkpoint: its index and its shards' headers."""
+    from containers._serialize._decode import _dtype_name
+
+    opened = open_sharded(path, limits)
+    try:
+        layout = {name: t for name, (_, t) in opened.tensors.items()}
+        tensors = {
+            name: (_dtype_name(t.code), t.shape, t.end - t.begin) for name, t in layout.items()
+        }
+        data = sum(t.end - t.begin for t in layout.values())
+        n = len(opened.shards)
+        shards = f"{n} shard{'' if n == 1 else 's'}"
+        meta = opened.metadata
+        if TREE_KEY in meta or FORMAT_KEY in meta:
+            with _in_file(opened.path):
+                records = _records_of(meta, limits)
+                view = rows(records, layout, limits)
+            return FileInfo(
+                opened.path, f"containers {FORMAT_VERSION}, {shards}", tensors, meta, view, data
+            )
+        count = len(tensors)
+        flat = [
+            Row(
+                0, -1, "", f"sharded safetensors ({count} tensor{'' if count == 1 else 's'})", None
+            )
+        ]
+        for name, (dt, shape, nbytes) in tensors.items():
+            text = f"{dt}[{','.join(map(str, shape))}]  {nbytes:,} B"
+            flat.append(Row(1, 0, printable(name), text, name))
+        return FileInfo(opened.path, f"safetensors, {shards}", tensors, meta, flat, data)
+    finally:
+        for source in {id(s): s for s, _ in opened.tensors.values()}.values():
+            source.close()
 
 
 def _inspect(path: str, limits: Limits) -> FileInfo:

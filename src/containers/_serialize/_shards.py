@@ -17,7 +17,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +39,7 @@ from containers._serialize._limits import Limits
 __all__ = [
     "INDEX_NAME",
     "Opened",
+    "ShardedArrays",
     "is_sharded",
     "open_file",
     "open_sharded",
@@ -263,6 +264,24 @@ def open_sharded(path: str, limits: Limits) -> Opened:
             source.close()
         raise
     return Opened(index, strings, ordered, [shard_of[n] for n in names])
+
+
+class ShardedArrays(Mapping[str, "np.ndarray[Any, Any]"]):
+    """The tensors of an opened checkpoint as a read-only mapping that reads each
+    tensor when it is looked up (unverified, as ``containers diff`` reads data)."""
+
+    def __init__(self, opened: Opened) -> None:
+        self._tensors = opened.tensors
+
+    def __getitem__(self, name: str) -> np.ndarray[Any, Any]:
+        source, t = self._tensors[name]
+        return source.read(t, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tensors)
+
+    def __len__(self) -> int:
+        return len(self._tensors)
 
 
 # --- writing ---------------------------------------------------------------------------
