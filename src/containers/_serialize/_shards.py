@@ -75,15 +75,21 @@ def is_sharded(path: str) -> bool:
     return path.endswith(".index.json") or os.path.isdir(path)
 
 
-def _open_regular(path: str, shown: str) -> int:
+def _open_regular(path: str, shown: str, *, follow: bool = True) -> int:
     """Open a regular file for reading (no FIFO, device or directory is ever opened
-    for a read that would block or never end)."""
+    for a read that would block or never end); ``follow=False`` refuses a symbolic link
+    as the last component (a shard whose link was checked and resolved already)."""
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+    if not follow:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(
-            path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
-        )
+        fd = os.open(path, flags)
     except IsADirectoryError:
         raise FormatError(f"{shown} is a directory, not a safetensors file.") from None
+    except OSError as err:
+        if err.errno != errno.ELOOP:
+            raise
+        raise FormatError(f"{shown} became a symbolic link while it was opened.") from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise FormatError(f"{shown} is not a regular file.")
@@ -93,9 +99,9 @@ def _open_regular(path: str, shown: str) -> int:
     return fd
 
 
-def open_file(path: str, limits: Limits) -> Source:
+def open_file(path: str, limits: Limits, *, follow: bool = True) -> Source:
     """Open one safetensors file and validate its header (nothing else is read)."""
-    fd = _open_regular(path, path)
+    fd = _open_regular(path, path, follow=follow)
     try:
         with os.fdopen(os.dup(fd), "rb", buffering=0) as f:
             layout = read_layout(f, limits)
@@ -225,7 +231,7 @@ def open_sharded(path: str, limits: Limits) -> Opened:
     try:
         for name in names:
             try:
-                source = open_file(shard_of[name], limits)
+                source = open_file(shard_of[name], limits, follow=False)
             except SerializationError as err:
                 raise type(err)(f"{index}: shard {name!r}: {err}") from None
             st = os.fstat(source.fd)
