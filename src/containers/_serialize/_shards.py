@@ -71,8 +71,11 @@ class Opened:
 
 
 def is_sharded(path: str) -> bool:
-    """Whether ``path`` names a sharded checkpoint: a directory, or an index file."""
-    return path.endswith(".index.json") or os.path.isdir(path)
+    """Whether ``path`` names a sharded checkpoint: an index file, or a directory
+    holding one (another directory is left to ``open``, which refuses it)."""
+    return path.endswith(".index.json") or (
+        os.path.isdir(path) and os.path.lexists(os.path.join(path, INDEX_NAME))
+    )
 
 
 def _open_regular(path: str, shown: str, *, follow: bool = True) -> int:
@@ -84,15 +87,19 @@ def _open_regular(path: str, shown: str, *, follow: bool = True) -> int:
         flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags)
-    except IsADirectoryError:
-        raise FormatError(f"{shown} is a directory, not a safetensors file.") from None
     except OSError as err:
         if err.errno != errno.ELOOP:
             raise
-        raise FormatError(f"{shown} became a symbolic link while it was opened.") from None
+        raise FormatError("the file became a symbolic link while it was opened.") from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise FormatError(f"{shown} is not a regular file.")
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):  # what open() says of a directory
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), shown)
+        if not stat.S_ISREG(mode):
+            raise FormatError(
+                "this is not a regular file (a FIFO, device or socket); a checkpoint is "
+                "read from regular files only."
+            )
     except BaseException:
         os.close(fd)
         raise
@@ -123,7 +130,10 @@ def _bad(index: str, what: str) -> FormatError:
 
 
 def _read_index(index: str, limits: Limits) -> Any:
-    fd = _open_regular(index, index)
+    try:
+        fd = _open_regular(index, index)
+    except FormatError as err:
+        raise FormatError(f"{index}: {err}") from None
     try:
         size = os.fstat(fd).st_size
         if size > limits.max_header_bytes:
