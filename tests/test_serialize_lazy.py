@@ -59,11 +59,13 @@ def test_a_lazy_load_reads_the_header_only(big):
     ct.save(small, {"a": np.zeros(1)})
     lazy = ct.load(small, lazy=True)  # imports what the calls below use
     ct.leaves(lazy, where=PathContains("a"))
+    ct.leaves(lazy, where=WithTag("param"))
     ct.fmapstructure(lambda x: x.shape, lazy)
     ct.pformat(lazy)
     before = rchar()
     lazy = ct.load(path, lazy=True)
     ct.leaves(lazy, where=PathContains("layer007"))
+    ct.leaves(lazy, where=WithTag("param"))  # looks for a .tag on each leaf
     ct.fmapstructure(lambda x: x.shape, lazy)
     text = ct.pformat(lazy)
     read = rchar() - before
@@ -178,6 +180,18 @@ def test_a_lazy_tree_saves_as_its_arrays(tmp_path):
     ct.save(tmp_path / "b.safetensors", ct.load(path, lazy=True))
     out = ct.load(tmp_path / "b.safetensors")
     assert np.array_equal(out["w"], np.arange(3.0)) and out["n"] == 2
+
+
+def test_ndarray_methods_read_a_lazy_array(tmp_path):
+    """ndarray's attributes and methods (.T, .sum()) read the array, so a migration
+    written for arrays runs on a lazy load; other attributes are AttributeErrors."""
+    path = tmp_path / "a.safetensors"
+    ct.save(path, {"w": np.arange(6.0).reshape(2, 3)})
+    w = ct.load(path, lazy=True)["w"]
+    assert w.T.shape == (3, 2) and w.sum() == 15.0
+    assert getattr(w, "tag", None) is None
+    with pytest.raises(AttributeError, match=r"'LazyArray' object has no attribute 'detach'"):
+        w.detach()
 
 
 def test_lazy_does_not_combine_with_mmap(tmp_path):

@@ -146,6 +146,19 @@ def demo() -> None:
 
         ct.pprint(ct.load(file).layers[0])
 
+        step("14. Big checkpoints: sharded in the hub's layout, loaded lazily, one layer read")
+        shards = os.path.join(tmp, "sharded")
+        ct.save(shards, ct.load(file), max_shard_size=64)  # bytes: a shard per array or two
+        print(f"sharded/: {', '.join(sorted(os.listdir(shards)))}")
+        lazy = ct.load(shards, lazy=True)  # the header only: no array is read
+        ct.pprint(lazy.layers)
+
+        def second(path: Any, value: Any) -> bool:
+            return ct.keystr(path).startswith(".layers[1]")
+
+        one = ct.load(shards, where=second)  # reads .layers[1]'s arrays only
+        ct.pprint(one.layers)
+
 
 def _demo_optree(model: Any) -> None:
     """The demo's interop step: optree maps the model's arrays, if optree is installed."""

@@ -103,7 +103,8 @@ class LazyArray:
     its tensor's name (the ``keystr`` path it was saved under), shape, dtype and byte
     size without reading any data; ``load()``, ``np.asarray`` or ``ct.materialize``
     read it (checking its CRC32 unless the tree was loaded with ``verify=False``) into
-    a fresh writeable ``ndarray``. Each call reads again: keep the result.
+    a fresh writeable ``ndarray``. Each call reads again: keep the result. The other
+    attributes and methods of ``ndarray`` (``.T``, ``.sum()``) read it too.
 
     Examples:
         >>> import os, tempfile
@@ -175,6 +176,15 @@ class LazyArray:
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
         a = self.load()
         return a if dtype is None else a.astype(dtype, copy=False)
+
+    def __getattr__(self, name: str) -> Any:
+        # ndarray's other public attributes and methods (.T, .sum(), .astype(...)) read
+        # the array, so code written for arrays (a class's migration) works on a lazy
+        # one; nothing else is forwarded, so a filter's getattr(x, "tag", None) reads
+        # nothing.
+        if name.startswith("_") or not hasattr(np.ndarray, name):
+            raise AttributeError(f"'LazyArray' object has no attribute {name!r}")
+        return getattr(self.load(), name)
 
     def __len__(self) -> int:
         if not self.shape:
