@@ -410,3 +410,21 @@ def test_inspect_lists_a_hub_checkpoint_tensor_by_tensor(tmp_path):
         "  x: float32[2]  8 B",
         "  y: int8[3]  3 B",
     ]
+
+
+def test_a_corrupt_shard_is_named_when_loaded(tmp_path):
+    """A damaged tensor in a shard: the whole load raises IntegrityError naming the shard
+    file, the lazy load only when that tensor is read; verify=False loads it."""
+    out = tmp_path / "ckpt"
+    ct.save(out, {"a": np.zeros(100), "b": np.ones(100)}, max_shard_size=800)
+    shard = out / "model-00002-of-00002.safetensors"
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 0x55
+    shard.write_bytes(bytes(data))
+    with pytest.raises(ct.IntegrityError, match=rf"^{shard}: tensor \"\['b'\]\": CRC32 mismatch"):
+        ct.load(out)
+    lazy = ct.load(out, lazy=True)
+    assert np.array_equal(lazy["a"].load(), np.zeros(100))
+    with pytest.raises(ct.IntegrityError, match=rf"^{shard}: tensor"):
+        lazy["b"].load()
+    assert ct.load(out, verify=False)["b"].shape == (100,)

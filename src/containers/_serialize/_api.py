@@ -12,7 +12,7 @@ import json
 import os
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
@@ -43,7 +43,7 @@ from containers._serialize._format import (
     view_arrays,
     write_all,
 )
-from containers._serialize._lazy import LazyArray, Progress, materialize
+from containers._serialize._lazy import LazyArray, Progress, default_workers, materialize
 from containers._serialize._limits import DEFAULT_LIMITS, Limits
 from containers._serialize._shards import (
     Opened,
@@ -327,7 +327,7 @@ def _write_plan(
             max_shard_size=max_shard_size,
             workers=workers,
             progress=progress,
-            before_index=plan.fill_crcs,
+            checksum=plan.fill_crcs,
         )
         return
     if progress is not None:
@@ -481,6 +481,8 @@ def load(
             )
         with _gc_paused():
             opened = open_sharded(path, limits) if sharded else _open_one(path, limits)
+            if not lazy and where is ...:  # a sharded checkpoint, whole
+                return _load_whole(opened, limits, expect, verify, workers, progress)
             tree = _lazy_tree(opened, limits, expect, verify)
         if lazy and where is ...:
             return tree
@@ -508,6 +510,58 @@ def load(
 def _open_one(path: str, limits: Limits) -> Opened:
     with _in_file(path):
         return open_single(path, limits)
+
+
+def _load_whole(
+    opened: Opened,
+    limits: Limits,
+    expect: Any,
+    verify: bool,
+    workers: int | None,
+    progress: Progress | None,
+) -> Any:
+    """Read every shard of an opened checkpoint with ``read_arrays`` (grouped reads,
+    CRC32s checked as read), ``workers`` shards at a time, and build the tree."""
+    meta = opened.metadata
+    records = None
+    if TREE_KEY in meta or FORMAT_KEY in meta:
+        with _in_file(opened.path):
+            records = _records_of(meta, limits)
+            check_root(records.recs, expect)
+    elif expect is not None and expect is not dict:
+        raise SerializationError(
+            f"{opened.path}: expected a {expect.__qualname__!r} at the root, but this "
+            f"checkpoint has no containers tree: it loads as a flat dict of its tensors."
+        )
+    crcs = dict(zip(records.names, records.crcs)) if records is not None and verify else None
+    sources = list({id(src): src for src, _ in opened.tensors.values()}.values())
+    sizes = [src.layout.file_size - src.layout.data_start for src in sources]
+    total = sum(sizes)
+
+    def read(src: Any) -> dict[str, Any]:
+        wants = None if crcs is None else [crcs.get(n) for n in src.layout.tensors]
+        with _in_file(src.path), os.fdopen(os.dup(src.fd), "rb") as f:
+            return read_arrays(f, src.layout, wants)
+
+    arrays: dict[str, Any] = {}
+    done = 0
+    if progress is not None:
+        progress(0, total)
+    count = default_workers() if workers is None else workers
+    try:
+        with ThreadPoolExecutor(max(1, min(count, len(sources)))) as pool:
+            for size, got in zip(sizes, pool.map(read, sources)):
+                arrays.update(got)
+                done += size
+                if progress is not None:
+                    progress(done, total)
+    finally:
+        for src in sources:
+            src.close()
+    if records is None:
+        return {name: arrays[name] for name in opened.tensors}
+    with _in_file(opened.path):
+        return build(records, arrays, limits, expect)
 
 
 def _lazy_tree(opened: Opened, limits: Limits, expect: Any, verify: bool) -> Any:

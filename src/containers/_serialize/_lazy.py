@@ -197,6 +197,11 @@ class LazyArray:
         return f"LazyArray({os.path.basename(self.file)!r}, {self.name!r}, {name}[{dims}])"
 
 
+#: Below this many bytes, reads run in the calling thread: starting threads costs more
+#: than they save (benchmarks/serialization.py --checkpoints --quick, partial load).
+_PARALLEL_BYTES = 1 << 23
+
+
 def is_lazy(x: Any) -> bool:
     """Whether ``x`` is a lazy leaf (a ``LazyArray`` or any object marked as one)."""
     return getattr(type(x), "__containers_lazy__", False) is True
@@ -220,7 +225,7 @@ def read_many(
         progress(0, total)
     out: dict[int, np.ndarray[Any, Any]] = {}
     n = default_workers() if workers is None else workers
-    if n <= 1 or len(unique) <= 1:
+    if n <= 1 or len(unique) <= 1 or total < _PARALLEL_BYTES:
         for x in unique:
             out[id(x)] = x.load()
             done += int(x.nbytes)

@@ -327,13 +327,14 @@ def write_sharded(
     max_shard_size: int,
     workers: int | None,
     progress: Progress | None,
-    before_index: Callable[[], None] | None = None,
+    checksum: Callable[[list[int]], None] | None = None,
 ) -> None:
     """Write ``arrays`` (tensors ``names``) as shards plus an index, atomically.
 
     ``entries_of(names, arrays)`` renders a shard's header entries and file order (the
     encoder's ``Plan.layout``); ``index_metadata()`` gives the index's string metadata,
-    called once every shard is written. The directory is written under a temporary
+    called once every shard is written; ``checksum(indices)`` computes the CRC32s of
+    a shard's arrays, on the thread that writes it. The directory is written under a temporary
     name next to ``directory`` and renamed into place once every file is fsynced.
     """
     given = directory
@@ -368,6 +369,8 @@ def write_sharded(
         group = groups[k]
         sub_names = [names[i] for i in group]
         sub = [arrays[i] for i in group]
+        if checksum is not None:
+            checksum(group)  # the CRC32 releases the GIL: shards checksum in parallel
         entries, order = entries_of(sub_names, sub)
         chunks = [build_header(entries, _SHARD_METADATA), *[sub[i] for i in order]]
         fd = os.open(os.path.join(tmp, files[k]), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
@@ -393,8 +396,6 @@ def write_sharded(
                 done[0] += sum(arrays[i].nbytes for i in groups[k])
                 if progress is not None:
                     progress(done[0], total)
-        if before_index is not None:
-            before_index()
         meta: dict[str, Any] = {"total_size": total, **index_metadata()}
         text = json.dumps({"metadata": meta, "weight_map": weight_map}, indent=2, sort_keys=True)
         fd = os.open(os.path.join(tmp, INDEX_NAME), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
