@@ -300,3 +300,15 @@ def test_composite_lazy_traverse_reads_only_what_fun_produces(big):
 def test_pformat_marks_lazy_leaves():
     """pformat shows a lazy leaf as dtype[shape] (lazy), a plain array without it."""
     assert ct.pformat({"a": np.zeros((2, 2), np.float32)}) == "{'a': float32[2,2]}"
+
+
+def test_progress_of_a_single_file_save_and_load(tmp_path):
+    """save and load of one file call progress(0, total) first and (total, total) last."""
+    path = tmp_path / "p.safetensors"
+    saved, loaded = [], []
+    ct.save(
+        path, {"w": np.zeros(1000), "v": np.ones(10)}, progress=lambda d, t: saved.append((d, t))
+    )
+    ct.load(path, progress=lambda d, t: loaded.append((d, t)))
+    assert saved == [(0, 8080), (8080, 8080)]
+    assert loaded[0][0] == 0 and loaded[-1][0] == loaded[-1][1] >= 8080
