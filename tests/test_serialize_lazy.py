@@ -312,3 +312,23 @@ def test_progress_of_a_single_file_save_and_load(tmp_path):
     ct.load(path, progress=lambda d, t: loaded.append((d, t)))
     assert saved == [(0, 8080), (8080, 8080)]
     assert loaded[0][0] == 0 and loaded[-1][0] == loaded[-1][1] >= 8080
+
+
+def test_a_lazy_load_of_a_plain_safetensors_file_is_refused_as_a_load_is(tmp_path):
+    """A single safetensors file without a containers tree: load, lazy or partial,
+    raises the same FormatError (a sharded hub checkpoint loads as a flat dict)."""
+    from safetensors.numpy import save_file
+
+    path = tmp_path / "plain.safetensors"
+    save_file({"a": np.zeros(2)}, str(path))
+    for options in ({}, {"lazy": True}, {"where": ...}):
+        with pytest.raises(ct.FormatError, match=r"was not written by containers"):
+            ct.load(path, **options)
+
+
+def test_a_fifo_is_refused_before_it_is_read(tmp_path):
+    """A lazy load of a FIFO is a FormatError naming it, without blocking on a read."""
+    path = tmp_path / "fifo.safetensors"
+    os.mkfifo(path)
+    with pytest.raises(ct.FormatError, match=rf"^{path}: this is not a regular file"):
+        ct.load(path, lazy=True)

@@ -483,7 +483,7 @@ def load(
             opened = open_sharded(path, limits) if sharded else _open_one(path, limits)
             if not lazy and where is ...:  # a sharded checkpoint, whole
                 return _load_whole(opened, limits, expect, verify, workers, progress)
-            tree = _lazy_tree(opened, limits, expect, verify)
+            tree = _lazy_tree(opened, limits, expect, verify, flat=sharded)
         if lazy and where is ...:
             return tree
         with _in_file(path):
@@ -564,13 +564,14 @@ def _load_whole(
         return build(records, arrays, limits, expect)
 
 
-def _lazy_tree(opened: Opened, limits: Limits, expect: Any, verify: bool) -> Any:
+def _lazy_tree(opened: Opened, limits: Limits, expect: Any, verify: bool, *, flat: bool) -> Any:
     """The tree of an opened checkpoint with a ``LazyArray`` for each tensor: the
-    decoder's own ``build`` over lazy leaves (a hub checkpoint without a tree: a flat
-    dict of them, by tensor name)."""
+    decoder's own ``build`` over lazy leaves (with ``flat``, a sharded checkpoint
+    without a tree: a flat dict of them, by tensor name; a single file without one is
+    refused, as ``load`` refuses it)."""
     meta = opened.metadata
     with _in_file(opened.path):
-        if TREE_KEY not in meta and FORMAT_KEY not in meta:
+        if flat and TREE_KEY not in meta and FORMAT_KEY not in meta:
             if expect is not None and expect is not dict:
                 raise SerializationError(
                     f"expected a {expect.__qualname__!r} at the root, but this checkpoint "
