@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -79,7 +79,13 @@ def _max_abs_diff(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> float | N
     return worst
 
 
-def diff_files(a: PathLike, b: PathLike, *, limits: Limits | None = None) -> list[str]:
+def diff_files(
+    a: PathLike,
+    b: PathLike,
+    *,
+    limits: Limits | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[str]:
     """Every difference between two files, one line each: ``-`` only in A, ``+`` only in
     B, ``~`` changed (node type, version, kept value, scalar, dtype/shape, or array values
     with the largest absolute difference). An empty list means the trees are equal.
@@ -99,6 +105,7 @@ def diff_files(a: PathLike, b: PathLike, *, limits: Limits | None = None) -> lis
     arrays_b: Mapping[str, np.ndarray[Any, Any]] | None = None
     path_a, path_b = RowPaths(ia.rows), RowPaths(ib.rows)
     out: list[str] = []
+    compared = 0
     for j, (rid, row) in enumerate(zip(ids_a, ia.rows)):
         k = where_b.get(rid)
         if k is None:
@@ -114,6 +121,9 @@ def diff_files(a: PathLike, b: PathLike, *, limits: Limits | None = None) -> lis
             if arrays_a is None or arrays_b is None:
                 arrays_a, arrays_b = _arrays(pa, limits), _arrays(pb, limits)
             worst = _max_abs_diff(arrays_a[row.tensor], arrays_b[other.tensor])
+            if progress is not None:  # bytes of A compared so far, of all of A's
+                compared += ia.tensors[row.tensor][2]
+                progress(compared, ia.data_bytes)
             if worst is not None:
                 out.append(f"~ {path_a[j]}: {ta} values differ, max abs diff {worst:.6g}")
         elif row.text != other.text:
