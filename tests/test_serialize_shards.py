@@ -428,3 +428,32 @@ def test_a_corrupt_shard_is_named_when_loaded(tmp_path):
     with pytest.raises(ct.IntegrityError, match=rf"^{shard}: tensor"):
         lazy["b"].load()
     assert ct.load(out, verify=False)["b"].shape == (100,)
+
+
+SHARDS_PAST_FD_LIMIT = """
+import resource, sys
+import containers as ct
+resource.setrlimit(resource.RLIMIT_NOFILE, (40, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+try:
+    ct.load(sys.argv[1], lazy=True)
+except ct.LimitError as err:
+    print(err)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="resource")
+def test_more_shards_than_open_files_allowed_is_a_limit_error(tmp_path):
+    """An index naming more shards than the process may open is a LimitError naming the
+    index and the fix, not an OSError (checked in a child with a low RLIMIT_NOFILE)."""
+    out = tmp_path / "many"
+    ct.save(out, [np.zeros(1) for _ in range(60)], max_shard_size=1)
+    result = subprocess.run(
+        [sys.executable, "-c", SHARDS_PAST_FD_LIMIT, str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{out / INDEX}: the weight_map names 60 shards, more files")
+    assert "Raise the limit on open files (ulimit -n)" in result.stdout

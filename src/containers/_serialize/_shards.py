@@ -244,6 +244,14 @@ def open_sharded(path: str, limits: Limits) -> Opened:
                 source = open_file(shard_of[name], limits, follow=False)
             except SerializationError as err:
                 raise type(err)(f"{index}: shard {name!r}: {err}") from None
+            except OSError as err:
+                if err.errno not in (errno.EMFILE, errno.ENFILE):
+                    raise
+                raise LimitError(
+                    f"{index}: the weight_map names {len(names)} shards, more files than "
+                    f"this process may open at once ({len(sources)} are open). Raise the "
+                    f"limit on open files (ulimit -n), or merge the shards."
+                ) from None
             st = os.fstat(source.fd)
             twin = seen.get((st.st_dev, st.st_ino))
             if twin is not None:
