@@ -332,3 +332,18 @@ def test_a_fifo_is_refused_before_it_is_read(tmp_path):
     os.mkfifo(path)
     with pytest.raises(ct.FormatError, match=rf"^{path}: this is not a regular file"):
         ct.load(path, lazy=True)
+
+
+def test_a_partial_load_of_a_corrupt_tensor_names_the_file_once(tmp_path):
+    """load(where=) selecting a damaged tensor raises IntegrityError whose message starts
+    with the file's path, once."""
+    path = tmp_path / "c.safetensors"
+    ct.save(path, {"a_good": np.zeros(4), "b_bad": np.ones(4)})
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(
+        ct.IntegrityError, match=rf"^{path}: tensor \"\['b_bad'\]\": CRC32"
+    ) as info:
+        ct.load(path, where=PathContains("b_bad"))
+    assert str(info.value).count(str(path)) == 1

@@ -486,8 +486,8 @@ def load(
             tree = _lazy_tree(opened, limits, expect, verify, flat=sharded)
         if lazy and where is ...:
             return tree
-        with _in_file(path):
-            return materialize(tree, where, workers=workers, progress=progress)
+        # a tensor's errors name its own file (a shard's, for a sharded checkpoint)
+        return materialize(tree, where, workers=workers, progress=progress)
     total = 0
     with _in_file(path), open(path, "rb") as f, _gc_paused():
         layout = read_layout(f, limits)
