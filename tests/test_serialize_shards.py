@@ -113,7 +113,7 @@ def test_save_checks_max_shard_size(tmp_path):
 
 def test_save_replaces_only_a_checkpoint_directory(tmp_path):
     """A sharded save replaces an older checkpoint or an empty directory, but refuses a
-    directory that is not a checkpoint and a file, naming the path."""
+    directory that is not a checkpoint, a file and a missing parent, naming the path."""
     out = tmp_path / "ckpt"
     ct.save(out, {"w": np.zeros(3)}, max_shard_size=100)
     ct.save(out, {"w": np.ones(3)}, max_shard_size=100)
@@ -129,6 +129,9 @@ def test_save_replaces_only_a_checkpoint_directory(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(FileExistsError, match=r"exists and is not a directory"):
         ct.save(tmp_path / "file", {"w": np.ones(3)}, max_shard_size=100)
+    missing = tmp_path / "no-such-dir" / "ckpt"
+    with pytest.raises(FileNotFoundError, match=rf"No such file or directory: '{missing}'"):
+        ct.save(missing, {"w": np.ones(3)}, max_shard_size=100)
     strays = [n for n in os.listdir(tmp_path) if n.startswith(".")]
     assert strays == []
 

@@ -366,6 +366,8 @@ def write_sharded(
             f"save replaces only a checkpoint. Remove it or choose another name",
             given,
         )
+    if not os.path.isdir(parent):  # name the path given, as open() would
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), given)
     groups = _split([a.nbytes for a in arrays], max_shard_size)
     n = len(groups)
     files = [shard_name(i + 1, n) for i in range(n)]
