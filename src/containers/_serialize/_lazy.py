@@ -265,7 +265,7 @@ def materialize(
         >>> ct.save(path, {"enc": np.zeros(2), "dec": np.ones(2), "step": 3})
         >>> lazy = ct.load(path, lazy=True)
         >>> ct.materialize(lazy, PathContains("dec"))
-        {'dec': array([1., 1.]), 'enc': LazyArray('m.safetensors', "['enc']", float64[2]), 'step': 3}
+        {'enc': LazyArray('m.safetensors', "['enc']", float64[2]), 'dec': array([1., 1.]), 'step': 3}
 
     Args:
         tree: A tree with lazy leaves (from ``load(..., lazy=True)``), or any tree.
