@@ -29,6 +29,15 @@ order). Columns: ms per call, ns per leaf, and containers' time over each row's.
     python benchmarks/serialization.py --quick          # small trees, seconds
     python benchmarks/serialization.py --out run1.json  # the full trees (minutes)
     python benchmarks/serialization.py --report run1.json run2.json run3.json
+
+Big checkpoints (ISSUE 29), ``--checkpoints``: a 1 GiB tree of 256 float32 arrays saved
+and loaded whole, sharded (4 shards, 2 workers), lazily (header only) and partially (1%
+of the arrays), a background save's call against copying the arrays, peak memory of a
+full and a lazy load (tracemalloc), next to raw writes and reads of the same bytes with
+one and two threads, safetensors and orbax-checkpoint's PyTreeCheckpointer:
+
+    python benchmarks/serialization.py --checkpoints --quick   # 4 MiB, seconds
+    python benchmarks/serialization.py --checkpoints           # 1 GiB
 """
 
 from __future__ import annotations
@@ -284,9 +293,191 @@ def crc_implementation() -> str:
     return f"zlib.crc32 (containers._crc32 has {_crc32.IMPLEMENTATION} only, or pure Python was asked for)"
 
 
+# --- big checkpoints (ISSUE 29) --------------------------------------------------------
+
+
+def checkpoint_tree(quick: bool) -> dict[str, Any]:
+    """256 float32 arrays: 1 GiB (4 MiB each), or 4 MiB with --quick (16 KiB each)."""
+    rng = np.random.default_rng(1)
+    size = 1 << 12 if quick else 1 << 20
+    return {f"layer{i:03d}": rng.standard_normal(size, dtype=np.float32) for i in range(256)}
+
+
+def _raw_parallel_write(paths: list[str], chunks: list[memoryview]) -> None:
+    """Write each chunk to its file and fsync it, one thread per file."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(paths)) as pool:
+        list(pool.map(_fsync_write, paths, chunks))
+
+
+def _raw_parallel_read(paths: list[str], buffers: list[bytearray]) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def read(path: str, buffer: bytearray) -> None:
+        with open(path, "rb", buffering=0) as f:
+            f.readinto(buffer)  # type: ignore[attr-defined]
+
+    with ThreadPoolExecutor(len(paths)) as pool:
+        list(pool.map(read, paths, buffers))
+
+
+def _peak(fn: Callable[[], Any]) -> float:
+    """The peak of memory traced by tracemalloc (numpy's arrays included) during fn()."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        result = fn()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    del result
+    return float(peak)
+
+
+def checkpoint_cells(tree: dict[str, Any], tmp: str, rounds: int) -> dict[str, list[float]]:
+    """Seconds (or bytes, for "peak") per round for every checkpoint workload."""
+    arrays = list(tree.values())
+    total = sum(a.nbytes for a in arrays)
+    data = ct.serialize(tree)
+    half = len(data) // 2
+    halves = [memoryview(data)[:half], memoryview(data)[half:]]
+    buffers = [bytearray(len(h)) for h in halves]
+    one = os.path.join(tmp, "one.safetensors")
+    shards = os.path.join(tmp, "sharded")
+    raw = [os.path.join(tmp, f"raw{i}") for i in range(2)]
+    selected = {f"['layer{i:03d}']" for i in range(0, 256, 100)}  # 3 of 256 arrays: ~1%
+    shard_size = -(-total // 4)
+
+    def partial(path: str) -> Any:
+        return ct.load(path, where=lambda p, v: ct.keystr(p) in selected)
+
+    steps: dict[str, Callable[[], Any]] = {
+        "raw write+fsync, 1 thread": lambda: _fsync_write(raw[0], data),
+        "raw write+fsync, 2 threads": lambda: _raw_parallel_write(raw, halves),
+        "raw readinto, 1 thread": lambda: _raw_parallel_read([raw[0]], [bytearray(len(data))]),
+        "raw readinto, 2 threads": lambda: _raw_parallel_read(raw, buffers),
+        "containers save": lambda: ct.save(one, tree),
+        "containers save, 4 shards, 2 workers": lambda: ct.save(
+            shards, tree, max_shard_size=shard_size, workers=2
+        ),
+        "containers load": lambda: ct.load(one),
+        "containers load, 4 shards, 2 workers": lambda: ct.load(shards, workers=2),
+        "containers lazy load (header only)": lambda: ct.load(one, lazy=True),
+        "containers lazy load, 4 shards": lambda: ct.load(shards, lazy=True),
+        "containers partial load, 1% of arrays": lambda: partial(one),
+        "containers partial load, 1%, 4 shards": lambda: partial(shards),
+        "copy of the arrays in memory": lambda: [a.copy() for a in arrays],
+        "containers save(background=True) returns": lambda: ct.save(
+            os.path.join(tmp, "bg.safetensors"), tree, background=True
+        ),
+    }
+    import safetensors.numpy as stn
+
+    st = os.path.join(tmp, "st.safetensors")
+    steps["safetensors save_file"] = lambda: stn.save_file(tree, st)
+    steps["safetensors load_file"] = lambda: stn.load_file(st)
+    try:
+        import orbax.checkpoint as ocp
+    except ImportError:
+        ocp = None
+    if ocp is not None:
+        checkpointer = ocp.PyTreeCheckpointer()
+        orbax_dir = os.path.join(tmp, "orbax")
+
+        def orbax_save() -> None:
+            checkpointer.save(orbax_dir, tree, force=True)
+
+        steps["orbax PyTreeCheckpointer save"] = orbax_save
+        steps["orbax PyTreeCheckpointer restore"] = lambda: checkpointer.restore(orbax_dir)
+    cells: dict[str, list[float]] = {name: [] for name in steps}
+    # every reader needs its file: write each once, untimed, and check what loads
+    for name in ("raw write+fsync, 2 threads", "containers save", "safetensors save_file"):
+        steps[name]()
+    steps["containers save, 4 shards, 2 workers"]()
+    if ocp is not None:
+        steps["orbax PyTreeCheckpointer save"]()
+    for name in ("containers load", "containers load, 4 shards, 2 workers"):
+        back = steps[name]()
+        if not all(np.array_equal(back[k], v) for k, v in tree.items()):
+            print(f"checkpoints: {name} disagrees", file=sys.stderr)
+            sys.exit(1)
+    for _ in range(rounds):
+        for name, fn in steps.items():
+            gc.collect()
+            t0 = time.perf_counter()
+            result = fn()
+            cells[name].append(time.perf_counter() - t0)
+            if name.endswith("returns"):
+                result.result()  # the background write, untimed
+            del result
+    cells["peak of a full load (bytes)"] = [_peak(lambda: ct.load(one))]
+    cells["peak of a lazy load (bytes)"] = [_peak(lambda: ct.load(one, lazy=True))]
+    cells["arrays (bytes)"] = [float(total)]
+    with open(one, "rb") as f:
+        cells["header (bytes)"] = [float(8 + int.from_bytes(f.read(8), "little"))]
+    return cells
+
+
+def checkpoint_table(cells: dict[str, list[float]]) -> str:
+    """Median times (ms) and the issue's ratios."""
+    med = {k: statistics.median(v) for k, v in cells.items()}
+    lines = ["| workload | median ms |", "|---|---:|"]
+    for name, value in med.items():
+        if not name.endswith("(bytes)"):
+            lines.append(f"| {name} | {value * 1e3:.2f} |")
+    lines.append("")
+    ratios = [
+        ("partial 1% / full load", "containers partial load, 1% of arrays", "containers load"),
+        (
+            "sharded save / single-file save",
+            "containers save, 4 shards, 2 workers",
+            "containers save",
+        ),
+        (
+            "sharded save / raw write+fsync (1 thread)",
+            "containers save, 4 shards, 2 workers",
+            "raw write+fsync, 1 thread",
+        ),
+        (
+            "sharded load / single-file load",
+            "containers load, 4 shards, 2 workers",
+            "containers load",
+        ),
+        (
+            "background save call / copy of the arrays",
+            "containers save(background=True) returns",
+            "copy of the arrays in memory",
+        ),
+        ("containers save / orbax save", "containers save", "orbax PyTreeCheckpointer save"),
+        ("containers load / orbax restore", "containers load", "orbax PyTreeCheckpointer restore"),
+        ("containers save / safetensors save", "containers save", "safetensors save_file"),
+        ("containers load / safetensors load", "containers load", "safetensors load_file"),
+    ]
+    lines += ["| ratio | value |", "|---|---:|"]
+    for label, a, b in ratios:
+        if a in med and b in med:
+            lines.append(f"| {label} | {med[a] / med[b]:.2f} |")
+    mib = 1 << 20
+    arrays, header = med["arrays (bytes)"], med["header (bytes)"]
+    lines.append(
+        f"| peak of a full load - arrays (MiB) | {(med['peak of a full load (bytes)'] - arrays) / mib:.1f} |"
+    )
+    lines.append(
+        f"| peak of a lazy load / header | {med['peak of a lazy load (bytes)'] / header:.2f} |"
+    )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="small trees, 3 rounds")
+    parser.add_argument(
+        "--checkpoints",
+        action="store_true",
+        help="the big-checkpoint workloads (1 GiB of 256 float32 arrays; 4 MiB with --quick)",
+    )
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--out", help="write the per-round times as JSON")
     parser.add_argument("--report", nargs="+", help="print the median table of saved runs")
@@ -294,6 +485,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         runs = [json.loads(Path(p).read_text()) for p in args.report]
         print(table(medians_of(runs)))
+        return 0
+    if args.checkpoints:
+        with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
+            cells = checkpoint_cells(checkpoint_tree(args.quick), tmp, args.rounds or 3)
+        if args.out:
+            Path(args.out).write_text(json.dumps(cells))
+        print(checkpoint_table(cells))
         return 0
     trees = make_trees(args.quick)
     rounds = args.rounds or (3 if args.quick else 5)

@@ -20,11 +20,12 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_demo_tours_the_pipeline():
     """The demo runs every step (declare, map, flatten, paths, filters, treelize, save,
-    inspect, diff, interop, schema evolution) and shows the errors it promises."""
+    inspect, diff, interop, schema evolution, a lazy partial load of a sharded checkpoint)
+    and shows the errors it promises."""
     result = run("demo")
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    for step in range(1, 14):
+    for step in range(1, 15):
         assert f"== {step}. " in out
     assert "Linear(w=float32[4,3], b=float32[3], name='hidden')" in out
     assert "In a notebook: ct.display(model), or %load_ext containers" in out
@@ -45,6 +46,10 @@ def test_demo_tours_the_pipeline():
     # containers diff on two saved files, and a version 2 class loading a version 1 file
     assert "~ .layers[1].w: float32[3,2] values differ, max abs diff 0.1\n" in out
     assert "Linear(w=float32[3,4], bias=float32[3], name='hidden', scale=1.0)" in out
+    # a lazy load reads nothing; a partial one reads .layers[1] only
+    assert "sharded/: model-00001-of-00002.safetensors, model-00002-of-00002" in out
+    assert "Linear(w=float32[2,3] (lazy), bias=float32[2] (lazy), name='out'" in out
+    assert "Linear(w=float32[2,3], bias=float32[2], name='out', scale=1.0)" in out
 
 
 def test_demo_into_a_closed_pipe_exits_quietly():

@@ -86,3 +86,20 @@ def test_zero_size_tensor_sharing_an_offset_loads_independent_arrays():
     assert out["e"].shape == (0, 4) and out["w"].tolist() == [1.0, 2.0, 3.0]
     out["w"][0] = 9.0
     assert out["e"].size == 0
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_bad_file_raises_its_error_through_a_lazy_load(name):
+    """load(lazy=True) then materialize gives each corpus file's outcome (header and tree
+    errors at the lazy load, data errors when the arrays are read); nothing is imported."""
+    want = EXPECTED[name]
+    path = CORPUS / "files" / f"{name}.safetensors"
+    kw = _kwargs(want)
+    modules = set(sys.modules)
+    _outcome(lambda: ct.materialize(ct.load(path, lazy=True, **kw)), want)
+    if "unverified" in want:
+        _outcome(
+            lambda: ct.materialize(ct.load(path, lazy=True, verify=False, **kw)),
+            want["unverified"],
+        )
+    assert set(sys.modules) == modules

@@ -134,7 +134,8 @@ def test_mutation_fuzz_raises_only_serialization_errors():
 
 
 def test_mutated_files_on_disk_agree_with_bytes(tmp_path):
-    """For 300 mutations, load, load(mmap=True) and deserialize give the same outcome."""
+    """For 300 mutations, load, load(mmap=True), deserialize and a lazy load then
+    materialize give the same outcome."""
     rng = random.Random(7)
     seeds = _seeds()
     path = tmp_path / "m.safetensors"
@@ -152,6 +153,7 @@ def test_mutated_files_on_disk_agree_with_bytes(tmp_path):
         a = outcome(lambda data=data: ct.deserialize(data))
         assert outcome(lambda: ct.load(path)) == a
         assert outcome(lambda: ct.load(path, mmap=True)) == a
+        assert outcome(lambda: ct.materialize(ct.load(path, lazy=True))) == a
 
 
 # --- the fast paths of header and tree parsing agree with their plain twins ----------

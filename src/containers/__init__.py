@@ -57,15 +57,21 @@ from containers._paths import DictKey as DictKey
 from containers._paths import IndexKey as IndexKey
 from containers._paths import keystr as keystr
 from containers._protocol import Container as Container
+from containers._protocol import LazyContainer as LazyContainer
+from containers._protocol import Template as Template
 from containers._protocol import children as children
 from containers._protocol import functor as functor
 from containers._protocol import isleaf as isleaf
+from containers._protocol import lazy_traverse as lazy_traverse
 from containers._protocol import reduce as reduce
 from containers._protocol import traverse as traverse
+from containers._serialize import CheckpointManager as CheckpointManager
+from containers._serialize import LazyArray as LazyArray
 from containers._serialize import Limits as Limits
 from containers._serialize import deserialize as deserialize
 from containers._serialize import inspect as inspect
 from containers._serialize import load as load
+from containers._serialize import materialize as materialize
 from containers._serialize import save as save
 from containers._serialize import serialize as serialize
 from containers._shape import assert_same_structure as assert_same_structure
@@ -90,6 +96,7 @@ __version__ = "0.1.0"
 __all__ = [  # noqa: RUF022
     "AttrKey",
     "CachedWalk",
+    "CheckpointManager",
     "CollectWalk",
     "Container",
     "ContainerDefinitionError",
@@ -100,6 +107,8 @@ __all__ = [  # noqa: RUF022
     "FormatError",
     "IndexKey",
     "IntegrityError",
+    "LazyArray",
+    "LazyContainer",
     "LimitError",
     "Limits",
     "MISSING",
@@ -110,6 +119,7 @@ __all__ = [  # noqa: RUF022
     "StructureError",
     "StructureKeyError",
     "StructureTypeError",
+    "Template",
     "Tree",
     "UnknownTypeError",
     "VersionError",
@@ -139,10 +149,12 @@ __all__ = [  # noqa: RUF022
     "inspect",
     "isleaf",
     "keystr",
+    "lazy_traverse",
     "leaves",
     "leaves_with_path",
     "load",
     "load_ipython_extension",
+    "materialize",
     "merge",
     "notebook",
     "partition",

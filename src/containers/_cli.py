@@ -9,7 +9,8 @@ import argparse
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -150,6 +151,19 @@ def demo() -> None:
 
         ct.pprint(ct.load(file).layers[0])
 
+        step("14. Big checkpoints: sharded in the hub's layout, loaded lazily, one layer read")
+        shards = os.path.join(tmp, "sharded")
+        ct.save(shards, ct.load(file), max_shard_size=64)  # bytes: a shard per array or two
+        print(f"sharded/: {', '.join(sorted(os.listdir(shards)))}")
+        lazy = ct.load(shards, lazy=True)  # the header only: no array is read
+        ct.pprint(lazy.layers)
+
+        def second(path: Any, value: Any) -> bool:
+            return ct.keystr(path).startswith(".layers[1]")
+
+        one = ct.load(shards, where=second)  # reads .layers[1]'s arrays only
+        ct.pprint(one.layers)
+
 
 def _demo_optree(model: Any) -> None:
     """The demo's interop step: optree maps the model's arrays, if optree is installed."""
@@ -215,13 +229,47 @@ def _file_command(args: argparse.Namespace) -> tuple[int, list[str]]:
     try:
         if args.command == "inspect":
             return 0, [str(ct.inspect(args.file))]
-        lines = diff_files(args.a, args.b)
+        lines = diff_files(args.a, args.b, progress=_progress_on(sys.stderr))
     except (ct.ContainersError, OSError) as err:
         what = type(err).__name__
         text = " ".join(_error_text(err).split())  # one line, whatever it holds
         print(f"containers {args.command}: {what}: {text}", file=sys.stderr)
         return 2, []
     return (1 if lines else 0), lines
+
+
+def _progress_on(stream: Any) -> Callable[[int, int], None] | None:
+    """A ``progress(done, total)`` that shows ``12.0 / 1,024.0 MiB`` on ``stream`` when it
+    is a terminal, once an operation has run for ``_PROGRESS_AFTER`` seconds, at most
+    five times a second, and erases it at the end; None when it is not a terminal."""
+    try:
+        if not stream.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    start = time.monotonic()
+    last = [0.0]
+    shown = [False]
+
+    def show(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done >= total:
+            if shown[0]:
+                stream.write("\r" + " " * 40 + "\r")
+                stream.flush()
+            return
+        if now - start < _PROGRESS_AFTER or now - last[0] < 0.2:
+            return
+        last[0] = now
+        shown[0] = True
+        stream.write(f"\r{done / 2**20:,.1f} / {total / 2**20:,.1f} MiB")
+        stream.flush()
+
+    return show
+
+
+#: Seconds an operation runs before the command line shows its progress.
+_PROGRESS_AFTER = float(os.environ.get("CONTAINERS_PROGRESS_AFTER", "1.0"))
 
 
 def _error_text(err: Exception) -> str:

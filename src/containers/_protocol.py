@@ -8,13 +8,25 @@ node and its immediate children. Nothing here recurses.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from containers._errors import StructureError, counted, not_callable_error, short_repr
 from containers._paths import AttrKey
 from containers._registry import KINDS, kind_of
 
-__all__ = ["ACC_USAGE", "Container", "children", "functor", "isleaf", "reduce", "traverse"]
+__all__ = [
+    "ACC_USAGE",
+    "Container",
+    "LazyContainer",
+    "Template",
+    "children",
+    "functor",
+    "isleaf",
+    "lazy_traverse",
+    "reduce",
+    "template_of",
+    "traverse",
+]
 
 A = TypeVar("A")
 
@@ -237,3 +249,129 @@ def children(x: Any, /) -> Any:
         ({'b': 1, 'a': 2}, (1, 2), ())
     """
     return functor(x)[0]
+
+
+class Template(NamedTuple):
+    """What a lazy traversal tells about a value before producing it (Nx's template):
+    its key path, and its shape and dtype where it is an array (None otherwise)."""
+
+    path: tuple[Any, ...]
+    shape: tuple[int, ...] | None
+    dtype: Any
+
+
+def template_of(value: Any, path: tuple[Any, ...]) -> Template:
+    """The template of ``value`` at ``path``: shape and dtype read from the value's
+    attributes (arrays and lazy arrays alike), without reading any data."""
+    shape = getattr(value, "shape", None)
+    dtype = getattr(value, "dtype", None)
+    if shape is None or dtype is None:
+        return Template(path, None, None)
+    try:
+        return Template(path, tuple(int(d) for d in shape), dtype)
+    except (TypeError, ValueError):
+        return Template(path, None, None)
+
+
+def _produce(value: Any) -> Callable[[], Any]:
+    """A zero-argument function giving ``value``: a lazy leaf is read when it is called."""
+    if getattr(type(value), "__containers_lazy__", False) is True:
+        return value.load  # type: ignore[no-any-return]
+    return lambda: value
+
+
+class _LazyContainerMeta(type(Protocol)):  # type: ignore[misc]
+    def __instancecheck__(cls, x: Any) -> bool:
+        if hasattr(type(x), "__container_lazy_traverse__"):
+            return True
+        return kind_of(x) is not None
+
+
+class LazyContainer(Protocol, metaclass=_LazyContainerMeta):
+    """Something that can become a container lazily (Nx.LazyContainer).
+
+    A lazy traversal hands ``fun`` a *template* of each child (``Template``: its path,
+    shape and dtype) and a zero-argument *function that produces it*, instead of the
+    child itself, so a caller can decide from shapes and dtypes alone what to read. It
+    is provided for every declared and registered container (and for lazy trees from
+    ``load(..., lazy=True)``, whose leaves are read only when produced); a foreign
+    object (an h5py file, a directory of ``.npy`` files) implements it by hand and
+    returns a container built from the values ``fun`` gives.
+
+    Examples:
+        >>> import numpy as np
+        >>> import containers as ct
+        >>> class NpyFiles:  # stands for a directory of .npy files
+        ...     def __init__(self, files): self.files = files
+        ...     def __container_lazy_traverse__(self, acc, fun):
+        ...         out = {}
+        ...         for name, a in self.files.items():
+        ...             template = ct.Template((ct.DictKey(name),), a.shape, a.dtype)
+        ...             out[name], acc = fun(template, lambda a=a: a, acc)
+        ...         return out, acc
+        >>> isinstance(NpyFiles({}), ct.LazyContainer), isinstance({"a": 1}, ct.LazyContainer)
+        (True, True)
+        >>> ct.lazy_traverse(NpyFiles({"w": np.ones(2)}), 0, lambda t, get, n: (get(), n + 1))
+        ({'w': array([1., 1.])}, 1)
+    """
+
+    def __container_lazy_traverse__(
+        self, acc: Any, fun: Callable[[Template, Callable[[], Any], Any], tuple[Any, Any]], /
+    ) -> tuple[Any, Any]:
+        """Call ``fun(template, produce, acc) -> (value, acc)`` per child; return the
+        container of the values and the accumulator."""
+        ...
+
+
+LAZY_USAGE = "Pass the tree, the accumulator, then the function: {op}(x, acc, fun)"
+
+
+def lazy_traverse(
+    x: Any, acc: A, fun: Callable[[Template, Callable[[], Any], A], tuple[Any, A]], /
+) -> tuple[Any, A]:
+    """Map ``fun(template, produce, acc) -> (new_child, acc)`` over ``x``'s children.
+
+    Nx.LazyContainer's traverse, one level deep: for each child, ``fun`` receives its
+    ``Template`` (key path from ``x``, shape and dtype where it is an array) and a
+    zero-argument function producing it (reading it, for a ``LazyArray``), and
+    returns the new child; ``x`` is rebuilt with the new children. A class with a
+    ``__container_lazy_traverse__`` method is asked itself (and may return any
+    container); a leaf is handed to ``fun`` itself, with the empty path.
+
+    Examples:
+        >>> import numpy as np
+        >>> import containers as ct
+        >>> tree = {"w": np.ones((2, 3)), "n": 4}
+        >>> def shapes(template, produce, acc):
+        ...     return template.shape, acc + [ct.keystr(template.path)]
+        >>> ct.lazy_traverse(tree, [], shapes)
+        ({'w': (2, 3), 'n': None}, ["['n']", "['w']"])
+
+    Returns:
+        ``(new_x, acc)``.
+
+    Raises:
+        TypeError: ``fun`` is not callable, or does not return a pair.
+    """
+    if not callable(fun):
+        raise not_callable_error(fun, "lazy_traverse", "fun", LAZY_USAGE)
+    method = getattr(type(x), "__container_lazy_traverse__", None)
+    if method is not None:
+        return method(x, acc, _paired(fun))  # type: ignore[no-any-return]
+    kind = kind_of(x)
+    if kind is None:
+        return fun_pair(fun(template_of(x, ()), _produce(x), acc), "lazy_traverse")
+    kids, aux = kind.flatten(x)
+    keys = kind.keys(aux, len(kids))
+    out = []
+    for key, child in zip(keys, kids):
+        new, acc = fun_pair(fun(template_of(child, (key,)), _produce(child), acc), "lazy_traverse")
+        out.append(new)
+    return kind.unflatten(aux, out), acc
+
+
+def _paired(fun: Callable[..., Any]) -> Callable[..., tuple[Any, Any]]:
+    def checked(template: Template, produce: Callable[[], Any], acc: Any) -> tuple[Any, Any]:
+        return fun_pair(fun(template, produce, acc), "lazy_traverse")
+
+    return checked

@@ -25,11 +25,14 @@ class ArrayInfo(NamedTuple):
     shape: tuple[int, ...]
     size: int  # the number of elements
     nbytes: int  # 0 when neither ``nbytes`` nor the dtype (its ``itemsize``, its name) tells
+    lazy: bool = False  # a lazy leaf (``load(lazy=True)``): its data is not in memory
 
     @property
     def text(self) -> str:
-        """``float32[3,4]``; a 0-d array is ``int32[]``, as ``inspect`` shows it."""
-        return f"{self.dtype}[{','.join(map(str, self.shape))}]"
+        """``float32[3,4]``; a 0-d array is ``int32[]``, as ``inspect`` shows it; a lazy
+        leaf is ``float32[3,4] (lazy)``."""
+        text = f"{self.dtype}[{','.join(map(str, self.shape))}]"
+        return f"{text} (lazy)" if self.lazy else text
 
 
 def _is_numpy_scalar(value: Any) -> bool:
@@ -80,7 +83,8 @@ def array_info(value: Any) -> ArrayInfo | None:
         if not isinstance(itemsize, int):
             itemsize = _itemsize(name)
         nbytes = size * itemsize
-    return ArrayInfo(name, shape, size, nbytes)
+    lazy = getattr(type(value), "__containers_lazy__", False) is True
+    return ArrayInfo(name, shape, size, nbytes, lazy)
 
 
 def _itemsize(name: str) -> int:

@@ -19,11 +19,12 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from containers._errors import not_callable_error
-from containers._flatten import flatten, leaves
+from containers._flatten import flatten, flatten_with_path, leaves
 from containers._paths import keystr
-from containers._protocol import ACC_USAGE, fun_pair
+from containers._protocol import ACC_USAGE, Template, _produce, fun_pair, template_of
+from containers._registry import kind_of
 
-__all__ = ["count", "flatten_list", "reduce", "traverse"]
+__all__ = ["count", "flatten_list", "lazy_traverse", "reduce", "traverse"]
 
 A = TypeVar("A")
 T = TypeVar("T")
@@ -77,3 +78,53 @@ def flatten_list(xs: Iterable[Any], /, tail: Iterable[Any] = ()) -> list[Any]:
         out.extend(leaves(x))
     out.extend(tail)
     return out
+
+
+def _foreign_lazy(v: Any) -> bool:
+    return hasattr(type(v), "__container_lazy_traverse__") and kind_of(v) is None
+
+
+def lazy_traverse(
+    x: T, acc: A, fun: Callable[[Template, Callable[[], Any], A], tuple[Any, A]], /
+) -> tuple[T, A]:
+    """Map ``fun(template, produce, acc) -> (new_leaf, acc)`` over every leaf, lazily.
+
+    The recursive ``containers.lazy_traverse`` (Nx.LazyContainer.traverse over a
+    whole data structure): each leaf's ``Template`` has its full key path, shape and
+    dtype, and ``produce()`` gives the leaf (reads it, for a ``LazyArray``). A
+    hand-written lazy container inside the tree (a class with
+    ``__container_lazy_traverse__`` that is not registered) is asked for its children,
+    whose paths continue its own.
+
+    Examples:
+        >>> import numpy as np
+        >>> import containers as ct
+        >>> from containers import composite
+        >>> tree = {"layers": [np.zeros(2), np.zeros((3, 4))], "step": 1}
+        >>> def small(template, produce, acc):
+        ...     keep = template.shape is None or template.shape[0] < 3
+        ...     return (produce() if keep else None), acc + (0 if keep else 1)
+        >>> composite.lazy_traverse(tree, 0, small)
+        ({'layers': [array([0., 0.]), None], 'step': 1}, 1)
+
+    Raises:
+        TypeError: ``fun`` is not callable, or does not return a pair.
+    """
+    if not callable(fun):
+        raise not_callable_error(fun, "composite.lazy_traverse", "fun", ACC_USAGE)
+    pairs, s = flatten_with_path(x, is_leaf=_foreign_lazy)
+    new: list[Any] = []
+    for path, leaf in pairs:
+        if _foreign_lazy(leaf):
+
+            def inner(t: Template, produce: Callable[[], Any], acc: Any, path: Any = path) -> Any:
+                return fun(Template((*path, *t.path), t.shape, t.dtype), produce, acc)
+
+            value, acc = leaf.__container_lazy_traverse__(acc, inner)
+        else:
+            here = f" at {keystr(path)!r}" if path else ""
+            value, acc = fun_pair(
+                fun(template_of(leaf, path), _produce(leaf), acc), "composite.lazy_traverse", here
+            )
+        new.append(value)
+    return s.unflatten(new), acc

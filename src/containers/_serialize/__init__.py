@@ -12,6 +12,20 @@ from containers._serialize._api import inspect as inspect
 from containers._serialize._api import load as load
 from containers._serialize._api import save as save
 from containers._serialize._api import serialize as serialize
+from containers._serialize._lazy import LazyArray as LazyArray
+from containers._serialize._lazy import materialize as materialize
 from containers._serialize._limits import Limits as Limits
+from containers._serialize._manager import CheckpointManager as CheckpointManager
 
-__all__ = ["FileInfo", "Limits", "deserialize", "inspect", "load", "save", "serialize"]
+__all__ = [
+    "CheckpointManager",
+    "FileInfo",
+    "LazyArray",
+    "Limits",
+    "deserialize",
+    "inspect",
+    "load",
+    "materialize",
+    "save",
+    "serialize",
+]

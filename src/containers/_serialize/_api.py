@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import os
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from containers._errors import FormatError, SerializationError, VersionError, short_repr
+from containers._serialize._background import submit
 from containers._serialize._decode import (
     Records,
     Row,
@@ -25,7 +28,7 @@ from containers._serialize._decode import (
     row_path,
     rows,
 )
-from containers._serialize._encode import encode
+from containers._serialize._encode import Plan, encode
 from containers._serialize._format import (
     FORMAT_KEY,
     FORMAT_VERSION,
@@ -40,7 +43,15 @@ from containers._serialize._format import (
     view_arrays,
     write_all,
 )
+from containers._serialize._lazy import LazyArray, Progress, default_workers, materialize
 from containers._serialize._limits import DEFAULT_LIMITS, Limits
+from containers._serialize._shards import (
+    Opened,
+    is_sharded,
+    open_sharded,
+    open_single,
+    write_sharded,
+)
 
 __all__ = ["FileInfo", "deserialize", "inspect", "load", "save", "serialize"]
 
@@ -78,7 +89,11 @@ def _in_file(path: str) -> Iterator[None]:
 
 
 def _records(layout: Layout, limits: Limits) -> Records:
-    meta = layout.metadata
+    return _records_of(layout.metadata, limits)
+
+
+def _records_of(meta: dict[str, str], limits: Limits) -> Records:
+    """The validated records of a file's (or a sharded checkpoint's index's) metadata."""
     fmt = meta.get(FORMAT_KEY)
     if TREE_KEY not in meta or fmt is None:
         raise FormatError(
@@ -218,7 +233,16 @@ def deserialize(
         return build(records, arrays, limits, expect)
 
 
-def save(path: PathLike, tree: Any, /) -> None:
+def save(
+    path: PathLike,
+    tree: Any,
+    /,
+    *,
+    max_shard_size: int | None = None,
+    background: bool = False,
+    workers: int | None = None,
+    progress: Progress | None = None,
+) -> Future[None] | None:
     """Write a tree to a safetensors file, atomically.
 
     The whole tree is validated first: a tree that cannot be stored raises and leaves
@@ -236,17 +260,79 @@ def save(path: PathLike, tree: Any, /) -> None:
         >>> ct.load(path)
         {'w': array([1., 1.], dtype=float32), 'step': 3}
 
+    With ``max_shard_size=`` (bytes) ``path`` is a directory in the hub's sharded
+    layout (docs/checkpoints.md); with ``background=True`` the arrays are copied, the
+    call returns a ``concurrent.futures.Future`` and the file is written by a
+    background thread (errors come from ``.result()``; the interpreter waits for it at
+    exit).
+
     Args:
         path: Where to write (``str`` or ``os.PathLike``).
         tree: The tree, as for ``serialize``.
+        max_shard_size: Write a sharded checkpoint directory, shards at most this many
+            bytes (an array larger than it gets a shard alone).
+        background: Snapshot the arrays and write in a background thread.
+        workers: Threads writing shards at once (default ``min(2, cpu_count)``).
+        progress: ``progress(bytes_done, bytes_total)``, called as data is written.
+
+    Returns:
+        None, or with ``background=True`` a ``Future`` whose ``result()`` is None
+        once the file is complete.
 
     Raises:
         SerializationError: something in the tree cannot be stored (path named).
         OSError: the file cannot be written.
     """
     path = os.fspath(path)
+    if max_shard_size is not None and (type(max_shard_size) is not int or max_shard_size < 1):
+        raise TypeError(
+            f"save: max_shard_size must be a positive int (bytes), got "
+            f"{short_repr(max_shard_size)}. E.g. max_shard_size=5 * 2**30 for 5 GiB shards."
+        )
     with _gc_paused():
         plan = encode(tree)
+    if background:
+        # The snapshot: the writer thread reads only these copies, so the caller may
+        # change its arrays (in place, an optimizer step) as soon as save returns.
+        plan.arrays = [a.copy() for a in plan.arrays]
+        return submit(lambda: _write_plan(path, plan, max_shard_size, workers, progress))
+    _write_plan(path, plan, max_shard_size, workers, progress)
+    return None
+
+
+def _write_plan(
+    path: str,
+    plan: Plan,
+    max_shard_size: int | None,
+    workers: int | None,
+    progress: Progress | None,
+) -> None:
+    """Write an encoded tree: one file, or a sharded directory."""
+    total = sum(a.nbytes for a in plan.arrays)
+    if max_shard_size is not None:
+
+        def entries_of(names: list[str], arrays: list[Any]) -> tuple[str, list[int]]:
+            return Plan(names=names, arrays=arrays).layout()
+
+        def index_metadata() -> dict[str, str]:
+            tree = json.dumps(plan.records, separators=(",", ":"))
+            return {FORMAT_KEY: FORMAT_VERSION, TREE_KEY: tree}
+
+        write_sharded(
+            path,
+            plan.names,
+            plan.arrays,
+            entries_of,
+            index_metadata,
+            max_shard_size=max_shard_size,
+            workers=workers,
+            progress=progress,
+            checksum=plan.fill_crcs,
+        )
+        return
+    if progress is not None:
+        progress(0, total)
+    with _gc_paused():
         entries, order = plan.layout()
         overlap = sum(a.nbytes for a in plan.arrays) >= _OVERLAP_BYTES
         if not overlap:
@@ -279,8 +365,9 @@ def save(path: PathLike, tree: Any, /) -> None:
         while done < len(header):
             done += os.pwrite(fd, header[done:], done)
 
-    with _gc_paused():
-        atomic_write(path, write)
+    atomic_write(path, write)
+    if progress is not None:
+        progress(total, total)
 
 
 #: Below this many bytes of arrays, save computes the CRC32s before writing (a few
@@ -298,6 +385,10 @@ def load(
     mmap: bool = False,
     verify: bool = True,
     limits: Limits | None = None,
+    lazy: bool = False,
+    where: Any = ...,
+    workers: int | None = None,
+    progress: Progress | None = None,
 ) -> T: ...
 @overload
 def load(
@@ -308,6 +399,10 @@ def load(
     mmap: bool = False,
     verify: bool = True,
     limits: Limits | None = None,
+    lazy: bool = False,
+    where: Any = ...,
+    workers: int | None = None,
+    progress: Progress | None = None,
 ) -> Any: ...
 def load(
     path: PathLike,
@@ -317,6 +412,10 @@ def load(
     mmap: bool = False,
     verify: bool = True,
     limits: Limits | None = None,
+    lazy: bool = False,
+    where: Any = ...,
+    workers: int | None = None,
+    progress: Progress | None = None,
 ) -> Any:
     """Load a tree saved by ``save``.
 
@@ -341,12 +440,22 @@ def load(
         >>> ct.load(path, mmap=True, verify=False).w.flags.writeable
         False
 
+    ``path`` may also be a sharded checkpoint (its directory or its
+    ``model.safetensors.index.json``). ``lazy=True`` reads the header only and puts a
+    ``LazyArray`` wherever an array is; ``where=filter`` reads only the arrays the
+    filter selects, leaving the others lazy (docs/checkpoints.md).
+
     Args:
-        path: The file (``str`` or ``os.PathLike``).
+        path: The file (``str`` or ``os.PathLike``), or a sharded checkpoint.
         expect: The class the root must be (``SchemaError`` otherwise).
-        mmap: Return read-only views of a memory map of the file.
-        verify: Check every tensor's CRC32.
+        mmap: Return read-only views of a memory map of the file (one file only).
+        verify: Check every tensor's CRC32 (a lazy array's when it is read).
         limits: Bounds on the header (``Limits()`` by default).
+        lazy: Read no array: lazy leaves instead.
+        where: Read only the arrays this filter selects (called with each array's
+            path and its ``LazyArray``); the others stay lazy.
+        workers: Threads reading at once (default ``min(2, cpu_count)``).
+        progress: ``progress(bytes_done, bytes_total)``, called as data is read.
 
     Raises:
         FormatError: the file is not a valid safetensors file written by containers, or
@@ -362,15 +471,119 @@ def load(
     limits = DEFAULT_LIMITS if limits is None else limits
     _check_expect(expect, "load")
     path = os.fspath(path)
+    sharded = is_sharded(path)
+    if lazy or where is not ... or sharded:
+        if mmap:
+            raise TypeError(
+                "load: mmap=True reads one file whole through a memory map; it does not "
+                "combine with lazy=, where= or a sharded checkpoint. Drop mmap=True (lazy "
+                "arrays read only what is asked for)."
+            )
+        with _gc_paused():
+            opened = open_sharded(path, limits) if sharded else _open_one(path, limits)
+            if not lazy and where is ...:  # a sharded checkpoint, whole
+                return _load_whole(opened, limits, expect, verify, workers, progress)
+            tree = _lazy_tree(opened, limits, expect, verify, flat=sharded)
+        if lazy and where is ...:
+            return tree
+        # a tensor's errors name its own file (a shard's, for a sharded checkpoint)
+        return materialize(tree, where, workers=workers, progress=progress)
+    total = 0
     with _in_file(path), open(path, "rb") as f, _gc_paused():
         layout = read_layout(f, limits)
         records = _records(layout, limits)
         check_root(records.recs, expect)
         wants = _wants(records, layout) if verify else None
+        if progress is not None:
+            total = layout.file_size - layout.data_start
+            progress(0, total)
         if mmap:
             arrays = view_arrays(map_file(f), layout, wants, copy=False)
         else:
             arrays = read_arrays(f, layout, wants)
+        tree = build(records, arrays, limits, expect)
+    if progress is not None:
+        progress(total, total)
+    return tree
+
+
+def _open_one(path: str, limits: Limits) -> Opened:
+    with _in_file(path):
+        return open_single(path, limits)
+
+
+def _load_whole(
+    opened: Opened,
+    limits: Limits,
+    expect: Any,
+    verify: bool,
+    workers: int | None,
+    progress: Progress | None,
+) -> Any:
+    """Read every shard of an opened checkpoint with ``read_arrays`` (grouped reads,
+    CRC32s checked as read), ``workers`` shards at a time, and build the tree."""
+    meta = opened.metadata
+    records = None
+    if TREE_KEY in meta or FORMAT_KEY in meta:
+        with _in_file(opened.path):
+            records = _records_of(meta, limits)
+            check_root(records.recs, expect)
+    elif expect is not None and expect is not dict:
+        raise SerializationError(
+            f"{opened.path}: expected a {expect.__qualname__!r} at the root, but this "
+            f"checkpoint has no containers tree: it loads as a flat dict of its tensors."
+        )
+    crcs = dict(zip(records.names, records.crcs)) if records is not None and verify else None
+    sources = list({id(src): src for src, _ in opened.tensors.values()}.values())
+    sizes = [src.layout.file_size - src.layout.data_start for src in sources]
+    total = sum(sizes)
+
+    def read(src: Any) -> dict[str, Any]:
+        wants = None if crcs is None else [crcs.get(n) for n in src.layout.tensors]
+        with _in_file(src.path), os.fdopen(os.dup(src.fd), "rb") as f:
+            return read_arrays(f, src.layout, wants)
+
+    arrays: dict[str, Any] = {}
+    done = 0
+    if progress is not None:
+        progress(0, total)
+    count = default_workers() if workers is None else workers
+    try:
+        with ThreadPoolExecutor(max(1, min(count, len(sources)))) as pool:
+            for size, got in zip(sizes, pool.map(read, sources)):
+                arrays.update(got)
+                done += size
+                if progress is not None:
+                    progress(done, total)
+    finally:
+        for src in sources:
+            src.close()
+    if records is None:
+        return {name: arrays[name] for name in opened.tensors}
+    with _in_file(opened.path):
+        return build(records, arrays, limits, expect)
+
+
+def _lazy_tree(opened: Opened, limits: Limits, expect: Any, verify: bool, *, flat: bool) -> Any:
+    """The tree of an opened checkpoint with a ``LazyArray`` for each tensor: the
+    decoder's own ``build`` over lazy leaves (with ``flat``, a sharded checkpoint
+    without a tree: a flat dict of them, by tensor name; a single file without one is
+    refused, as ``load`` refuses it)."""
+    meta = opened.metadata
+    with _in_file(opened.path):
+        if flat and TREE_KEY not in meta and FORMAT_KEY not in meta:
+            if expect is not None and expect is not dict:
+                raise SerializationError(
+                    f"expected a {expect.__qualname__!r} at the root, but this checkpoint "
+                    f"has no containers tree: it loads as a flat dict of its tensors."
+                )
+            return {name: LazyArray(src, t, None) for name, (src, t) in opened.tensors.items()}
+        records = _records_of(meta, limits)
+        check_root(records.recs, expect)
+        crcs = dict(zip(records.names, records.crcs)) if verify else {}
+        arrays: dict[str, Any] = {
+            name: LazyArray(src, t, crcs.get(name)) for name, (src, t) in opened.tensors.items()
+        }
         return build(records, arrays, limits, expect)
 
 
@@ -439,8 +652,46 @@ def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
     """
     limits = DEFAULT_LIMITS if limits is None else limits
     path = os.fspath(path)
+    if is_sharded(path):
+        return _inspect_sharded(path, limits)
     with _in_file(path):
         return _inspect(path, limits)
+
+
+def _inspect_sharded(path: str, limits: Limits) -> FileInfo:
+    """``inspect`` of a sharded checkpoint: its index and its shards' headers."""
+    from containers._serialize._decode import _dtype_name
+
+    opened = open_sharded(path, limits)
+    try:
+        layout = {name: t for name, (_, t) in opened.tensors.items()}
+        tensors = {
+            name: (_dtype_name(t.code), t.shape, t.end - t.begin) for name, t in layout.items()
+        }
+        data = sum(t.end - t.begin for t in layout.values())
+        n = len(opened.shards)
+        shards = f"{n} shard{'' if n == 1 else 's'}"
+        meta = opened.metadata
+        if TREE_KEY in meta or FORMAT_KEY in meta:
+            with _in_file(opened.path):
+                records = _records_of(meta, limits)
+                view = rows(records, layout, limits)
+            return FileInfo(
+                opened.path, f"containers {FORMAT_VERSION}, {shards}", tensors, meta, view, data
+            )
+        count = len(tensors)
+        flat = [
+            Row(
+                0, -1, "", f"sharded safetensors ({count} tensor{'' if count == 1 else 's'})", None
+            )
+        ]
+        for name, (dt, shape, nbytes) in tensors.items():
+            text = f"{dt}[{','.join(map(str, shape))}]  {nbytes:,} B"
+            flat.append(Row(1, 0, printable(name), text, name))
+        return FileInfo(opened.path, f"safetensors, {shards}", tensors, meta, flat, data)
+    finally:
+        for source in {id(s): s for s, _ in opened.tensors.values()}.values():
+            source.close()
 
 
 def _inspect(path: str, limits: Limits) -> FileInfo:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from containers._serialize._api import FileInfo, PathLike, _in_file, inspect
 from containers._serialize._decode import RowPaths
 from containers._serialize._format import map_file, read_layout, view_arrays
 from containers._serialize._limits import DEFAULT_LIMITS, Limits
+from containers._serialize._shards import ShardedArrays, is_sharded, open_sharded
 
 __all__ = ["diff_files"]
 
@@ -31,8 +33,10 @@ def _ids(info: FileInfo, table: dict[tuple[int, str], int]) -> list[int]:
     return ids
 
 
-def _arrays(path: str, limits: Limits) -> dict[str, np.ndarray[Any, Any]]:
+def _arrays(path: str, limits: Limits) -> Mapping[str, np.ndarray[Any, Any]]:
     # Errors name the file, as inspect's do: diff reads data (BOOL bytes) that inspect does not.
+    if is_sharded(path):
+        return ShardedArrays(open_sharded(path, limits))  # each tensor read when compared
     with _in_file(path), open(path, "rb") as f:
         layout = read_layout(f, limits)
         if layout.file_size == layout.data_start:
@@ -75,7 +79,13 @@ def _max_abs_diff(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> float | N
     return worst
 
 
-def diff_files(a: PathLike, b: PathLike, *, limits: Limits | None = None) -> list[str]:
+def diff_files(
+    a: PathLike,
+    b: PathLike,
+    *,
+    limits: Limits | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[str]:
     """Every difference between two files, one line each: ``-`` only in A, ``+`` only in
     B, ``~`` changed (node type, version, kept value, scalar, dtype/shape, or array values
     with the largest absolute difference). An empty list means the trees are equal.
@@ -91,10 +101,11 @@ def diff_files(a: PathLike, b: PathLike, *, limits: Limits | None = None) -> lis
     ids_a, ids_b = _ids(ia, table), _ids(ib, table)
     where_b = {i: j for j, i in enumerate(ids_b)}
     where_a = {i: j for j, i in enumerate(ids_a)}
-    arrays_a: dict[str, np.ndarray[Any, Any]] | None = None
-    arrays_b: dict[str, np.ndarray[Any, Any]] | None = None
+    arrays_a: Mapping[str, np.ndarray[Any, Any]] | None = None
+    arrays_b: Mapping[str, np.ndarray[Any, Any]] | None = None
     path_a, path_b = RowPaths(ia.rows), RowPaths(ib.rows)
     out: list[str] = []
+    compared = 0
     for j, (rid, row) in enumerate(zip(ids_a, ia.rows)):
         k = where_b.get(rid)
         if k is None:
@@ -110,6 +121,9 @@ def diff_files(a: PathLike, b: PathLike, *, limits: Limits | None = None) -> lis
             if arrays_a is None or arrays_b is None:
                 arrays_a, arrays_b = _arrays(pa, limits), _arrays(pb, limits)
             worst = _max_abs_diff(arrays_a[row.tensor], arrays_b[other.tensor])
+            if progress is not None:  # bytes of A compared so far, of all of A's
+                compared += ia.tensors[row.tensor][2]
+                progress(compared, ia.data_bytes)
             if worst is not None:
                 out.append(f"~ {path_a[j]}: {ta} values differ, max abs diff {worst:.6g}")
         elif row.text != other.text:

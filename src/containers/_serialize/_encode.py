@@ -109,7 +109,12 @@ class Plan:
         return build_header(entries, {FORMAT_KEY: FORMAT_VERSION, TREE_KEY: tree})
 
     def fill_crcs(self, order: list[int] | None = None) -> None:
-        """Compute every tensor's CRC32 into its record."""
+        """Compute every tensor's CRC32 into its record (with ``order``: those tensors'
+        only, by index)."""
+        if order is not None:
+            for i in order:
+                self.crc_slots[i][2] = f"{crc32(self.arrays[i]):08x}"
+            return
         for slot, a in zip(self.crc_slots, self.arrays):
             slot[2] = f"{crc32(a):08x}"
 
@@ -137,6 +142,8 @@ def _to_numpy(x: Any, path: str) -> np.ndarray[Any, Any] | None:
             convert = np.asarray
         elif module.startswith("torch") and hasattr(x, "detach"):
             convert = _torch_numpy
+        elif getattr(t, "__containers_lazy__", False) is True:
+            convert = np.asarray  # a LazyArray: read now, to be written
         if convert is not None:
             try:
                 a = convert(x)
