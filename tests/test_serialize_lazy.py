@@ -5,7 +5,6 @@ measured by the kernel (/proc/self/io rchar)."""
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 import pytest
@@ -301,7 +300,9 @@ def test_pformat_marks_lazy_leaves(tmp_path):
     ct.save(tmp_path / "m.safetensors", {"a": np.zeros((2, 2), np.float32)})
     lazy = ct.load(tmp_path / "m.safetensors", lazy=True)
     assert ct.pformat(lazy) == "{'a': float32[2,2] (lazy)}  # 4 params, 16 B"
-    assert ct.pformat({"a": np.zeros((2, 2), np.float32)}) == "{'a': float32[2,2]}  # 4 params, 16 B"
+    assert (
+        ct.pformat({"a": np.zeros((2, 2), np.float32)}) == "{'a': float32[2,2]}  # 4 params, 16 B"
+    )
 
 
 def test_progress_of_a_single_file_save_and_load(tmp_path):
