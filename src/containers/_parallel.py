@@ -619,3 +619,30 @@ def fmap_with_path_on_executor(
     return executor_map(
         "fmap_with_path", f, executor, chunksize, progress, STAR, serial, prune=prune
     )
+
+
+def treelize_on_executor(
+    func: Callable[..., Any],
+    serial: Callable[[Callable[..., Any], bool], Any],
+    rise: bool,
+    executor: Any,
+    chunksize: Any,
+    progress: Any,
+) -> Any:
+    """A treelized ``func`` called with ``executor=``: ``serial(g, plain)`` lifts ``g``
+    over the call's arguments (without rising); ``rise`` lifts the results after."""
+    from containers._treelize import rise_results  # an earlier stage
+
+    def rebuild(recorded: Any, results: list[Any]) -> Any:
+        return rise_results(recorded, results) if rise else fill(recorded, results)
+
+    return executor_map(
+        "treelize",
+        func,
+        executor,
+        chunksize,
+        progress,
+        WITH_KEYWORDS,
+        serial,
+        rebuild=rebuild,
+    )
