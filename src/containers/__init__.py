@@ -47,6 +47,8 @@ from containers._fmap import fcollect as fcollect
 from containers._fmap import fmap as fmap
 from containers._fmap import fmap_with_path as fmap_with_path
 from containers._fmap import fmapstructure as fmapstructure
+from containers._parallel import compute as compute
+from containers._parallel import persist as persist
 from containers._paths import AttrKey as AttrKey
 from containers._paths import DictKey as DictKey
 from containers._paths import IndexKey as IndexKey
@@ -114,6 +116,7 @@ __all__ = [  # noqa: RUF022
     "children",
     "combine",
     "composite",
+    "compute",
     "container",
     "deserialize",
     "diff",
@@ -137,6 +140,7 @@ __all__ = [  # noqa: RUF022
     "load",
     "merge",
     "partition",
+    "persist",
     "pformat",
     "pprint",
     "reduce",

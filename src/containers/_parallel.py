@@ -321,7 +321,13 @@ def _run(
         starts: dict[Any, int] = {}
         try:
             for start in range(0, n, size):
-                fut = backend.submit(run_chunk, f, shape, start, calls[start : start + size])
+                try:
+                    fut = backend.submit(run_chunk, f, shape, start, calls[start : start + size])
+                except Exception as err:  # dask pickles the task as it is submitted
+                    bad = _unpicklable(op, backend, f, calls, start, size, serial)
+                    if bad is None:
+                        raise
+                    raise bad from err
                 starts[fut] = start
             bar.update(0)
             done = 0
@@ -403,16 +409,17 @@ def _located(
         if last > start:
             last_path = call_path(serial, last)
             span += f" to {where(last_path) if last_path is not None else '?'}"
+        which = "the first unfinished chunk" if isinstance(backend, _Futures) else "a chunk"
         add_note(
             err,
-            f"{op}: a worker died while f ran on the leaves at {span} (the first "
-            f"unfinished chunk, {counted(last - start + 1, 'leaf', 'leaves')}): killed, "
-            f"out of memory, or crashed in native code. Rerun with a ThreadPoolExecutor, "
-            f"or serially, to see the error.",
+            f"{op}: a worker died while f ran on the leaves at {span} ({which}, "
+            f"{counted(last - start + 1, 'leaf', 'leaves')}): killed, out of memory, or "
+            f"crashed in native code. Rerun with a ThreadPoolExecutor, or serially, to "
+            f"see the error.",
         )
         return err
     if backend.remote:
-        unpicklable = _unpicklable(op, backend, err, f, calls, start, size, serial)
+        unpicklable = _unpicklable(op, backend, f, calls, start, size, serial)
         if unpicklable is not None:
             return unpicklable
     add_note(
@@ -425,7 +432,6 @@ def _located(
 def _unpicklable(
     op: str,
     backend: _Futures | _Dask,
-    err: Exception,
     f: Callable[..., Any],
     calls: list[Any],
     start: int,
