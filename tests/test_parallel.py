@@ -83,7 +83,7 @@ def client() -> Iterator[Any]:
     worker dies fails at once (allowed-failures=0) instead of being retried."""
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
         cluster = distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
         )
     with cluster, distributed.Client(cluster) as c:
         yield c
