@@ -62,29 +62,39 @@ class _Pruned(enum.Enum):
 PRUNED = _Pruned.PRUNED
 
 
-def record(shape: int) -> tuple[list[Any], Callable[..., Any]]:
-    """A list of calls and the recorder that appends to it and returns a ``_Slot``."""
+def record(shape: int, slots: bool) -> tuple[list[Any], Callable[..., Any]]:
+    """A list of calls and the recorder that appends to it and returns the call's
+    index: a ``_Slot``, or with ``slots=False`` a plain int, for maps whose every leaf
+    is a result (nothing kept), which the fill reads with ``results.__getitem__``: no
+    Python frame per leaf (benchmarks/parallel.py, light)."""
     calls: list[Any] = []
     append = calls.append
-    slot = _Slot
+    index: Callable[[int], Any] = _Slot if slots else int
 
     if shape == ONE:
+        if not slots:
 
-        def recorder(x: Any) -> Any:
-            append(x)
-            return slot(len(calls) - 1)
+            def recorder(x: Any) -> Any:
+                append(x)
+                return len(calls) - 1
+
+        else:
+
+            def recorder(x: Any) -> Any:
+                append(x)
+                return index(len(calls) - 1)
 
     elif shape == STAR:
 
         def recorder(*args: Any) -> Any:
             append(args)
-            return slot(len(calls) - 1)
+            return index(len(calls) - 1)
 
     else:
 
         def recorder(*args: Any, **kwargs: Any) -> Any:
             append((args, kwargs))
-            return slot(len(calls) - 1)
+            return index(len(calls) - 1)
 
     return calls, recorder
 
@@ -264,6 +274,7 @@ def executor_map(
     shape: int,
     serial: Callable[[Callable[..., Any], bool], Any],
     *,
+    slots: bool = True,
     prune: Any = UNSET,
     rebuild: Callable[[Any, list[Any]], Any] | None = None,
 ) -> Any:
@@ -275,13 +286,18 @@ def executor_map(
     a call fails, to find its path. ``rebuild(recorded_tree, results)`` puts the
     results in place (by default an ``fmap`` over the recorded tree, which keeps its
     sharing); ``prune`` is the caller's, stood for by ``PRUNED`` while recording.
+    ``slots=False``: every leaf of the recorded tree is a call's index (see ``record``).
     """
     backend = _backend(op, executor)
-    calls, recorder = record(shape)
+    calls, recorder = record(shape, slots or prune is not UNSET)
     recorded = serial(recorder, False)
     results = _run(op, backend, f, shape, calls, chunksize, progress, serial)
     if rebuild is not None:
         return rebuild(recorded, results)
+    if not slots and prune is UNSET:
+        from containers._fmap import fmap  # an earlier stage
+
+        return fmap(results.__getitem__, recorded)
     return fill(recorded, results, prune)
 
 
@@ -484,7 +500,7 @@ def _over_dask_leaves(op: str, tree: Any, run: Callable[..., tuple[Any, ...]]) -
     from containers._fmap import fmap  # an earlier stage
 
     is_collection = _dask(op).is_dask_collection
-    calls, recorder = record(ONE)
+    calls, recorder = record(ONE, True)
     recorded = fmap(lambda v: recorder(v) if is_collection(v) else v, tree)
     return fill(recorded, list(run(*calls)) if calls else [])
 
@@ -591,7 +607,9 @@ def fmap_on_executor(
         )
 
     shape = STAR if rest else ONE
-    return executor_map("fmap", f, executor, chunksize, progress, shape, serial, prune=prune)
+    return executor_map(
+        "fmap", f, executor, chunksize, progress, shape, serial, slots=not default, prune=prune
+    )
 
 
 def fmap_with_path_on_executor(
@@ -623,7 +641,15 @@ def fmap_with_path_on_executor(
         )
 
     return executor_map(
-        "fmap_with_path", f, executor, chunksize, progress, STAR, serial, prune=prune
+        "fmap_with_path",
+        f,
+        executor,
+        chunksize,
+        progress,
+        STAR,
+        serial,
+        slots=exclude is not None,
+        prune=prune,
     )
 
 
@@ -650,5 +676,6 @@ def treelize_on_executor(
         progress,
         WITH_KEYWORDS,
         serial,
-        rebuild=rebuild,
+        slots=rise,
+        rebuild=rebuild if rise else None,
     )
