@@ -160,11 +160,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     rounds = 1 if args.quick else args.rounds
-    n_heavy, size, seconds, n_light = (8, 16_384, 0.002, 10_000) if args.quick else (
-        64,
-        262_144,
-        0.020,
-        100_000,
+    n_heavy, size, seconds, n_light = (
+        (8, 16_384, 0.002, 10_000)
+        if args.quick
+        else (
+            64,
+            262_144,
+            0.020,
+            100_000,
+        )
     )
     rounds_np, steps_py = calibrate(seconds, size)
     rng = np.random.default_rng(args.seed)
@@ -228,7 +232,9 @@ def main(argv: list[str] | None = None) -> int:
 
     ms = {key: statistics.median(v) * 1000 for key, v in times.items()}
     print(f"executor maps, ms (median of {rounds} rounds); speedup = serial / containers\n")
-    print("| workload | executor | containers | hand | hand-chunked | serial | speedup | vs hand-chunked |")
+    print(
+        "| workload | executor | containers | hand | hand-chunked | serial | speedup | vs hand-chunked |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for name in ("heavy-numpy", "heavy-python", "light"):
         serial = ms[(name, "serial", "serial")]

@@ -134,7 +134,7 @@ def same(a: Any, b: Any) -> bool:
         if isinstance(x, np.ndarray):
             if x.dtype != y.dtype or not np.array_equal(x, y):
                 return False
-        elif x != y and not (x != x and y != y):  # NaN
+        elif x != y and not (math.isnan(x) and math.isnan(y)):
             return False
     return sharing(a) == sharing(b)
 
@@ -183,6 +183,7 @@ def test_several_trees_and_exclude_and_where_decide_the_calls(threads: Any) -> N
     a = {"x": [1.0, 2.0], "y": (3, "s")}
     b = {"x": [10.0, 20.0], "y": (30, "t"), "extra": 0}
     assert ct.fmap(operator.add, a, b, executor=threads) == ct.fmap(operator.add, a, b)
+
     def is_list(v: Any) -> bool:
         return isinstance(v, list)
 
@@ -220,13 +221,18 @@ def test_treelize_on_an_executor(executor: Any) -> None:
     a, b = {"a": 5, "x": (1, 2)}, {"a": 1, "x": (1, 1), "new": 4}
     assert within(TIMEOUT, lambda: lifted(a, b)) == serial(a, b)
     rising = ct.treelize(rise=True, executor=executor)(divmod)
-    assert within(TIMEOUT, lambda: rising({"a": 7, "b": 9}, 2)) == ({"a": 3, "b": 4}, {"a": 1, "b": 1})
+    assert within(TIMEOUT, lambda: rising({"a": 7, "b": 9}, 2)) == (
+        {"a": 3, "b": 4},
+        {"a": 1, "b": 1},
+    )
 
 
 def test_chunksize_sets_the_leaves_per_task(threads: Any) -> None:
     """chunksize= leaves go to each task: progress sees them done chunk by chunk."""
     seen: list[tuple[int, int]] = []
-    ct.fmap(negate, list(range(10)), executor=threads, chunksize=4, progress=lambda *a: seen.append(a))
+    ct.fmap(
+        negate, list(range(10)), executor=threads, chunksize=4, progress=lambda *a: seen.append(a)
+    )
     assert seen[0] == (0, 10)
     assert sorted(seen[1:]) == sorted(set(seen[1:]))
     steps = sorted(d for d, _ in seen[1:])
@@ -241,7 +247,9 @@ def test_the_automatic_chunksize_keeps_both_workers_busy(threads: Any) -> None:
     assert len(seen) == 1 + 8
 
 
-def test_progress_true_draws_a_bar_on_stderr(threads: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_progress_true_draws_a_bar_on_stderr(
+    threads: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     """progress=True draws a tqdm bar on stderr that ends at the total."""
     pytest.importorskip("tqdm")
     ct.fmap(negate, list(range(7)), executor=threads, progress=True)
@@ -260,7 +268,7 @@ def test_progress_true_without_a_bar_library_says_what_to_install(
 
 def test_bad_options_are_refused_with_how_to_fix(threads: Any) -> None:
     """A non-executor, chunksize=0, options without executor= and walk= are errors."""
-    with pytest.raises(TypeError, match="executor= must be a concurrent.futures.Executor"):
+    with pytest.raises(TypeError, match=r"executor= must be a concurrent\.futures\.Executor"):
         ct.fmap(negate, [1], executor="threads")
     with pytest.raises(ValueError, match="chunksize= must be a positive int"):
         ct.fmap(negate, [1], executor=threads, chunksize=0)
@@ -277,7 +285,9 @@ def test_bad_options_are_refused_with_how_to_fix(threads: Any) -> None:
 def test_an_empty_tree_submits_nothing(threads: Any) -> None:
     """A tree with no leaves comes back rebuilt, with nothing submitted."""
     seen: list[Any] = []
-    assert ct.fmap(negate, {"a": [], "b": ()}, executor=threads, progress=lambda *a: seen.append(a)) == {"a": [], "b": ()}
+    assert ct.fmap(
+        negate, {"a": [], "b": ()}, executor=threads, progress=lambda *a: seen.append(a)
+    ) == {"a": [], "b": ()}
     assert seen == []
 
 
@@ -292,7 +302,7 @@ def test_f_errors_are_raised_as_f_raised_them_with_the_path(executor: Any) -> No
     """The error f raises on a worker comes back with its type and message, and a note
     naming the leaf's path (the same note serial fmap adds)."""
     tree = {"a": [4.0, 9.0], "b": (1.0, -1.0)}
-    with pytest.raises(ValueError, match="^math domain error\n") as info:
+    with pytest.raises(ValueError, match=r"^math domain error\n") as info:
         within(TIMEOUT, lambda: ct.fmap(math.sqrt, tree, executor=executor, chunksize=1))
     assert info.value.__notes__ == [note("['b'][1]")]
 
@@ -300,16 +310,16 @@ def test_f_errors_are_raised_as_f_raised_them_with_the_path(executor: Any) -> No
 def test_the_serial_fmap_adds_the_same_note() -> None:
     """Serial fmap, fmap_with_path and treelize note the path of the value f failed on."""
     tree = {"a": [4.0, 9.0], "b": (1.0, -1.0)}
-    with pytest.raises(ValueError, match="^math domain error\n") as info:
+    with pytest.raises(ValueError, match=r"^math domain error\n") as info:
         ct.fmap(math.sqrt, tree, where=float)
     assert info.value.__notes__ == [note("['b'][1]")]
-    with pytest.raises(ValueError, match="^math domain error\n") as info:
+    with pytest.raises(ValueError, match=r"^math domain error\n") as info:
         ct.fmap(math.sqrt, tree, exclude=lambda v: isinstance(v, float))
     assert info.value.__notes__ == [note("['b'][1]")]
-    with pytest.raises(ValueError, match="^math domain error\n") as info:
+    with pytest.raises(ValueError, match=r"^math domain error\n") as info:
         ct.fmap_with_path(lambda p, v: math.sqrt(v), tree)
     assert info.value.__notes__ == [note("['b'][1]", "fmap_with_path")]
-    with pytest.raises(ValueError, match="^math domain error\n") as info:
+    with pytest.raises(ValueError, match=r"^math domain error\n") as info:
         ct.treelize(missing=0, mode="outer")(lambda a, b, c: math.sqrt(a - b + c))(
             {"a": 1, "b": 2}, {"b": 1, "c": 1}, 0
         )
@@ -327,9 +337,8 @@ def test_the_first_error_cancels_the_chunks_not_started() -> None:
         time.sleep(0.01)
         return v
 
-    with cf.ThreadPoolExecutor(1) as pool:
-        with pytest.raises(KeyError, match="first"):
-            ct.fmap(f, list(range(200)), executor=pool, chunksize=1)
+    with cf.ThreadPoolExecutor(1) as pool, pytest.raises(KeyError, match="first"):
+        ct.fmap(f, list(range(200)), executor=pool, chunksize=1)
     assert next(calls) < 20
 
 
@@ -346,9 +355,8 @@ def test_keyboard_interrupt_cancels_pending_work() -> None:
         time.sleep(0.01)
         return v
 
-    with cf.ThreadPoolExecutor(1) as pool:
-        with pytest.raises(KeyboardInterrupt):
-            ct.fmap(f, list(range(200)), executor=pool, chunksize=1)
+    with cf.ThreadPoolExecutor(1) as pool, pytest.raises(KeyboardInterrupt):
+        ct.fmap(f, list(range(200)), executor=pool, chunksize=1)
     assert next(calls) < 40
 
 
@@ -360,7 +368,10 @@ def test_a_killed_process_pool_worker_names_the_path() -> None:
         (pid,) = list(pool._processes)
         threading.Timer(1.0, os.kill, (pid, signal.SIGKILL)).start()
         with pytest.raises(cf.process.BrokenProcessPool, match="terminated abruptly") as info:
-            within(TIMEOUT, lambda: ct.fmap(time.sleep, {"a": 0.0, "b": 30.0}, executor=pool, chunksize=1))
+            within(
+                TIMEOUT,
+                lambda: ct.fmap(time.sleep, {"a": 0.0, "b": 30.0}, executor=pool, chunksize=1),
+            )
     (text,) = info.value.__notes__
     assert text.startswith("fmap: a worker died while f ran on the leaves at \"['b']\"")
 
@@ -378,7 +389,10 @@ def test_a_killed_dask_worker_names_the_path(client: Any) -> None:
 
     threading.Timer(2.0, kill_the_busy_worker).start()
     with pytest.raises(distributed.scheduler.KilledWorker) as info:
-        within(TIMEOUT, lambda: ct.fmap(time.sleep, {"a": 0.0, "b": 30.0}, executor=client, chunksize=1))
+        within(
+            TIMEOUT,
+            lambda: ct.fmap(time.sleep, {"a": 0.0, "b": 30.0}, executor=client, chunksize=1),
+        )
     (text,) = info.value.__notes__
     assert text.startswith("fmap: a worker died while f ran on the leaves at \"['b']\"")
     client.wait_for_workers(2, timeout=TIMEOUT)  # the nanny restarts it for later tests
@@ -389,7 +403,9 @@ def test_an_unpicklable_leaf_is_named(kind: str, request: pytest.FixtureRequest)
     """A leaf that cannot be pickled for worker processes: a TypeError naming its path."""
     ex = request.getfixturevalue({"dask": "client"}.get(kind, kind))
     tree = {"ok": 1.0, "bad": [2.0, threading.Lock()]}
-    with pytest.raises(TypeError, match=re.escape("fmap: the leaf at \"['bad'][1]\" cannot be pickled")):
+    with pytest.raises(
+        TypeError, match=re.escape("fmap: the leaf at \"['bad'][1]\" cannot be pickled")
+    ):
         within(TIMEOUT, lambda: ct.fmap(id, tree, executor=ex, chunksize=1))
 
 
@@ -407,7 +423,9 @@ def shared_trees(draw: st.DrawFn) -> Any:
     """Random trees of dicts, lists, tuples and containers over a pool of leaves and
     nodes that sit at several positions."""
     pool: list[Any] = [np.arange(3.0), [1.0, 2.0]]
-    leaf = st.one_of(st.integers(-5, 5), st.floats(-10, 10), st.text(max_size=2), st.sampled_from(pool))
+    leaf = st.one_of(
+        st.integers(-5, 5), st.floats(-10, 10), st.text(max_size=2), st.sampled_from(pool)
+    )
 
     def node(child: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         kids = st.lists(child, max_size=3)
@@ -434,10 +452,10 @@ def bump(v: Any, *rest: Any) -> Any:
 
 @pytest.mark.usefixtures("engine")
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-@given(tree=shared_trees(), option=st.sampled_from(["plain", "exclude", "where", "two", "nocache"]))
-def test_executor_fmap_is_identical_to_serial_fmap(
-    threads: Any, tree: Any, option: str
-) -> None:
+@given(
+    tree=shared_trees(), option=st.sampled_from(["plain", "exclude", "where", "two", "nocache"])
+)
+def test_executor_fmap_is_identical_to_serial_fmap(threads: Any, tree: Any, option: str) -> None:
     """On random trees with shared objects, with exclude=, where=, two trees or no cache,
     fmap over a thread pool gives exactly what serial fmap gives, sharing included."""
     kwargs: dict[str, Any] = {

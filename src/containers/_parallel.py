@@ -71,31 +71,27 @@ def record(shape: int, slots: bool) -> tuple[list[Any], Callable[..., Any]]:
     append = calls.append
     index: Callable[[int], Any] = _Slot if slots else int
 
+    def one_index(x: Any) -> Any:
+        append(x)
+        return len(calls) - 1
+
+    def one(x: Any) -> Any:
+        append(x)
+        return index(len(calls) - 1)
+
+    def star(*args: Any) -> Any:
+        append(args)
+        return index(len(calls) - 1)
+
+    def with_keywords(*args: Any, **kwargs: Any) -> Any:
+        append((args, kwargs))
+        return index(len(calls) - 1)
+
+    recorder: Callable[..., Any]
     if shape == ONE:
-        if not slots:
-
-            def recorder(x: Any) -> Any:
-                append(x)
-                return len(calls) - 1
-
-        else:
-
-            def recorder(x: Any) -> Any:
-                append(x)
-                return index(len(calls) - 1)
-
-    elif shape == STAR:
-
-        def recorder(*args: Any) -> Any:
-            append(args)
-            return index(len(calls) - 1)
-
+        recorder = one if slots else one_index
     else:
-
-        def recorder(*args: Any, **kwargs: Any) -> Any:
-            append((args, kwargs))
-            return index(len(calls) - 1)
-
+        recorder = star if shape == STAR else with_keywords
     return calls, recorder
 
 
@@ -134,6 +130,9 @@ class _Futures:
     def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
         return self.executor.submit(fn, *args)
 
+    def send(self, chunks: list[list[Any]]) -> list[Any]:
+        return chunks  # pickled with each task, by the pool
+
     def as_completed(self, futures: list[Any]) -> Iterable[Any]:
         return cf.as_completed(futures)
 
@@ -159,13 +158,18 @@ class _Dask:
         self.remote = True
 
     def workers(self) -> int:
-        return max(1, sum(self.client.nthreads().values()))
+        return max(1, int(sum(self.client.nthreads().values())))
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
         return self.client.submit(fn, *args, pure=False)
 
+    def send(self, chunks: list[list[Any]]) -> list[Any]:
+        # Leaves go to the workers as data, not in the task graph, which dask warns
+        # about from 10 MB on ("Sending large graph"); each task runs where its chunk is.
+        return self.client.scatter(chunks, hash=False)  # type: ignore[no-any-return]
+
     def as_completed(self, futures: list[Any]) -> Iterable[Any]:
-        return self.distributed.as_completed(futures)  # type: ignore[no-any-return]
+        return self.distributed.as_completed(futures)  # type: ignore[no-untyped-call, no-any-return, unused-ignore]
 
     def cancel(self, futures: Iterable[Any]) -> None:
         self.client.cancel(list(futures))
@@ -176,7 +180,7 @@ class _Dask:
     def dumps(self, value: Any) -> None:
         from distributed.protocol import pickle as dask_pickle
 
-        dask_pickle.dumps(value)
+        dask_pickle.dumps(value)  # type: ignore[no-untyped-call, unused-ignore]
 
 
 def _backend(op: str, executor: Any) -> _Futures | _Dask:
@@ -336,15 +340,16 @@ def _run(
         results: list[Any] = [None] * n
         starts: dict[Any, int] = {}
         try:
-            for start in range(0, n, size):
-                try:
-                    fut = backend.submit(run_chunk, f, shape, start, calls[start : start + size])
-                except Exception as err:  # dask pickles the task as it is submitted
-                    bad = _unpicklable(op, backend, f, calls, start, size, serial)
-                    if bad is None:
-                        raise
-                    raise bad from err
-                starts[fut] = start
+            firsts = range(0, n, size)
+            try:  # dask pickles the leaves as it sends them, and f as it submits
+                sent = backend.send([calls[start : start + size] for start in firsts])
+                for start, chunk in zip(firsts, sent):
+                    starts[backend.submit(run_chunk, f, shape, start, chunk)] = start
+            except Exception as err:
+                bad = _unpicklable(op, backend, f, calls, 0, n, serial)
+                if bad is None:
+                    raise
+                raise bad from err
             bar.update(0)
             done = 0
             finished: set[int] = set()
@@ -439,8 +444,9 @@ def _located(
         if unpicklable is not None:
             return unpicklable
     add_note(
-        err, f"{op}: the executor raised this for the chunk of leaves that starts at "
-        f"{where(call_path(serial, start) or ())}"
+        err,
+        f"{op}: the executor raised this for the chunk of leaves that starts at "
+        f"{where(call_path(serial, start) or ())}",
     )
     return err
 

@@ -149,7 +149,7 @@ class Relocate(Exception):
         self.error = error
 
 
-class Locate(Exception):  # noqa: N818 (a signal to the walk, not an error users see)
+class Locate(Exception):
     """Raised by a probe ``f`` to learn the key path of the value it was called on:
     ``traverse`` sets ``path`` as the exception passes (the executor maps find the
     path of their k-th call this way, by a walk that calls no user function ``f``)."""
