@@ -198,3 +198,14 @@ def test_serialization_benchmark_quick_runs_and_every_contender_agrees(tmp_path:
     assert set(cells) == {"big", "many"}
     for name in ("containers", "safetensors + tree", "raw write+fsync / readinto"):
         assert len(cells["many"][f"{name} load"]) == 1
+
+
+def test_parallel_benchmark_quick_runs_and_agrees_with_serial() -> None:
+    """benchmarks/parallel.py --quick starts its pools and LocalCluster, finishes, and
+    every executor map's result equals the serial fmap's (checked before timing)."""
+    pytest.importorskip("distributed")
+    result = run_script("parallel.py", "--quick")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "all results agree with the serial fmap" in result.stderr
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| heavy-")]
+    assert len(rows) == 6
