@@ -307,6 +307,22 @@ def test_f_errors_are_raised_as_f_raised_them_with_the_path(executor: Any) -> No
     assert info.value.__notes__ == [note("['b'][1]")]
 
 
+@pytest.mark.parametrize("kwargs", [{}, {"where": int}, {"cache": False}])
+def test_the_note_names_the_failing_leaf_inside_a_chunk(threads: Any, kwargs: Any) -> None:
+    """Wherever the failing leaf sits in its chunk of 3, the note names its path, for
+    the plain, where= and uncached recordings alike."""
+    by_int = kwargs.get("where") is int
+    for bad in range(7):
+        leaves = [1.0] * 7
+        leaves[bad] = -1.0
+        ints = [int(v) for v in leaves] if by_int else [1] * 7
+        tree = {"x": ints, "shared": [-1.0] * 7 if by_int else leaves}
+        with pytest.raises(ValueError, match=r"^math domain error\n") as info:
+            ct.fmap(math.sqrt, tree, executor=threads, chunksize=3, **kwargs)
+        path = f"['x'][{bad}]" if by_int else f"['shared'][{bad}]"
+        assert info.value.__notes__ == [note(path)]
+
+
 def test_the_serial_fmap_adds_the_same_note() -> None:
     """Serial fmap, fmap_with_path and treelize note the path of the value f failed on."""
     tree = {"a": [4.0, 9.0], "b": (1.0, -1.0)}
