@@ -466,6 +466,14 @@ def bump(v: Any, *rest: Any) -> Any:
     return v * 2 + sum(r for r in rest if isinstance(r, (int, float)))
 
 
+# The dask cluster's event-loop thread draws from the global `random` while hypothesis
+# draws a tree, which hypothesis takes for a strategy using `random`.
+_RANDOM_IN_OTHER_THREADS = pytest.mark.filterwarnings(
+    "ignore:Do not use the `random` module inside strategies"
+)
+
+
+@_RANDOM_IN_OTHER_THREADS
 @pytest.mark.usefixtures("engine")
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
@@ -486,6 +494,7 @@ def test_executor_fmap_is_identical_to_serial_fmap(threads: Any, tree: Any, opti
     assert same(ct.fmap(bump, *trees, executor=threads, chunksize=3, **kwargs), serial)
 
 
+@_RANDOM_IN_OTHER_THREADS
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(tree=shared_trees())
 def test_dask_fmap_is_identical_to_serial_fmap(client: Any, tree: Any) -> None:
