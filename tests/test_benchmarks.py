@@ -208,3 +208,14 @@ def test_display_benchmark_quick_runs_and_renders_what_it_must() -> None:
     assert "PROBLEM" not in result.stdout
     rows = [line for line in result.stdout.splitlines() if line.startswith("| html model |")]
     assert len(rows) == 2
+
+
+def test_parallel_benchmark_quick_runs_and_agrees_with_serial() -> None:
+    """benchmarks/parallel.py --quick starts its pools and LocalCluster, finishes, and
+    every executor map's result equals the serial fmap's (checked before timing)."""
+    pytest.importorskip("distributed")
+    result = run_script("parallel.py", "--quick")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "all results agree with the serial fmap" in result.stderr
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| heavy-")]
+    assert len(rows) == 6

@@ -59,6 +59,9 @@ def fmap(
     cache: bool = ...,
     prune: Any = ...,
     where: Filter = ...,
+    executor: Any = ...,
+    chunksize: int | None = ...,
+    progress: Any = ...,
 ) -> Any: ...
 
 
@@ -73,6 +76,9 @@ def fmap(
     cache: bool = ...,
     prune: Any = ...,
     where: Filter = ...,
+    executor: Any = ...,
+    chunksize: int | None = ...,
+    progress: Any = ...,
 ) -> Any: ...
 
 
@@ -86,6 +92,9 @@ def fmap(
     cache: bool = True,
     prune: Any = UNSET,
     where: Any = UNSET,
+    executor: Any = None,
+    chunksize: int | None = None,
+    progress: Any = None,
 ) -> Any:
     """Map ``f`` over the leaves of ``tree``, keeping its structure and types.
 
@@ -116,6 +125,10 @@ def fmap(
     ``RuntimeError`` (a dict or deque changed size) or ``KeyError`` (a dict's key was
     removed before it was reached).
 
+    ``executor=`` (a ``concurrent.futures`` pool or a ``dask.distributed.Client``) runs
+    the calls of ``f`` there, ``chunksize`` leaves per task, with the same result and
+    the same errors (docs/parallel.md); ``progress`` reports ``(done, total)``.
+
     Examples:
         >>> import containers as ct
         >>> ct.fmap(lambda v: v + 1, {"a": 1, "b": (2, [3])})
@@ -144,6 +157,9 @@ def fmap(
         cache: Map each mutable object once, keeping sharing.
         prune: Replacement for repeats of cached objects.
         where: Map only the leaves this filter matches (not with ``exclude``/``walk``).
+        executor: Where to run the calls of ``f``: an executor or a dask Client.
+        chunksize: Leaves per task (default: about four tasks per worker).
+        progress: A function ``(done, total)``, or True for a bar on stderr.
 
     Returns:
         The mapped tree.
@@ -161,6 +177,12 @@ def fmap(
     if walk is not None and not callable(walk):
         raise not_callable_error(walk, "fmap", "walk", _WALK_USAGE)
     _check_cache("fmap", cache, prune)
+    if executor is not None or chunksize is not None or progress is not None:
+        from containers._parallel import fmap_on_executor  # a later stage
+
+        return fmap_on_executor(
+            f, tree, rest, exclude, walk, cache, prune, where, executor, chunksize, progress
+        )
     if where is not UNSET:
         from containers._split import fmap_where  # _split is a later stage
 
@@ -197,6 +219,9 @@ def fmap_with_path(
     exclude: Callable[[KeyPath, Any], bool] | None = ...,
     cache: bool = ...,
     prune: Any = ...,
+    executor: Any = ...,
+    chunksize: int | None = ...,
+    progress: Any = ...,
 ) -> Any: ...
 
 
@@ -209,6 +234,9 @@ def fmap_with_path(
     exclude: Callable[[KeyPath, Any], bool] | None = ...,
     cache: bool = ...,
     prune: Any = ...,
+    executor: Any = ...,
+    chunksize: int | None = ...,
+    progress: Any = ...,
 ) -> Any: ...
 
 
@@ -220,10 +248,14 @@ def fmap_with_path(
     exclude: Callable[[KeyPath, Any], bool] | None = None,
     cache: bool = True,
     prune: Any = UNSET,
+    executor: Any = None,
+    chunksize: int | None = None,
+    progress: Any = None,
 ) -> Any:
     """Like ``fmap``, with the key path: ``f(path, leaf, *leaves_of_rest)``.
 
-    ``exclude(path, value)`` (default: ``value`` is a leaf) says where ``f`` is called.
+    ``exclude(path, value)`` (default: ``value`` is a leaf) says where ``f`` is called;
+    ``executor=``, ``chunksize=`` and ``progress=`` are ``fmap``'s.
 
     Examples:
         >>> import containers as ct
@@ -239,6 +271,12 @@ def fmap_with_path(
     if exclude is not None and not callable(exclude):
         raise not_callable_error(exclude, "fmap_with_path", "exclude", _PATH_EXCLUDE_USAGE)
     _check_cache("fmap_with_path", cache, prune)
+    if executor is not None or chunksize is not None or progress is not None:
+        from containers._parallel import fmap_with_path_on_executor  # a later stage
+
+        return fmap_with_path_on_executor(
+            f, tree, rest, exclude, cache, prune, executor, chunksize, progress
+        )
     memo: Memo | None = Memo() if cache else None
     return map_tree(
         f,

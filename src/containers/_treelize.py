@@ -512,6 +512,15 @@ def _rise_slots(skeleton: Any, values: Sequence[Any]) -> Any | None:
     return kind.unflatten(aux0, trees)
 
 
+def rise_results(skeleton: Any, values: Sequence[Any]) -> Any:
+    """treelize's ``rise=True``: ``values`` (the results, at the ``_Slot`` leaves of
+    ``skeleton``) lifted above the tree if they can rise, else put in place."""
+    lifted = _rise_slots(skeleton, values)
+    if lifted is not None:
+        return lifted
+    return map_tree(lambda s: values[s.index], skeleton, exclude=None, cache=None, op="treelize")
+
+
 def _is_bottom(value: Any) -> bool:
     """A leaf, or a node with children that are all leaves: what ``rise`` lifts."""
     kind = kind_of(value)
@@ -592,6 +601,9 @@ def treelize(
     missing: Any = NOT_ALLOWED,
     rise: bool = False,
     subside: bool = False,
+    executor: Any = None,
+    chunksize: int | None = None,
+    progress: Any = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Lift a function on leaves to trees: treevalue's ``func_treelize`` for every node.
 
@@ -614,7 +626,8 @@ def treelize(
     class and keys. With ``inherit`` a leaf argument, or a leaf facing a subtree, goes
     to every position below it. ``subside=True`` first turns each list/tuple/dict
     argument of trees into a tree of lists/tuples/dicts; ``rise=True`` turns a result
-    whose leaves are all nodes of one shape into that node of trees.
+    whose leaves are all nodes of one shape into that node of trees. ``executor=``,
+    ``chunksize=`` and ``progress=`` run the calls on an executor, as ``fmap``'s do.
 
     Examples:
         >>> import containers as ct
@@ -638,6 +651,10 @@ def treelize(
             factory called once per absent leaf. By default absent keys are errors.
         rise: Lift the results' common shape above the tree (see ``rise``).
         subside: Push list/tuple/dict arguments of trees into the leaves first.
+        executor: Where to run the calls: a ``concurrent.futures`` executor or a dask
+            Client (docs/parallel.md).
+        chunksize: Leaf positions per task (default: about four tasks per worker).
+        progress: A function ``(done, total)``, or True for a bar on stderr.
 
     Returns:
         A decorator; the decorated function keeps the original's name, docstring and
@@ -670,6 +687,10 @@ def treelize(
     fast_missing: Any = missing if type(missing) in IMMUTABLE_LEAVES else _ABSENT
     do_rise = rise
     do_subside = subside
+    if executor is not None or chunksize is not None or progress is not None:
+        from containers._parallel import check_options  # a later stage
+
+        check_options("treelize", executor, chunksize, progress)
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(func):
@@ -677,8 +698,9 @@ def treelize(
                 func, "treelize", "the decorated value", "Decorate a def, or call {op}(mode)(f)"
             )
 
-        @functools.wraps(func)
-        def treelized(*args: Any, **kwargs: Any) -> Any:
+        def lift(
+            func: Callable[..., Any], args: Any, kwargs: Any, do_rise: bool, fast: bool
+        ) -> Any:
             keywords = sorted(kwargs)
             values = [*args, *(kwargs[k] for k in keywords)]
             names = [f"argument {i}" for i in range(len(args))]
@@ -699,7 +721,7 @@ def treelize(
 
             align = _Align(name, inherit, allow_missing, names, "treelize")
             if (
-                _FAST
+                fast
                 and len(values) == 2
                 and inherit
                 and not kwargs
@@ -719,13 +741,23 @@ def treelize(
                     align=align,
                 )
             if do_rise:
-                lifted = _rise_slots(result, found)
-                if lifted is not None:
-                    return lifted
-                return map_tree(
-                    lambda s: found[s.index], result, exclude=None, cache=None, op="treelize"
-                )
+                return rise_results(result, found)
             return result
+
+        @functools.wraps(func)
+        def treelized(*args: Any, **kwargs: Any) -> Any:
+            if executor is None:
+                return lift(func, args, kwargs, do_rise, _FAST)
+            from containers._parallel import treelize_on_executor  # a later stage
+
+            return treelize_on_executor(
+                func,
+                lambda g, plain: lift(g, args, kwargs, False, not plain and _FAST),
+                do_rise,
+                executor,
+                chunksize,
+                progress,
+            )
 
         return treelized
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, NoReturn
 
 from containers._engine._loops import SPEEDUPS, exec_source
-from containers._errors import ContainerDefinitionError, StructureError
+from containers._errors import ContainerDefinitionError, ContainersError, StructureError
 from containers._paths import Key, KeyPath, where
 from containers._registry import Mismatch, cacheable, kind_of
 
@@ -26,8 +26,10 @@ __all__ = [
     "Align",
     "Cursor",
     "Frame",
+    "Locate",
     "Memo",
     "Relocate",
+    "add_note",
     "collect",
     "cycle_error",
     "frame_stack_room",
@@ -36,6 +38,7 @@ __all__ = [
     "map_tree",
     "mismatch_error",
     "noop",
+    "path_note",
     "traverse",
 ]
 
@@ -144,6 +147,28 @@ class Relocate(Exception):
     def __init__(self, error: Exception) -> None:
         super().__init__(error)
         self.error = error
+
+
+class Locate(Exception):
+    """Raised by a probe ``f`` to learn the key path of the value it was called on:
+    ``traverse`` sets ``path`` as the exception passes (the executor maps find the
+    path of their k-th call this way, by a walk that calls no user function ``f``)."""
+
+    path: KeyPath | None = None
+
+
+def path_note(op: str, path: KeyPath) -> str:
+    """The note (PEP 678) added to an exception raised while mapping the value at ``path``."""
+    return f"{op}: raised while mapping the value at {where(path)}"
+
+
+def add_note(err: BaseException, note: str) -> None:
+    """``err.add_note(note)``; on Python 3.10, which has no ``add_note``, the same
+    ``__notes__`` list that PEP 678 defines (its tracebacks do not print it)."""
+    if sys.version_info >= (3, 11):
+        err.add_note(note)
+    else:  # pragma: no cover (3.10)
+        err.__notes__ = [*getattr(err, "__notes__", ()), note]
 
 
 def mismatch_error(op: str, path: KeyPath, *, tree_index: int, what: str) -> StructureError:
@@ -341,6 +366,7 @@ def traverse(
     op: str,
     relocate: bool = False,
     prefix: KeyPath = (),
+    note: bool = False,
 ) -> Any:
     """The one traversal: visit ``x`` (and the aligned ``ys``) depth-first, with an
     explicit stack, so any depth is walked; return ``leave``'s result for the root.
@@ -353,13 +379,24 @@ def traverse(
     the operation in messages, ``prefix`` is prepended to every path, and ``relocate``
     (a subtree handed over by an acceleration) raises the walk's own errors as
     ``Relocate``. Errors raised by ``visit``'s callbacks (``f``, ``exclude``) propagate
-    unchanged.
+    unchanged, with ``note`` (and not ``relocate``) a note naming the path of the value
+    being mapped: read from the cursor as the error passes, so the walk pays nothing
+    for it until an error is raised. A ``Locate`` gets that path as its ``path``.
     """
     cursor = Cursor(op, relocate, prefix)
-    done, result = visit(cursor, x, ys)
-    if done:
-        return result
-    return _walk(cursor, visit, leave, WALK_ROOM_CHECK_AFTER)
+    try:
+        done, result = visit(cursor, x, ys)
+        if done:
+            return result
+        return _walk(cursor, visit, leave, WALK_ROOM_CHECK_AFTER)
+    except Exception as err:
+        if not relocate:
+            if isinstance(err, Locate):
+                if err.path is None:
+                    err.path = cursor.path()
+            elif note and not isinstance(err, ContainersError):  # ours name their path
+                add_note(err, path_note(op, cursor.path()))
+        raise
 
 
 def _walk(cursor: Cursor, visit: Visit, leave: Leave, check_in: int) -> Any:
@@ -494,7 +531,7 @@ def map_tree(
             cache.store(frame.node, value)  # type: ignore[union-attr]
         return value
 
-    return traverse(visit, leave, x, ys, op=op, relocate=relocate)
+    return traverse(visit, leave, x, ys, op=op, relocate=relocate, note=True)
 
 
 def collect(x: Any, exclude: Callable[[Any], bool] | None) -> list[Any]:
