@@ -17,6 +17,7 @@ from typing import Any, TypeVar, overload
 from containers._errors import FormatError, SerializationError, VersionError, short_repr
 from containers._serialize._decode import (
     Records,
+    rows as _rows,
     Row,
     build,
     check_root,
@@ -41,6 +42,13 @@ from containers._serialize._format import (
     write_all,
 )
 from containers._serialize._limits import DEFAULT_LIMITS, Limits
+from containers._serialize._target import (
+    check_to,
+    converter,
+    file_leaves,
+    fit,
+    foreign_leaves,
+)
 
 __all__ = ["FileInfo", "deserialize", "inspect", "load", "save", "serialize"]
 
@@ -116,7 +124,9 @@ def _check_expect(expect: Any, op: str) -> None:
         )
 
 
-def serialize(tree: Any, /) -> bytes:
+def serialize(
+    tree: Any, /, *, names: str = "keystr", metadata: dict[str, str] | None = None
+) -> bytes:
     """Encode a tree as the bytes of a safetensors file (what ``save`` writes).
 
     Arrays become tensors named by their ``keystr`` path; the tree (registered type
@@ -134,6 +144,10 @@ def serialize(tree: Any, /) -> bytes:
     Args:
         tree: Any tree whose leaves are arrays (numpy, jax, torch) or scalars, and
             whose nodes are builtin collections or registered classes.
+        names: How tensors are named: ``"keystr"`` (``.layers[0].w``) or ``"dotted"``
+            (``layers.0.w``, as torch state_dicts and hub files name them).
+        metadata: Your own ``str -> str`` entries for ``__metadata__`` (as safetensors'
+            ``metadata=``); ``inspect`` returns them.
 
     Returns:
         The file's bytes.
@@ -143,7 +157,7 @@ def serialize(tree: Any, /) -> bytes:
             the path and how to fix it).
     """
     with _gc_paused():
-        plan = encode(tree)
+        plan = encode(tree, op="serialize", names=names, metadata=metadata)
         plan.fill_crcs()
         entries, order = plan.layout()
         arrays: list[Any] = plan.arrays  # bytes.join reads any buffer (bfloat16 too)
@@ -158,6 +172,10 @@ def deserialize(
     expect: type[T],
     verify: bool = True,
     limits: Limits | None = None,
+    to: str | None = None,
+    device: Any = None,
+    dtype: Any = None,
+    like: None = None,
 ) -> T: ...
 @overload
 def deserialize(
@@ -167,7 +185,20 @@ def deserialize(
     expect: None = None,
     verify: bool = True,
     limits: Limits | None = None,
+    to: str | None = None,
+    device: Any = None,
+    dtype: Any = None,
+    like: None = None,
 ) -> Any: ...
+@overload
+def deserialize(
+    data: bytes | bytearray | memoryview,
+    /,
+    *,
+    like: T,
+    verify: bool = True,
+    limits: Limits | None = None,
+) -> T: ...
 def deserialize(
     data: bytes | bytearray | memoryview,
     /,
@@ -175,6 +206,10 @@ def deserialize(
     expect: type[Any] | None = None,
     verify: bool = True,
     limits: Limits | None = None,
+    to: str | None = None,
+    device: Any = None,
+    dtype: Any = None,
+    like: Any = None,
 ) -> Any:
     """Rebuild a tree from bytes made by ``serialize`` (or read from a file).
 
@@ -199,6 +234,7 @@ def deserialize(
         expect: The class the root must be (``SchemaError`` otherwise).
         verify: Check every tensor's CRC32 (``IntegrityError`` on a mismatch).
         limits: Bounds on the header (``Limits()`` by default).
+        to, device, dtype, like: as for ``load``.
 
     Raises:
         FormatError: the bytes are not a valid file, or the tree does not match them.
@@ -209,16 +245,32 @@ def deserialize(
     _check_expect(expect, "deserialize")
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"deserialize: data must be bytes, got {type(data).__qualname__}.")
+    check_to("deserialize", to, device, dtype, like)
     view = memoryview(data).cast("B") if isinstance(data, memoryview) else memoryview(data)
+    if like is not None:
+        with _gc_paused():
+            layout = layout_of_bytes(view, limits)
+            records, tree_rows, wants = _tree_rows(layout, limits, verify)
+            arrays = view_arrays(view, layout, wants, copy=True)
+            return _fit(like, records, tree_rows, arrays, "")
     with _gc_paused():
         layout = layout_of_bytes(view, limits)
         records = _records(layout, limits)
         check_root(records.recs, expect)
         arrays = view_arrays(view, layout, _wants(records, layout) if verify else None, copy=True)
+        if to is not None:
+            arrays = _convert(arrays, to, device, dtype)
         return build(records, arrays, limits, expect)
 
 
-def save(path: PathLike, tree: Any, /) -> None:
+def save(
+    path: PathLike,
+    tree: Any,
+    /,
+    *,
+    names: str = "keystr",
+    metadata: dict[str, str] | None = None,
+) -> None:
     """Write a tree to a safetensors file, atomically.
 
     The whole tree is validated first: a tree that cannot be stored raises and leaves
@@ -239,6 +291,8 @@ def save(path: PathLike, tree: Any, /) -> None:
     Args:
         path: Where to write (``str`` or ``os.PathLike``).
         tree: The tree, as for ``serialize``.
+        names: ``"keystr"`` (default) or ``"dotted"``, as for ``serialize``.
+        metadata: ``str -> str`` entries kept in the header, as for ``serialize``.
 
     Raises:
         SerializationError: something in the tree cannot be stored (path named).
@@ -246,7 +300,7 @@ def save(path: PathLike, tree: Any, /) -> None:
     """
     path = os.fspath(path)
     with _gc_paused():
-        plan = encode(tree)
+        plan = encode(tree, names=names, metadata=metadata)
         entries, order = plan.layout()
         overlap = sum(a.nbytes for a in plan.arrays) >= _OVERLAP_BYTES
         if not overlap:
@@ -298,6 +352,10 @@ def load(
     mmap: bool = False,
     verify: bool = True,
     limits: Limits | None = None,
+    to: str | None = None,
+    device: Any = None,
+    dtype: Any = None,
+    like: None = None,
 ) -> T: ...
 @overload
 def load(
@@ -308,7 +366,21 @@ def load(
     mmap: bool = False,
     verify: bool = True,
     limits: Limits | None = None,
+    to: str | None = None,
+    device: Any = None,
+    dtype: Any = None,
+    like: None = None,
 ) -> Any: ...
+@overload
+def load(
+    path: PathLike,
+    /,
+    *,
+    like: T,
+    mmap: bool = False,
+    verify: bool = True,
+    limits: Limits | None = None,
+) -> T: ...
 def load(
     path: PathLike,
     /,
@@ -317,6 +389,10 @@ def load(
     mmap: bool = False,
     verify: bool = True,
     limits: Limits | None = None,
+    to: str | None = None,
+    device: Any = None,
+    dtype: Any = None,
+    like: Any = None,
 ) -> Any:
     """Load a tree saved by ``save``.
 
@@ -347,6 +423,19 @@ def load(
         mmap: Return read-only views of a memory map of the file.
         verify: Check every tensor's CRC32.
         limits: Bounds on the header (``Limits()`` by default).
+        to: ``"numpy"``, ``"torch"`` or ``"jax"``: the arrays come back as that
+            framework's arrays, every dtype exactly (bfloat16 and float8 too), over the
+            memory read from the file where the framework can wrap it (torch does; with
+            ``mmap=True``, a private copy-on-write map: writes never reach the file).
+            Registered classes' migrations then see these arrays.
+        device: Where the arrays go (``"cuda:0"``, a ``jax.Device``); with ``to=``.
+        dtype: Cast floating-point arrays to it (integers and bools stay); with ``to=``.
+        like: A template tree: the file's leaves are matched to its leaves by path
+            (keystr, else dotted name), and it decides the classes, kept values,
+            framework, device and dtype of the result. The file's type names are not
+            resolved, so files of unregistered classes and plain safetensors files
+            load. ``StructureError`` lists every mismatch (missing, extra, shape or
+            dtype changed).
 
     Raises:
         FormatError: the file is not a valid safetensors file written by containers, or
@@ -361,17 +450,74 @@ def load(
     """
     limits = DEFAULT_LIMITS if limits is None else limits
     _check_expect(expect, "load")
+    check_to("load", to, device, dtype, like)
     path = os.fspath(path)
+    if like is not None:
+        return _load_like(path, like, mmap, verify, limits)
     with _in_file(path), open(path, "rb") as f, _gc_paused():
         layout = read_layout(f, limits)
         records = _records(layout, limits)
         check_root(records.recs, expect)
         wants = _wants(records, layout) if verify else None
         if mmap:
-            arrays = view_arrays(map_file(f), layout, wants, copy=False)
+            buffer = map_file(f) if to != "torch" else _private_map(f)
+            arrays = view_arrays(buffer, layout, wants, copy=False)
         else:
             arrays = read_arrays(f, layout, wants)
+        if to is not None:
+            arrays = _convert(arrays, to, device, dtype)
         return build(records, arrays, limits, expect)
+
+
+def _convert(arrays: dict[str, Any], to: str, device: Any, dtype: Any) -> dict[str, Any]:
+    """The loaded arrays, each converted for ``to=`` (before the tree is built, so
+    shared arrays stay shared and no tree is walked again)."""
+    convert = converter(to, device, dtype)
+    return {name: convert(a) for name, a in arrays.items()}
+
+
+def _private_map(f: Any) -> Any:
+    """A copy-on-write map of the file: torch tensors have no read-only flag, so the
+    arrays it wraps must be writeable; writes go to private pages, never the file."""
+    import mmap as _mmap
+
+    return _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_COPY)
+
+
+def _tree_rows(layout: Layout, limits: Limits, verify: bool) -> tuple[Any, Any, Any]:
+    """A containers file's records, its validated tree view and the CRC32s to check;
+    ``(None, None, None)`` for a plain safetensors file (which has no CRC32s)."""
+    meta = layout.metadata
+    if TREE_KEY not in meta and FORMAT_KEY not in meta:
+        return None, None, None
+    records = _records(layout, limits)
+    tree_rows = _rows(records, layout.tensors, limits)
+    return records, tree_rows, (_wants(records, layout) if verify else None)
+
+
+def _fit(like: Any, records: Any, tree_rows: Any, arrays: dict[str, Any], where: str) -> Any:
+    if records is None:
+        leaves = foreign_leaves(arrays)
+    else:
+        leaves = file_leaves(records.recs, tree_rows, arrays)
+    return fit(like, leaves, where)
+
+
+def _load_like(path: str, like: Any, mmap: bool, verify: bool, limits: Limits) -> Any:
+    """``load(path, like=...)``: the file's leaves by path, fitted to the template."""
+    with _in_file(path), open(path, "rb") as f, _gc_paused():
+        layout = read_layout(f, limits)
+        records, tree_rows, wants = _tree_rows(layout, limits, verify)
+        if mmap:
+            arrays = view_arrays(_private_map(f), layout, wants, copy=False)
+        else:
+            arrays = read_arrays(f, layout, wants)
+    return fit_in_file(path, like, records, tree_rows, arrays)
+
+
+def fit_in_file(path: str, like: Any, records: Any, tree_rows: Any, arrays: Any) -> Any:
+    """``_fit`` with errors starting with the file's path."""
+    return _fit(like, records, tree_rows, arrays, f"{path}: ")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,378 @@
+"""Where loaded arrays go: a framework (``to=``), a template (``like=``), dotted names.
+
+This stage sits beside ``_api``: it converts the arrays ``_format`` read (numpy, every
+file dtype) to torch or JAX without a copy where the framework can wrap the buffer,
+and fits a file's leaves to a template by path. It reads the file's tree through the
+records ``_decode`` validated (``rows``) and never resolves a type name: a template
+load needs no registered class, so the threat model is unchanged (no name from the
+file is imported or looked up; the file's names are dictionary keys only).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from containers._errors import SerializationError, StructureError, short_repr
+from containers._paths import AttrKey, DictKey, IndexKey, Key, keystr, parse_keystr
+
+__all__ = [
+    "FRAMEWORKS",
+    "FileLeaf",
+    "check_to",
+    "converter",
+    "dotted",
+    "dotted_names",
+    "file_leaves",
+    "fit",
+]
+
+#: The values ``to=`` takes.
+FRAMEWORKS = ("numpy", "torch", "jax")
+
+
+def check_to(op: str, to: Any, device: Any, dtype: Any, like: Any) -> None:
+    """Refuse option combinations before the file is opened."""
+    if to is not None and to not in FRAMEWORKS:
+        raise ValueError(
+            f"{op}: to must be one of {', '.join(map(repr, FRAMEWORKS))} or None, got "
+            f"{short_repr(to)}."
+        )
+    if like is not None and (to is not None or device is not None or dtype is not None):
+        raise TypeError(
+            f"{op}: like= decides the framework, device and dtype of every leaf; pass "
+            f"either like= or to=/device=/dtype=, not both."
+        )
+    if to is None and (device is not None or dtype is not None):
+        raise TypeError(f"{op}: device= and dtype= need to= ('numpy', 'torch' or 'jax').")
+    if to == "numpy" and device not in (None, "cpu"):
+        raise ValueError(f"{op}: numpy arrays live on the CPU; got device={short_repr(device)}.")
+
+
+# --- arrays to a framework -------------------------------------------------------------
+
+#: numpy dtypes that torch.from_numpy refuses, and the same-size integer dtype its
+#: buffer is wrapped as (then ``Tensor.view(dtype)``, which copies nothing).
+_VIA = {"bfloat16": np.int16}
+for _n in ("float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu"):
+    _VIA[_n] = np.uint8
+
+
+def _dtype_name(dtype: Any) -> str:
+    """A dtype's name as numpy, torch and JAX share them (``float32``, ``bfloat16``)."""
+    text = str(dtype)
+    if text.startswith("torch."):
+        return text[6:]
+    try:
+        return str(np.dtype(dtype).name)
+    except TypeError:
+        return text
+
+
+def _is_floating(a: np.ndarray[Any, Any]) -> bool:
+    return a.dtype.kind == "f" or a.dtype.name in _VIA
+
+
+def converter(to: str, device: Any, dtype: Any) -> Callable[[np.ndarray[Any, Any]], Any]:
+    """The function that turns one loaded numpy array into the target's array.
+
+    ``dtype`` casts floating-point arrays only (integers, booleans and complex stay),
+    as ``torch.nn.Module.to(dtype)`` does.
+    """
+    if to == "numpy":
+        if dtype is None:
+            return _same
+        want = np.dtype(dtype)
+        return lambda a: a.astype(want) if _is_floating(a) else a
+    if to == "torch":
+        torch = importlib.import_module("torch")
+        tdt = None if dtype is None else _torch_dtype(torch, dtype)
+
+        def to_torch(a: np.ndarray[Any, Any]) -> Any:
+            t = torch_tensor(torch, a)
+            if tdt is not None and t.is_floating_point():
+                t = t.to(tdt)
+            return t if device is None else t.to(device)
+
+        return to_torch
+    jax = importlib.import_module("jax")
+    jdt = None if dtype is None else _numpy_dtype(dtype)
+
+    def to_jax(a: np.ndarray[Any, Any]) -> Any:
+        if jdt is not None and _is_floating(a):
+            a = a.astype(jdt)
+        return jax.device_put(a, device)
+
+    return to_jax
+
+
+def _same(a: Any) -> Any:
+    return a
+
+
+def _numpy_dtype(dtype: Any) -> np.dtype[Any]:
+    return np.dtype(_dtype_name(dtype)) if str(dtype).startswith("torch.") else np.dtype(dtype)
+
+
+def _torch_dtype(torch: Any, dtype: Any) -> Any:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    name = _dtype_name(dtype)
+    found = getattr(torch, name, None)
+    if not isinstance(found, torch.dtype):
+        raise TypeError(f"load: torch has no dtype {name!r}.")
+    return found
+
+
+def torch_tensor(torch: Any, a: np.ndarray[Any, Any]) -> Any:
+    """``a`` as a torch tensor over the same memory (every file dtype, bfloat16 and float8
+    through a same-size integer view)."""
+    via = _VIA.get(a.dtype.name)
+    if via is None:
+        return torch.from_numpy(a)
+    return torch.from_numpy(a.view(via)).view(getattr(torch, a.dtype.name))
+
+
+# --- a file's leaves, by path ----------------------------------------------------------
+
+
+@dataclass
+class FileLeaf:
+    """A child leaf of a file's tree: its path, and its array or scalar."""
+
+    path: tuple[Key, ...]
+    value: Any
+    is_array: bool
+
+
+def file_leaves(recs: Sequence[Any], rows: Sequence[Any], arrays: dict[str, Any]) -> list[FileLeaf]:
+    """The child leaves of a validated tree (``rows`` are ``_decode.rows`` of ``recs``),
+    in pre-order; kept values and register_node aux are left out (a template decides
+    them). An alias is the value of the record it points to; a shared node's leaves
+    appear under the first path only."""
+    paths: list[tuple[Key, ...]] = []
+    kept: list[bool] = []
+    seen: list[int] = []  # per record: values of it seen so far
+    out: list[FileLeaf] = []
+    values: dict[int, Any] = {}
+    for j, (rec, row) in enumerate(zip(recs, rows)):
+        seen.append(0)
+        parent = row.parent
+        if parent < 0:
+            path: tuple[Key, ...] = ()
+            is_kept = False
+        else:
+            i = seen[parent]
+            seen[parent] = i + 1
+            key, aux = _key(recs[parent], i)
+            path = (*paths[parent], key)
+            is_kept = kept[parent] or aux
+        paths.append(path)
+        kept.append(is_kept)
+        tag = rec.tag
+        if tag == "S":
+            values[j] = rec.data
+        elif tag == "A":
+            values[j] = arrays[rec.data]
+        elif tag == "@":
+            values[j] = values.get(rec.data, _NODE)
+        else:
+            continue
+        if not is_kept and values[j] is not _NODE:
+            out.append(FileLeaf(path, values[j], tag != "S" and isinstance(values[j], np.ndarray)))
+    return out
+
+
+_NODE = object()  # an alias to a node: its leaves are under the first path
+
+
+def _key(rec: Any, i: int) -> tuple[Key, bool]:
+    """The key of a record's i-th value, and whether it is a kept value or aux."""
+    tag = rec.tag
+    if tag in ("T", "L", "Q"):
+        return IndexKey(i), False
+    if tag in ("D", "O", "DD"):
+        return DictKey(rec.data[0][i]), False
+    if tag == "C":
+        kids, kept_names = rec.data[2], rec.data[3]
+        if i < len(kids):
+            return AttrKey(kids[i]), False
+        return AttrKey(kept_names[i - len(kids)]), True
+    _, n, keys = rec.data
+    if i == n:
+        return AttrKey("<aux>"), True
+    if keys is None:
+        return IndexKey(i), False
+    return keys[i], False
+
+
+def foreign_leaves(arrays: dict[str, Any]) -> list[FileLeaf]:
+    """The tensors of a safetensors file not written by containers, by name."""
+    return [FileLeaf((DictKey(name),), a, True) for name, a in arrays.items()]
+
+
+# --- dotted names ----------------------------------------------------------------------
+
+
+def dotted(path: Sequence[Key]) -> str:
+    """The dotted name of a path (``layers.0.w``), as torch state_dicts and hub files
+    name tensors; ``ValueError`` for a dict key that is neither a str nor an int."""
+    parts = []
+    for k in path:
+        if type(k) is AttrKey:
+            parts.append(k.name)
+        elif type(k) is IndexKey:
+            parts.append(str(k.idx))
+        else:
+            raw = k.raw
+            if type(raw) is not str and type(raw) is not int:
+                raise ValueError(f"the dict key {raw!r} has no dotted name (str or int keys)")
+            parts.append(str(raw))
+    return ".".join(parts)
+
+
+def dotted_names(names: list[str]) -> list[str]:
+    """The dotted form of tensor names rendered by keystr, for ``save(names="dotted")``."""
+    out = []
+    taken: dict[str, str] = {}
+    for name in names:
+        try:
+            new = dotted(parse_keystr(name))
+        except (ValueError, StructureError) as err:
+            raise SerializationError(
+                f"save: at {name or 'the root'}: {err}. Use names='keystr', or keys that "
+                f"are str or int."
+            ) from None
+        if new in taken:
+            raise SerializationError(
+                f"save: at {name}: names='dotted' gives it the name {new!r}, as "
+                f"{taken[new]}. Use names='keystr', or make the keys distinct once dotted."
+            )
+        taken[new] = name
+        out.append(new)
+    return out
+
+
+# --- fitting a template ----------------------------------------------------------------
+
+
+def _kind(leaf: Any) -> str | None:
+    """The framework of an array-like template leaf, or None for a scalar leaf."""
+    t = type(leaf)
+    if t is np.ndarray or isinstance(leaf, np.ndarray):
+        return "numpy"
+    module = t.__module__ or ""
+    if module.startswith("torch") and hasattr(leaf, "detach"):
+        return "torch"
+    if module.startswith(("jax", "jaxlib")) and hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+        return "jax"
+    return None
+
+
+def _describe(leaf: Any, is_array: bool) -> str:
+    if is_array or _kind(leaf) is not None:
+        shape = ",".join(map(str, tuple(leaf.shape)))
+        return f"{_dtype_name(leaf.dtype)}[{shape}]"
+    return f"{type(leaf).__qualname__} {short_repr(leaf)}"
+
+
+def fit(template: Any, leaves: list[FileLeaf], where: str) -> Any:
+    """``template`` with each leaf replaced by the file's leaf at its path (by keystr
+    path, else by dotted name), converted to the framework, device and dtype of the
+    template's leaf; ``StructureError`` listing every mismatch."""
+    from containers._flatten import leaves_with_path, structure, unflatten
+
+    pairs = leaves_with_path(template)
+    by_path: dict[str, int] = {}
+    by_dotted: dict[str, int] = {}
+    for i, leaf in enumerate(leaves):
+        by_path.setdefault(keystr(leaf.path), i)
+        try:
+            by_dotted.setdefault(dotted(leaf.path), i)
+        except ValueError:
+            pass
+    used = [False] * len(leaves)
+    problems: list[str] = []
+    values: list[Any] = []
+    for path, want in pairs:
+        name = keystr(path)
+        i = by_path.get(name)
+        if i is None or used[i]:
+            try:
+                i = by_dotted.get(dotted(path))
+            except ValueError:
+                i = None
+        if i is None or used[i]:
+            problems.append(f"missing: {name or 'the root'} ({_describe(want, False)} in the template)")
+            values.append(want)
+            continue
+        used[i] = True
+        got = leaves[i]
+        kind = _kind(want)
+        if kind is None:
+            if got.is_array:
+                problems.append(
+                    f"changed: {name or 'the root'} is {_describe(got.value, True)} in the file, "
+                    f"{_describe(want, False)} in the template"
+                )
+            values.append(got.value)
+            continue
+        if not got.is_array:
+            problems.append(
+                f"changed: {name or 'the root'} is {_describe(got.value, False)} in the file, "
+                f"{_describe(want, False)} in the template"
+            )
+            values.append(want)
+            continue
+        a = got.value
+        if tuple(a.shape) != tuple(want.shape) or a.dtype.name != _dtype_name(want.dtype):
+            what = "shape" if tuple(a.shape) != tuple(want.shape) else "dtype"
+            problems.append(
+                f"{what} changed: {name or 'the root'} is {_describe(a, True)} in the file, "
+                f"{_describe(want, False)} in the template"
+            )
+            values.append(want)
+            continue
+        values.append(_like(kind, a, want))
+    extra = [keystr(leaf.path) for i, leaf in enumerate(leaves) if not used[i]]
+    problems.extend(
+        f"extra: {name or 'the root'} (in the file, not in the template)" for name in extra
+    )
+    if problems:
+        shown = problems[:_SHOWN]
+        more = len(problems) - len(shown)
+        raise StructureError(
+            f"{where}the file does not match the template (like=): {len(problems)} "
+            f"problem{'' if len(problems) == 1 else 's'}:\n  "
+            + "\n  ".join(shown)
+            + (f"\n  ... and {more} more" if more else "")
+            + "\nLoad it without like= to see its tree (or `containers inspect FILE`), "
+            "and make the template match it."
+        )
+    return unflatten(structure(template), values)
+
+
+#: Problems listed in full by a template mismatch.
+_SHOWN = 50
+
+
+def _like(kind: str, a: np.ndarray[Any, Any], want: Any) -> Any:
+    """``a`` in the framework and on the device of the template leaf ``want``."""
+    if kind == "numpy":
+        return a
+    if kind == "torch":
+        torch = importlib.import_module("torch")
+        t = torch_tensor(torch, a)
+        device = want.device
+        if device.type != "meta" and device != t.device:
+            t = t.to(device)
+        if isinstance(want, torch.nn.Parameter):
+            return torch.nn.Parameter(t, requires_grad=want.requires_grad)
+        return t
+    jax = importlib.import_module("jax")
+    sharding = getattr(want, "sharding", None)
+    return jax.device_put(a, sharding)
