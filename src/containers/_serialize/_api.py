@@ -43,6 +43,7 @@ from containers._serialize._format import (
 )
 from containers._serialize._limits import DEFAULT_LIMITS, Limits
 from containers._serialize._target import (
+    FileLeaf,
     check_to,
     converter,
     file_leaves,
@@ -416,6 +417,10 @@ def load(
         Cell(w=array([0., 0.]), name='c1')
         >>> ct.load(path, mmap=True, verify=False).w.flags.writeable
         False
+        >>> ct.load(path, like=Cell(np.ones(2), "template"))  # the template's classes, kept values
+        Cell(w=array([0., 0.]), name='template')
+        >>> ct.load(path, to="numpy", dtype=np.float32).w
+        array([0., 0.], dtype=float32)
 
     Args:
         path: The file (``str`` or ``os.PathLike``).
@@ -505,6 +510,16 @@ def _fit(like: Any, records: Any, tree_rows: Any, arrays: dict[str, Any], where:
 
 def _load_like(path: str, like: Any, mmap: bool, verify: bool, limits: Limits) -> Any:
     """``load(path, like=...)``: the file's leaves by path, fitted to the template."""
+    return fit(like, read_leaves(path, mmap=mmap, verify=verify, limits=limits), f"{path}: ")
+
+
+def read_leaves(
+    path: PathLike, *, mmap: bool = False, verify: bool = True, limits: Limits | None = None
+) -> list[FileLeaf]:
+    """The child leaves of a file by path (a plain safetensors file: its tensors by
+    name), validated as ``load`` validates the file; no type name is resolved."""
+    limits = DEFAULT_LIMITS if limits is None else limits
+    path = os.fspath(path)
     with _in_file(path), open(path, "rb") as f, _gc_paused():
         layout = read_layout(f, limits)
         records, tree_rows, wants = _tree_rows(layout, limits, verify)
@@ -512,12 +527,9 @@ def _load_like(path: str, like: Any, mmap: bool, verify: bool, limits: Limits) -
             arrays = view_arrays(_private_map(f), layout, wants, copy=False)
         else:
             arrays = read_arrays(f, layout, wants)
-    return fit_in_file(path, like, records, tree_rows, arrays)
-
-
-def fit_in_file(path: str, like: Any, records: Any, tree_rows: Any, arrays: Any) -> Any:
-    """``_fit`` with errors starting with the file's path."""
-    return _fit(like, records, tree_rows, arrays, f"{path}: ")
+        if records is None:
+            return foreign_leaves(arrays)
+        return file_leaves(records.recs, tree_rows, arrays)
 
 
 @dataclass(frozen=True)
@@ -540,16 +552,32 @@ class FileInfo:
         """The keystr path of row ``i``."""
         return row_path(self.rows, i)
 
+    @property
+    def user_metadata(self) -> dict[str, str]:
+        """The header's metadata but the library's own ``containers.*`` entries: what
+        ``save(metadata=...)`` stored, or a foreign file's own metadata."""
+        return {k: v for k, v in self.metadata.items() if not k.startswith("containers.")}
+
     def __str__(self) -> str:
         lines = [
             f"{self.path}: {self.format}, {len(self.tensors)} tensor"
             f"{'' if len(self.tensors) == 1 else 's'}, {self.data_bytes:,} bytes of data"
         ]
+        user = self.user_metadata
+        if user:
+            lines.append("metadata:")
+            for k, v in user.items():
+                shown = v if len(v) <= _META_CHARS else v[:_META_CHARS] + f"... ({len(v):,} chars)"
+                lines.append(f"  {printable(k)} = {printable(shown)}")
         for r in self.rows:
             indent = "  " * min(r.depth, 40)
             key = r.key if r.depth else "(root)"
             lines.append(f"{indent}{key}: {r.text}")
         return "\n".join(lines)
+
+
+#: Characters of a metadata value that ``str(FileInfo)`` shows.
+_META_CHARS = 200
 
 
 def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
@@ -572,6 +600,9 @@ def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
         (root): dict (2)
           ['lr']: 0.1
           ['w']: float32[2,3]  24 B  crc32 a3c1ca20
+        >>> ct.save(path, {"w": np.zeros(2)}, metadata={"run": "r1", "step": "1000"})
+        >>> ct.inspect(path).user_metadata
+        {'run': 'r1', 'step': '1000'}
 
     Raises:
         FormatError, LimitError, VersionError: as ``load`` would for the header.

@@ -280,7 +280,7 @@ def _describe(leaf: Any, is_array: bool) -> str:
     return f"{type(leaf).__qualname__} {short_repr(leaf)}"
 
 
-def fit(template: Any, leaves: list[FileLeaf], where: str) -> Any:
+def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = True) -> Any:
     """``template`` with each leaf replaced by the file's leaf at its path (by keystr
     path, else by dotted name), converted to the framework, device and dtype of the
     template's leaf; ``StructureError`` listing every mismatch."""
@@ -307,6 +307,9 @@ def fit(template: Any, leaves: list[FileLeaf], where: str) -> Any:
             except ValueError:
                 i = None
         if i is None or used[i]:
+            if not strict:
+                values.append(want)
+                continue
             problems.append(f"missing: {name or 'the root'} ({_describe(want, False)} in the template)")
             values.append(want)
             continue
@@ -338,7 +341,7 @@ def fit(template: Any, leaves: list[FileLeaf], where: str) -> Any:
             values.append(want)
             continue
         values.append(_like(kind, a, want))
-    extra = [keystr(leaf.path) for i, leaf in enumerate(leaves) if not used[i]]
+    extra = [keystr(leaf.path) for i, leaf in enumerate(leaves) if strict and not used[i]]
     problems.extend(
         f"extra: {name or 'the root'} (in the file, not in the template)" for name in extra
     )
