@@ -101,15 +101,14 @@ def test_diff_names_the_file_that_cannot_be_read(tmp_path, capsys):
     text.write_text("not a tensor file\n")
     assert main(["diff", str(good), str(text)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"containers diff: FormatError: {text}: ")
+    assert err.startswith(f"{text}: FormatError: ")
     assert err.count("\n") == 1
     assert main(["diff", str(tmp_path / "missing"), str(good)]) == 2
     assert capsys.readouterr().err == (
-        f"containers diff: FileNotFoundError: cannot read {str(tmp_path / 'missing')!r}: "
-        "No such file or directory.\n"
+        f"{tmp_path / 'missing'}: FileNotFoundError: cannot read it: No such file or directory.\n"
     )
     assert main(["inspect", str(tmp_path)]) == 2
     assert capsys.readouterr().err == (
-        f"containers inspect: IsADirectoryError: cannot read {str(tmp_path)!r}: Is a "
+        f"{tmp_path}: IsADirectoryError: cannot read it: Is a "
         "directory. Give the path of a file written by containers.save or a safetensors file.\n"
     )
