@@ -57,7 +57,10 @@ def register_optax() -> list[str]:
             if module_name == "optax":
                 raise
             continue
-        for attr in sorted(dir(module)):
+        # A class under its own name first: optax also exports aliases
+        # (AdaptiveGradClipState is EmptyState), which then find it registered.
+        attrs = sorted(dir(module), key=lambda a: (getattr(getattr(module, a, None), "__name__", None) != a, a))
+        for attr in attrs:
             cls = getattr(module, attr, None)
             if (
                 attr.startswith("_")
