@@ -156,7 +156,10 @@ def test_dtype_casts_floating_arrays_only():
     t = ct.deserialize(data, to="torch", dtype=torch.bfloat16)
     assert (t["w"].dtype, t["i"].dtype, t["m"].dtype) == (torch.bfloat16, torch.int64, torch.bool)
     j = ct.deserialize(data, to="jax", dtype="float16")
-    assert (j["w"].dtype, j["i"].dtype) == (jnp.float16, jnp.int64 if j["i"].dtype == jnp.int64 else jnp.int32)
+    assert (j["w"].dtype, j["i"].dtype) == (
+        jnp.float16,
+        jnp.int64 if j["i"].dtype == jnp.int64 else jnp.int32,
+    )
     n = ct.deserialize(data, to="numpy", dtype=np.float64)
     assert (n["w"].dtype, n["i"].dtype) == (np.float64, np.int64)
 
@@ -191,7 +194,9 @@ class Net:
 
 def _net(seed: int = 0, dtype: Any = np.float32) -> Net:
     rng = np.random.default_rng(seed)
-    return Net([Dense(rng.normal(size=(3, 4)).astype(dtype), np.zeros(4, dtype)) for _ in range(2)])
+    return Net(
+        [Dense(rng.normal(size=(3, 4)).astype(dtype), np.zeros(4, dtype)) for _ in range(2)]
+    )
 
 
 def test_like_decides_classes_kept_values_framework_device_and_dtype(tmp_path):
@@ -249,7 +254,7 @@ def test_like_loads_a_file_whose_classes_are_not_importable(tmp_path):
         """
     )
     subprocess.run([sys.executable, "-c", script, str(path)], check=True)
-    with pytest.raises(ct.UnknownTypeError, match="__main__.Linear"):
+    with pytest.raises(ct.UnknownTypeError, match=r"__main__\.Linear"):
         ct.load(path)
     out = ct.load(path, like=[Dense(np.zeros((2, 2)), np.zeros(2))])
     assert out[0].w.tolist() == [[3.0, 3.0], [3.0, 3.0]] and out[0].act == "relu"
@@ -322,14 +327,22 @@ def test_names_dotted_writes_the_names_torch_uses(tmp_path):
     x = torch.randn(3, 4)
     assert torch.equal(fresh(x), module(x))
     back = ct.load(path)
-    assert torch.equal(back["2"].weight if isinstance(back["2"].weight, torch.Tensor) else torch.from_numpy(back["2"].weight), module[2].weight.detach())
+    assert torch.equal(
+        back["2"].weight
+        if isinstance(back["2"].weight, torch.Tensor)
+        else torch.from_numpy(back["2"].weight),
+        module[2].weight.detach(),
+    )
 
 
 def test_dotted_names_that_collide_or_cannot_be_dotted_are_refused():
     """Two paths with one dotted name, or a dict key that is not a str or int."""
     with pytest.raises(ct.SerializationError, match=r"names='dotted' gives it the name 'a\.0'"):
         ct.serialize({"a": [np.zeros(1)], "a.0": np.zeros(1)}, names="dotted")
-    with pytest.raises(ct.SerializationError, match=r"serialize: at \['k'\]\[1\.5\]: the dict key 1\.5 has no dotted name"):
+    with pytest.raises(
+        ct.SerializationError,
+        match=r"serialize: at \['k'\]\[1\.5\]: the dict key 1\.5 has no dotted name",
+    ):
         ct.serialize({"k": {1.5: np.zeros(1)}}, names="dotted")
     with pytest.raises(ValueError, match="names must be 'keystr' or 'dotted'"):
         ct.serialize({}, names="slashes")
@@ -342,7 +355,10 @@ def test_a_trained_module_goes_into_a_container_and_back(tmp_path):
     module = _trained_module()
     path = tmp_path / "module.safetensors"
     ct.save(path, module.state_dict())
-    like = {"0": Linear(torch.zeros(8, 4), torch.zeros(8)), "2": Linear(torch.zeros(1, 8), torch.zeros(1))}
+    like = {
+        "0": Linear(torch.zeros(8, 4), torch.zeros(8)),
+        "2": Linear(torch.zeros(1, 8), torch.zeros(1)),
+    }
     params = ct.load(path, like=like)
     assert torch.equal(params["0"].weight, module[0].weight.detach())
     x = torch.randn(5, 4)
@@ -374,7 +390,9 @@ def test_from_state_dict_strict_false_keeps_template_values():
     sd = {"w": torch.ones(2), "junk": torch.ones(3)}
     out = from_state_dict(like, sd, strict=False)
     assert out["w"].tolist() == [1.0, 1.0] and out["b"].tolist() == [5.0]
-    with pytest.raises(ct.StructureError, match=r"2 problems:\n  missing: \['b'\].*\n  extra: \['junk'\]"):
+    with pytest.raises(
+        ct.StructureError, match=r"2 problems:\n  missing: \['b'\].*\n  extra: \['junk'\]"
+    ):
         from_state_dict(like, sd)
 
 
@@ -486,7 +504,10 @@ class Block:
 def test_state_and_split_parts_save_and_load(tmp_path):
     """A part (a dict keyed by key paths) saves and loads with its keys (attribute, index
     and dict keys, tuple dict keys too) and merges back into the tree."""
-    model = {"blocks": [Block(np.ones(2), 3), Block(np.zeros(2), 4)], ("t", 1): Block(np.ones(1), 0)}
+    model = {
+        "blocks": [Block(np.ones(2), 3), Block(np.zeros(2), 4)],
+        ("t", 1): Block(np.ones(1), 0),
+    }
     structure, params, rest = ct.split(model, "param", ...)
     path = tmp_path / "params.safetensors"
     ct.save(path, params)
@@ -504,7 +525,12 @@ def test_malformed_path_keys_in_a_file_are_format_errors():
     n = int.from_bytes(good[:8], "little")
     meta = json.loads(good[8 : 8 + n])["__metadata__"]
     assert '{"ka":"w"}' in meta["containers.tree"] and '{"ki":0}' in meta["containers.tree"]
-    for old, new in [('{"ka":"w"}', '{"ka":1}'), ('{"ki":0}', '{"ki":-1}'), ('{"ki":0}', '{"ki":true}'), ('{"ka":"w"}', '{"kd":{"t":[{"ka":"x"}]}}')]:
+    for old, new in [
+        ('{"ka":"w"}', '{"ka":1}'),
+        ('{"ki":0}', '{"ki":-1}'),
+        ('{"ki":0}', '{"ki":true}'),
+        ('{"ka":"w"}', '{"kd":{"t":[{"ka":"x"}]}}'),
+    ]:
         tree = meta["containers.tree"].replace(old, new)
         data = build_header("", {**meta, "containers.tree": tree})
         with pytest.raises(ct.FormatError, match="is not a path key"):
@@ -532,7 +558,10 @@ def test_a_path_filter_matching_no_path_warns_and_can_be_silenced():
     """PathContains(-1) matches no path: a warning naming paths that exist; silenced by
     the warning category; a tag that is declared but taken by an earlier filter is quiet."""
     model = {"blocks": [Block(np.ones(2), 3)]}
-    with pytest.warns(NoMatchWarning, match=r"PathContains\(-1\) matches no path of the tree; its paths include \"\['blocks'\]\[0\]\.w\""):
+    with pytest.warns(
+        NoMatchWarning,
+        match=r"PathContains\(-1\) matches no path of the tree; its paths include \"\['blocks'\]\[0\]\.w\"",
+    ):
         ct.partition(model, PathContains(-1))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -606,7 +635,10 @@ def test_inspect_of_several_files_prints_each_and_fails_for_the_bad_one(tmp_path
     assert main(["inspect", str(a), str(tmp_path / "gone")]) == 2
     captured = capsys.readouterr()
     assert captured.out.startswith(f"{a}: ")
-    assert captured.err == f"{tmp_path / 'gone'}: FileNotFoundError: cannot read it: No such file or directory.\n"
+    assert (
+        captured.err
+        == f"{tmp_path / 'gone'}: FileNotFoundError: cannot read it: No such file or directory.\n"
+    )
     assert main(["inspect", "--json", str(a), str(b)]) == 0
     docs = json.loads(capsys.readouterr().out)
     assert [d["path"] for d in docs] == [str(a), str(b)] and docs[0]["format"] == "containers 1"
@@ -627,7 +659,10 @@ def test_diff_tolerances_summary_and_json(tmp_path, capsys):
         f"4 differences: 2 changed, 1 only in {a}, 1 only in {b}",
     ]
     assert main(["diff", "--atol", "0.01", str(a), str(b)]) == 1
-    assert capsys.readouterr().out.splitlines()[-1] == f"2 differences: 0 changed, 1 only in {a}, 1 only in {b}"
+    assert (
+        capsys.readouterr().out.splitlines()[-1]
+        == f"2 differences: 0 changed, 1 only in {a}, 1 only in {b}"
+    )
     ct.save(b, {"w": np.array([1.0, 2.001]), "lr": 0.1000001, "gone": 1})
     assert main(["diff", "--rtol", "1e-3", str(a), str(b)]) == 0
     assert capsys.readouterr().out == ""

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -64,7 +65,10 @@ def test_inspect_of_a_float8_safetensors_file_lists_its_float8_tensors(tmp_path,
 
     path = tmp_path / "fp8.safetensors"
     safetensors.torch.save_file(
-        {"w": torch.ones(4, dtype=torch.float8_e4m3fn), "v": torch.ones(2, dtype=torch.float8_e5m2)},
+        {
+            "w": torch.ones(4, dtype=torch.float8_e4m3fn),
+            "v": torch.ones(2, dtype=torch.float8_e5m2),
+        },
         path,
     )
     assert main(["inspect", str(path)]) == 0
@@ -305,8 +309,7 @@ def test_diff_names_the_file_that_is_bad(tmp_path, capsys):
     for args in ([str(good), str(cut)], [str(cut), str(good)]):
         assert main(["diff", *args]) == 2
         assert capsys.readouterr().err == (
-            f"{cut}: FormatError: truncated: need 26 bytes of tensor data, "
-            f"have 21.\n"
+            f"{cut}: FormatError: truncated: need 26 bytes of tensor data, have 21.\n"
         )
     data = good.read_bytes()
     cut.write_bytes(data[:-1] + b"\x02")  # the last byte is the bool tensor's

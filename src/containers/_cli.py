@@ -225,7 +225,7 @@ def _file_command(args: argparse.Namespace) -> tuple[int, list[str]]:
     as_json = getattr(args, "json", False)
     if args.command == "inspect":
         files = getattr(args, "files", None) or [args.file]
-        status, out, infos = 0, [], []
+        status, out, infos = 0, list[str](), list[Any]()
         for file in files:
             try:
                 info = ct.inspect(file)
@@ -237,11 +237,22 @@ def _file_command(args: argparse.Namespace) -> tuple[int, list[str]]:
             if not as_json:
                 out.append(str(info) if not out else "\n" + str(info))
         if as_json:
-            out = [json.dumps([_info_json(i) for i in infos] if len(files) > 1 else _info_json(infos[0]), indent=1)] if infos else []
+            out = (
+                [
+                    json.dumps(
+                        [_info_json(i) for i in infos] if len(files) > 1 else _info_json(infos[0]),
+                        indent=1,
+                    )
+                ]
+                if infos
+                else []
+            )
         return status, out
     rtol, atol = getattr(args, "rtol", 0.0), getattr(args, "atol", 0.0)
-    if rtol < 0 or atol < 0 or rtol != rtol or atol != atol:
-        print(f"containers diff: --rtol and --atol must be >= 0, got {rtol}, {atol}", file=sys.stderr)
+    if not (rtol >= 0 and atol >= 0):  # NaN too
+        print(
+            f"containers diff: --rtol and --atol must be >= 0, got {rtol}, {atol}", file=sys.stderr
+        )
         return 2, []
     try:
         entries = diff_entries(args.a, args.b, rtol=rtol, atol=atol)

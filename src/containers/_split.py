@@ -192,8 +192,7 @@ def _warn_no_match(
             if any(pred(p, v) for p, v in zip(paths, leaves)):
                 continue
             text = (
-                f"{op}: {pred!r} matches no path of the tree; its paths include "
-                f"{_names(paths)}."
+                f"{op}: {pred!r} matches no path of the tree; its paths include {_names(paths)}."
             )
         warnings.warn(
             text + " (Silence with warnings.filterwarnings('ignore', "

@@ -53,8 +53,8 @@ __all__ = [
     "Everything",
     "Filter",
     "FilterError",
-    "Not",
     "NoMatchWarning",
+    "Not",
     "Nothing",
     "OfType",
     "PathContains",
@@ -278,7 +278,9 @@ class PathPattern(_Predicate):
         FilterError: the pattern is not one (the message shows where).
     """
 
-    __slots__ = ("_segments", "_lengths")
+    __slots__ = ("_lengths", "_segments")
+    _segments: tuple[tuple[str, _Any], ...]
+    _lengths: dict[KeyPath, int] | None
 
     def __init__(self, pattern: str, /) -> None:
         if not isinstance(pattern, str):

@@ -17,7 +17,6 @@ from typing import Any, TypeVar, overload
 from containers._errors import FormatError, SerializationError, VersionError, short_repr
 from containers._serialize._decode import (
     Records,
-    rows as _rows,
     Row,
     build,
     check_root,
@@ -25,6 +24,9 @@ from containers._serialize._decode import (
     printable,
     row_path,
     rows,
+)
+from containers._serialize._decode import (
+    rows as _rows,
 )
 from containers._serialize._encode import encode
 from containers._serialize._format import (

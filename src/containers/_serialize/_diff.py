@@ -106,7 +106,9 @@ def _close(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any], rtol: float, atol: 
     for start in range(0, fa.size, _CHUNK):
         x, y = fa[start : start + _CHUNK], fb[start : start + _CHUNK]
         wide = np.complex128 if x.dtype.kind == "c" else np.float64
-        if not np.isclose(x.astype(wide), y.astype(wide), rtol=rtol, atol=atol, equal_nan=True).all():
+        if not np.isclose(
+            x.astype(wide), y.astype(wide), rtol=rtol, atol=atol, equal_nan=True
+        ).all():
             return False
     return True
 

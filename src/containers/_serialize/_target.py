@@ -10,6 +10,7 @@ file is imported or looked up; the file's names are dictionary keys only).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -57,7 +58,7 @@ def check_to(op: str, to: Any, device: Any, dtype: Any, like: Any) -> None:
 
 #: numpy dtypes that torch.from_numpy refuses, and the same-size integer dtype its
 #: buffer is wrapped as (then ``Tensor.view(dtype)``, which copies nothing).
-_VIA = {"bfloat16": np.int16}
+_VIA: dict[str, type[Any]] = {"bfloat16": np.int16}
 for _n in ("float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu"):
     _VIA[_n] = np.uint8
 
@@ -149,7 +150,9 @@ class FileLeaf:
     is_array: bool
 
 
-def file_leaves(recs: Sequence[Any], rows: Sequence[Any], arrays: dict[str, Any]) -> list[FileLeaf]:
+def file_leaves(
+    recs: Sequence[Any], rows: Sequence[Any], arrays: dict[str, Any]
+) -> list[FileLeaf]:
     """The child leaves of a validated tree (``rows`` are ``_decode.rows`` of ``recs``),
     in pre-order; kept values and register_node aux are left out (a template decides
     them). An alias is the value of the record it points to; a shared node's leaves
@@ -289,18 +292,16 @@ def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = Tru
     pairs = leaves_with_path(template)
     by_path: dict[str, int] = {}
     by_dotted: dict[str, int] = {}
-    for i, leaf in enumerate(leaves):
-        by_path.setdefault(keystr(leaf.path), i)
-        try:
-            by_dotted.setdefault(dotted(leaf.path), i)
-        except ValueError:
-            pass
+    for k, leaf in enumerate(leaves):
+        by_path.setdefault(keystr(leaf.path), k)
+        with contextlib.suppress(ValueError):  # a key without a dotted name
+            by_dotted.setdefault(dotted(leaf.path), k)
     used = [False] * len(leaves)
     problems: list[str] = []
     values: list[Any] = []
     for path, want in pairs:
         name = keystr(path)
-        i = by_path.get(name)
+        i: int | None = by_path.get(name)
         if i is None or used[i]:
             try:
                 i = by_dotted.get(dotted(path))
@@ -310,7 +311,9 @@ def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = Tru
             if not strict:
                 values.append(want)
                 continue
-            problems.append(f"missing: {name or 'the root'} ({_describe(want, False)} in the template)")
+            problems.append(
+                f"missing: {name or 'the root'} ({_describe(want, False)} in the template)"
+            )
             values.append(want)
             continue
         used[i] = True

@@ -109,7 +109,13 @@ def encode_key(k: Any) -> Any:
     """The JSON form of a dict key: a scalar, or ``{"t": [...]}`` for a tuple of scalars
     or of path keys (the key paths that ``ct.state`` and ``ct.split`` key parts by)."""
     if type(k) is tuple:
-        return {"t": [_path_key(e) if type(e) in _KEY_FORMS else encode_scalar(e) for e in k if type(e) is not tuple or _nested()]}
+        return {
+            "t": [
+                _path_key(e) if type(e) in _KEY_FORMS else encode_scalar(e)
+                for e in k
+                if type(e) is not tuple or _nested()
+            ]
+        }
     return encode_scalar(k)
 
 
@@ -153,6 +159,10 @@ def _decode_path_key(x: Any) -> Any:
             return IndexKey(idx)
     else:
         inner = x["kd"]
-        if not (type(inner) is dict and "t" in inner and any(map(_is_path_key, inner["t"] if type(inner["t"]) is list else []))):
+        if not (
+            type(inner) is dict
+            and "t" in inner
+            and any(map(_is_path_key, inner["t"] if type(inner["t"]) is list else []))
+        ):
             return DictKey(decode_key(inner))
     raise FormatError(f"{short_repr(x)} is not a path key")

@@ -59,12 +59,14 @@ def register_optax() -> list[str]:
             continue
         # A class under its own name first: optax also exports aliases
         # (AdaptiveGradClipState is EmptyState), which then find it registered.
-        attrs = sorted(dir(module), key=lambda a: (getattr(getattr(module, a, None), "__name__", None) != a, a))
+        attrs = sorted(
+            dir(module),
+            key=lambda a: (getattr(getattr(module, a, None), "__name__", None) != a, a),
+        )
         for attr in attrs:
             cls = getattr(module, attr, None)
             if (
-                attr.startswith("_")
-                or attr.startswith("GradientTransformation")
+                attr.startswith(("_", "GradientTransformation"))
                 or not isinstance(cls, type)
                 or not issubclass(cls, tuple)
                 or not hasattr(cls, "_fields")

@@ -100,12 +100,12 @@ def from_state_dict(like: T, state_dict: Mapping[str, Any], /, *, strict: bool =
             dtype changed; every problem listed.
     """
     leaves = []
-    for name, value in state_dict.items():
-        if hasattr(value, "detach"):
-            value = value.detach()
+    for name, given in state_dict.items():
+        value = given.detach() if hasattr(given, "detach") else given
         a = _to_numpy(value, name)
         leaves.append(FileLeaf((DictKey(name),), value if a is None else a, a is not None))
-    return fit(like, leaves, "from_state_dict: ", strict=strict)
+    out: T = fit(like, leaves, "from_state_dict: ", strict=strict)
+    return out
 
 
 def load_into_module(
