@@ -675,3 +675,54 @@ def test_diff_tolerances_summary_and_json(tmp_path, capsys):
     }
     assert main(["diff", "--atol", "-1", str(a), str(b)]) == 2
     assert "must be >= 0" in capsys.readouterr().err
+
+
+# --- the threat model holds with like= and to= ------------------------------------------
+
+
+def test_mutated_files_raise_only_serialization_or_structure_errors_with_like_and_to():
+    """3,000 seeded mutations (bit flips, bytes in the header, truncations, edits of the
+    tree string with the framing kept): deserialize(like=) and deserialize(to="torch")
+    raise only SerializationError (the file) or StructureError (the template), as load."""
+    import random
+
+    from containers._serialize._format import build_header
+
+    tree = {
+        "net": _net(3),
+        "blocks": [Block(np.arange(3, dtype=np.int16), 2)],
+        "tied": [np.ones(2, np.float32)] * 2,
+        "meta": {"k": (1, "a", None), 2: 2.5},
+    }
+    seed = ct.serialize(tree)
+    like = ct.deserialize(seed)
+    n = int.from_bytes(seed[:8], "little")
+    header = json.loads(seed[8 : 8 + n])
+    meta = header.pop("__metadata__")
+    entries = json.dumps(header, separators=(",", ":"))[1:-1]
+    rng = random.Random(30)
+    outcomes = {"ok": 0, "file": 0, "template": 0}
+    for _ in range(3000):
+        data = bytearray(seed)
+        op = rng.randrange(4)
+        if op == 0:
+            i = rng.randrange(len(data))
+            data[i] ^= 1 << rng.randrange(8)
+        elif op == 1:
+            data[rng.randrange(8, 8 + n)] = rng.randrange(32, 127)
+        elif op == 2:
+            del data[rng.randrange(len(data)) :]
+        else:
+            text = meta["containers.tree"]
+            i = rng.randrange(len(text))
+            text = text[:i] + rng.choice('[]{}",:0123456789aAkdit@SNCD') + text[i + 1 :]
+            data = bytearray(build_header(entries, {**meta, "containers.tree": text}) + seed[8 + n :])
+        for kwargs in ({"like": like}, {"to": "torch"}):
+            try:
+                ct.deserialize(bytes(data), **kwargs)
+                outcomes["ok"] += 1
+            except ct.SerializationError:
+                outcomes["file"] += 1
+            except ct.StructureError:
+                outcomes["template"] += 1
+    assert outcomes["file"] > 1000 and outcomes["template"] > 0 and outcomes["ok"] > 0
