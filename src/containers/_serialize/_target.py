@@ -299,6 +299,7 @@ def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = Tru
     used = [False] * len(leaves)
     problems: list[str] = []
     values: list[Any] = []
+    missing: list[tuple[tuple[Key, ...], Any]] = []
     for path, want in pairs:
         name = keystr(path)
         i: int | None = by_path.get(name)
@@ -311,9 +312,7 @@ def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = Tru
             if not strict:
                 values.append(want)
                 continue
-            problems.append(
-                f"missing: {name or 'the root'} ({_describe(want, False)} in the template)"
-            )
+            missing.append((path, want))
             values.append(want)
             continue
         used[i] = True
@@ -344,10 +343,22 @@ def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = Tru
             values.append(want)
             continue
         values.append(_like(kind, a, want))
-    extra = [keystr(leaf.path) for i, leaf in enumerate(leaves) if strict and not used[i]]
-    problems.extend(
-        f"extra: {name or 'the root'} (in the file, not in the template)" for name in extra
-    )
+    if missing:
+        found = _prefixes(leaf.path for leaf in leaves)
+        for group, items in _grouped([(tuple(p), w) for p, w in missing], found):
+            if len(items) == 1 and items[0][0] == group:
+                shown = f"{_describe(items[0][1], False)} in the template"
+            else:
+                shown = f"{len(items)} leaves in the template, none in the file"
+            problems.append(f"missing: {keystr(group) or 'the root'} ({shown})")
+    extra = [(leaf.path, leaf) for i, leaf in enumerate(leaves) if strict and not used[i]]
+    if extra:
+        for group, items in _grouped(extra, _prefixes(tuple(p) for p, _ in pairs)):
+            if len(items) == 1 and items[0][0] == group:
+                shown = "in the file, not in the template"
+            else:
+                shown = f"{len(items)} leaves in the file, none in the template"
+            problems.append(f"extra: {keystr(group) or 'the root'} ({shown})")
     if problems:
         shown = problems[:_SHOWN]
         more = len(problems) - len(shown)
@@ -360,6 +371,29 @@ def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = Tru
             "and make the template match it."
         )
     return unflatten(structure(template), values)
+
+
+def _prefixes(paths: Any) -> set[tuple[Key, ...]]:
+    """Every prefix of every path (the root's ``()`` included)."""
+    out: set[tuple[Key, ...]] = set()
+    for path in paths:
+        for d in range(len(path) + 1):
+            out.add(tuple(path[:d]))
+    return out
+
+
+def _grouped(
+    items: list[tuple[tuple[Key, ...], Any]], other: set[tuple[Key, ...]]
+) -> list[tuple[tuple[Key, ...], list[tuple[tuple[Key, ...], Any]]]]:
+    """``items`` grouped by the shortest prefix of their path that the other side has no
+    leaf under, in order: a subtree only one side has is one problem, not one per leaf."""
+    groups: dict[tuple[Key, ...], list[tuple[tuple[Key, ...], Any]]] = {}
+    for path, value in items:
+        d = 0
+        while d < len(path) and path[: d + 1] in other:
+            d += 1
+        groups.setdefault(path[: d + 1], []).append((path, value))
+    return list(groups.items())
 
 
 #: Problems listed in full by a template mismatch.
