@@ -683,9 +683,12 @@ def test_diff_tolerances_summary_and_json(tmp_path, capsys):
 def test_mutated_files_raise_only_serialization_or_structure_errors_with_like_and_to():
     """3,000 seeded mutations (bit flips, bytes in the header, truncations, edits of the
     tree string with the framing kept): deserialize(like=) and deserialize(to="torch")
-    raise only SerializationError (the file) or StructureError (the template), as load."""
+    raise only SerializationError (the file) or StructureError (the template), as load;
+    like='s own pass over the tree (file_leaves) accepts and refuses exactly the trees
+    that inspect's (rows) does, with the same message."""
     import random
 
+    from containers._serialize._decode import rows
     from containers._serialize._format import build_header
 
     tree = {
@@ -716,7 +719,12 @@ def test_mutated_files_raise_only_serialization_or_structure_errors_with_like_an
             text = meta["containers.tree"]
             i = rng.randrange(len(text))
             text = text[:i] + rng.choice('[]{}",:0123456789aAkdit@SNCD') + text[i + 1 :]
-            data = bytearray(build_header(entries, {**meta, "containers.tree": text}) + seed[8 + n :])
+            data = bytearray(
+                build_header(entries, {**meta, "containers.tree": text}) + seed[8 + n :]
+            )
+        verdict = _tree_verdict(bytes(data), rows)
+        assert verdict == _tree_verdict(bytes(data), _lean), op
+        outcomes[verdict.split(":")[0]] = outcomes.get(verdict.split(":")[0], 0) + 1
         for kwargs in ({"like": like}, {"to": "torch"}):
             try:
                 ct.deserialize(bytes(data), **kwargs)
@@ -726,3 +734,29 @@ def test_mutated_files_raise_only_serialization_or_structure_errors_with_like_an
             except ct.StructureError:
                 outcomes["template"] += 1
     assert outcomes["file"] > 1000 and outcomes["template"] > 0 and outcomes["ok"] > 0
+    assert outcomes["FormatError"] > 100, outcomes  # trees both passes refuse
+
+
+def _lean(records: Any, tensors: Any, limits: Any) -> Any:
+    from containers._serialize._target import file_leaves
+
+    return file_leaves(records.recs, tensors, dict.fromkeys(tensors), limits)
+
+
+def _tree_verdict(data: bytes, check: Any) -> str:
+    """What ``check`` (rows or file_leaves) says of the tree of ``data``: "ok", the
+    error, or "framing" when the file fails before its tree is read."""
+    from containers._serialize._api import _records
+    from containers._serialize._format import layout_of_bytes
+
+    limits = ct.Limits()
+    try:
+        layout = layout_of_bytes(memoryview(data), limits)
+        records = _records(layout, limits)
+    except ct.SerializationError:
+        return "framing"
+    try:
+        check(records, layout.tensors, limits)
+    except ct.SerializationError as err:
+        return f"{type(err).__name__}: {err}"
+    return "ok"

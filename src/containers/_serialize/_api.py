@@ -25,9 +25,6 @@ from containers._serialize._decode import (
     row_path,
     rows,
 )
-from containers._serialize._decode import (
-    rows as _rows,
-)
 from containers._serialize._encode import encode
 from containers._serialize._format import (
     FORMAT_KEY,
@@ -253,9 +250,9 @@ def deserialize(
     if like is not None:
         with _gc_paused():
             layout = layout_of_bytes(view, limits)
-            records, tree_rows, wants = _tree_rows(layout, limits, verify)
+            records, wants = _tree_records(layout, limits, verify)
             arrays = view_arrays(view, layout, wants, copy=True)
-            return _fit(like, records, tree_rows, arrays, "")
+            return fit(like, _leaves(records, layout, arrays, limits), "")
     with _gc_paused():
         layout = layout_of_bytes(view, limits)
         records = _records(layout, limits)
@@ -491,23 +488,23 @@ def _private_map(f: Any) -> Any:
     return _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_COPY)
 
 
-def _tree_rows(layout: Layout, limits: Limits, verify: bool) -> tuple[Any, Any, Any]:
-    """A containers file's records, its validated tree view and the CRC32s to check;
-    ``(None, None, None)`` for a plain safetensors file (which has no CRC32s)."""
+def _tree_records(layout: Layout, limits: Limits, verify: bool) -> tuple[Any, Any]:
+    """A containers file's records and the CRC32s to check; ``(None, None)`` for a
+    plain safetensors file (which has no CRC32s)."""
     meta = layout.metadata
     if TREE_KEY not in meta and FORMAT_KEY not in meta:
-        return None, None, None
+        return None, None
     records = _records(layout, limits)
-    tree_rows = _rows(records, layout.tensors, limits)
-    return records, tree_rows, (_wants(records, layout) if verify else None)
+    return records, (_wants(records, layout) if verify else None)
 
 
-def _fit(like: Any, records: Any, tree_rows: Any, arrays: dict[str, Any], where: str) -> Any:
+def _leaves(
+    records: Any, layout: Layout, arrays: dict[str, Any], limits: Limits
+) -> list[FileLeaf]:
+    """The file's child leaves by path (its tensors by name for a plain file)."""
     if records is None:
-        leaves = foreign_leaves(arrays)
-    else:
-        leaves = file_leaves(records.recs, tree_rows, arrays)
-    return fit(like, leaves, where)
+        return foreign_leaves(arrays)
+    return file_leaves(records.recs, layout.tensors, arrays, limits)
 
 
 def _load_like(path: str, like: Any, mmap: bool, verify: bool, limits: Limits) -> Any:
@@ -524,14 +521,12 @@ def read_leaves(
     path = os.fspath(path)
     with _in_file(path), open(path, "rb") as f, _gc_paused():
         layout = read_layout(f, limits)
-        records, tree_rows, wants = _tree_rows(layout, limits, verify)
+        records, wants = _tree_records(layout, limits, verify)
         if mmap:
             arrays = view_arrays(_private_map(f), layout, wants, copy=False)
         else:
             arrays = read_arrays(f, layout, wants)
-        if records is None:
-            return foreign_leaves(arrays)
-        return file_leaves(records.recs, tree_rows, arrays)
+        return _leaves(records, layout, arrays, limits)
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from containers._errors import SerializationError, StructureError, short_repr
+from containers._errors import (
+    FormatError,
+    LimitError,
+    SerializationError,
+    StructureError,
+    short_repr,
+)
 from containers._paths import AttrKey, DictKey, IndexKey, Key, keystr, parse_keystr
+from containers._serialize._limits import Limits
 
 __all__ = [
     "FRAMEWORKS",
@@ -151,43 +158,89 @@ class FileLeaf:
 
 
 def file_leaves(
-    recs: Sequence[Any], rows: Sequence[Any], arrays: dict[str, Any]
+    recs: Sequence[Any], tensors: Any, arrays: dict[str, Any], limits: Limits
 ) -> list[FileLeaf]:
-    """The child leaves of a validated tree (``rows`` are ``_decode.rows`` of ``recs``),
-    in pre-order; kept values and register_node aux are left out (a template decides
-    them). An alias is the value of the record it points to; a shared node's leaves
-    appear under the first path only."""
+    """The child leaves of a file's tree, in pre-order, validated as ``_decode.rows``
+    validates a tree (but for the text it makes of each row: benchmarks/serialization.py,
+    "containers like=", "many"): no record after the end or missing at it, an alias
+    only to a finished record, each tensor named once and every tensor named, the depth
+    bounded. Kept values and register_node aux are left out (a template decides them).
+    An alias is the value of the record it points to; a shared node's leaves appear
+    under the first path only."""
     paths: list[tuple[Key, ...]] = []
     kept: list[bool] = []
-    seen: list[int] = []  # per record: values of it seen so far
     out: list[FileLeaf] = []
     values: dict[int, Any] = {}
-    for j, (rec, row) in enumerate(zip(recs, rows)):
-        seen.append(0)
-        parent = row.parent
-        if parent < 0:
-            path: tuple[Key, ...] = ()
-            is_kept = False
-        else:
-            i = seen[parent]
-            seen[parent] = i + 1
+    finished: set[int] = set()
+    used: set[str] = set()
+    stack: list[list[int]] = []  # [record index, values seen]
+    done = False
+    for j, rec in enumerate(recs):
+        if done:
+            raise _bad(j, "follows the end of the tree")
+        if stack:
+            parent, i = stack[-1]
             key, aux = _key(recs[parent], i)
-            path = (*paths[parent], key)
+            path: tuple[Key, ...] = (*paths[parent], key)
             is_kept = kept[parent] or aux
+        else:
+            path, is_kept = (), False
         paths.append(path)
         kept.append(is_kept)
         tag = rec.tag
-        if tag == "S":
-            values[j] = rec.data
-        elif tag == "A":
-            values[j] = arrays[rec.data]
+        if tag == "A":
+            name = rec.data
+            if name not in tensors or name in used:
+                raise FormatError(
+                    f"the tree refers to tensor {name!r} "
+                    f"{'twice' if name in tensors else 'that the file does not have'}. "
+                    f"The file is corrupt."
+                )
+            used.add(name)
+            value = values[j] = arrays[name]
+        elif tag == "S":
+            value = values[j] = rec.data
         elif tag == "@":
-            values[j] = values.get(rec.data, _NODE)
+            if rec.data not in finished:
+                raise _bad(j, f"is an alias to record #{rec.data}, which is not finished")
+            value = values[j] = values.get(rec.data, _NODE)
         else:
-            continue
-        if not is_kept and values[j] is not _NODE:
-            out.append(FileLeaf(path, values[j], tag != "S" and isinstance(values[j], np.ndarray)))
+            value = _NODE
+            if rec.n:
+                if len(stack) >= limits.max_depth:
+                    raise LimitError(
+                        f"the tree is nested deeper than max_depth={limits.max_depth} at "
+                        f"record #{j}. Pass limits=Limits(max_depth=...) to accept it."
+                    )
+                stack.append([j, 0])
+                continue
+        if not is_kept and value is not _NODE:
+            out.append(FileLeaf(path, value, tag != "S" and isinstance(value, np.ndarray)))
+        finished.add(j)
+        while True:
+            if not stack:
+                done = True
+                break
+            top = stack[-1]
+            top[1] += 1
+            if top[1] < recs[top[0]].n:
+                break
+            finished.add(stack.pop()[0])
+    if not done:
+        raise FormatError("the tree ends inside a node: records are missing. The file is corrupt.")
+    if len(used) != len(tensors):
+        unused = set(tensors) - used
+        raise FormatError(
+            f"the file has {len(unused)} tensor(s) the tree never refers to, e.g. "
+            f"{sorted(unused)[0]!r}. The file is corrupt."
+        )
     return out
+
+
+def _bad(j: int, what: str) -> FormatError:
+    """``_decode._bad``'s error (which this stage cannot import: _decode imports _encode,
+    which imports this)."""
+    return FormatError(f"the tree's record #{j} {what}. The file is corrupt.")
 
 
 _NODE = object()  # an alias to a node: its leaves are under the first path
@@ -290,24 +343,36 @@ def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = Tru
     from containers._flatten import leaves_with_path, structure, unflatten
 
     pairs = leaves_with_path(template)
+    # Paths compare as keys first (no strings built: benchmarks/serialization.py,
+    # "many"); the keystr and dotted maps are built only if a path is not found so.
+    by_keys: dict[tuple[Key, ...], int] = {}
+    for k, leaf in enumerate(leaves):
+        by_keys.setdefault(leaf.path, k)
     by_path: dict[str, int] = {}
     by_dotted: dict[str, int] = {}
-    for k, leaf in enumerate(leaves):
-        by_path.setdefault(keystr(leaf.path), k)
-        with contextlib.suppress(ValueError):  # a key without a dotted name
-            by_dotted.setdefault(dotted(leaf.path), k)
-    used = [False] * len(leaves)
-    problems: list[str] = []
-    values: list[Any] = []
-    missing: list[tuple[tuple[Key, ...], Any]] = []
-    for path, want in pairs:
-        name = keystr(path)
-        i: int | None = by_path.get(name)
+
+    def by_name(path: tuple[Key, ...]) -> int | None:
+        if not by_path:
+            for k, leaf in enumerate(leaves):
+                by_path.setdefault(keystr(leaf.path), k)
+                with contextlib.suppress(ValueError):  # a key without a dotted name
+                    by_dotted.setdefault(dotted(leaf.path), k)
+        i = by_path.get(keystr(path))
         if i is None or used[i]:
             try:
                 i = by_dotted.get(dotted(path))
             except ValueError:
                 i = None
+        return i
+
+    used = [False] * len(leaves)
+    problems: list[str] = []
+    values: list[Any] = []
+    missing: list[tuple[tuple[Key, ...], Any]] = []
+    for path, want in pairs:
+        i: int | None = by_keys.get(path)
+        if i is None or used[i]:
+            i = by_name(path)
         if i is None or used[i]:
             if not strict:
                 values.append(want)
@@ -317,18 +382,23 @@ def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = Tru
             continue
         used[i] = True
         got = leaves[i]
+        if type(want) is np.ndarray and got.is_array:  # the usual numpy leaf, inline
+            a = got.value
+            if a.shape == want.shape and a.dtype == want.dtype:
+                values.append(a)
+                continue
         kind = _kind(want)
         if kind is None:
             if got.is_array:
                 problems.append(
-                    f"changed: {name or 'the root'} is {_describe(got.value, True)} in the file, "
+                    f"changed: {keystr(path) or 'the root'} is {_describe(got.value, True)} in the file, "
                     f"{_describe(want, False)} in the template"
                 )
             values.append(got.value)
             continue
         if not got.is_array:
             problems.append(
-                f"changed: {name or 'the root'} is {_describe(got.value, False)} in the file, "
+                f"changed: {keystr(path) or 'the root'} is {_describe(got.value, False)} in the file, "
                 f"{_describe(want, False)} in the template"
             )
             values.append(want)
@@ -337,7 +407,7 @@ def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = Tru
         if tuple(a.shape) != tuple(want.shape) or a.dtype.name != _dtype_name(want.dtype):
             what = "shape" if tuple(a.shape) != tuple(want.shape) else "dtype"
             problems.append(
-                f"{what} changed: {name or 'the root'} is {_describe(a, True)} in the file, "
+                f"{what} changed: {keystr(path) or 'the root'} is {_describe(a, True)} in the file, "
                 f"{_describe(want, False)} in the template"
             )
             values.append(want)
@@ -360,12 +430,12 @@ def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = Tru
                 shown = f"{len(items)} leaves in the file, none in the template"
             problems.append(f"extra: {keystr(group) or 'the root'} ({shown})")
     if problems:
-        shown = problems[:_SHOWN]
-        more = len(problems) - len(shown)
+        listed = problems[:_SHOWN]
+        more = len(problems) - len(listed)
         raise StructureError(
             f"{where}the file does not match the template (like=): {len(problems)} "
             f"problem{'' if len(problems) == 1 else 's'}:\n  "
-            + "\n  ".join(shown)
+            + "\n  ".join(listed)
             + (f"\n  ... and {more} more" if more else "")
             + "\nLoad it without like= to see its tree (or `containers inspect FILE`), "
             "and make the template match it."
