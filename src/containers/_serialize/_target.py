@@ -13,8 +13,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -25,7 +24,15 @@ from containers._errors import (
     StructureError,
     short_repr,
 )
-from containers._paths import AttrKey, DictKey, IndexKey, Key, keystr, parse_keystr
+from containers._paths import (
+    AttrKey,
+    DictKey,
+    IndexKey,
+    Key,
+    index_keys,
+    keystr,
+    parse_keystr,
+)
 from containers._serialize._limits import Limits
 
 __all__ = [
@@ -148,8 +155,7 @@ def torch_tensor(torch: Any, a: np.ndarray[Any, Any]) -> Any:
 # --- a file's leaves, by path ----------------------------------------------------------
 
 
-@dataclass
-class FileLeaf:
+class FileLeaf(NamedTuple):
     """A child leaf of a file's tree: its path, and its array or scalar."""
 
     path: tuple[Key, ...]
@@ -167,26 +173,25 @@ def file_leaves(
     bounded. Kept values and register_node aux are left out (a template decides them).
     An alias is the value of the record it points to; a shared node's leaves appear
     under the first path only."""
-    paths: list[tuple[Key, ...]] = []
-    kept: list[bool] = []
     out: list[FileLeaf] = []
+    new_leaf = tuple.__new__
     values: dict[int, Any] = {}
     finished: set[int] = set()
     used: set[str] = set()
-    stack: list[list[int]] = []  # [record index, values seen]
+    # [record index, values seen, its path, its keys, index of its first kept value]
+    stack: list[list[Any]] = []
     done = False
+    is_kept = False
     for j, rec in enumerate(recs):
         if done:
             raise _bad(j, "follows the end of the tree")
         if stack:
-            parent, i = stack[-1]
-            key, aux = _key(recs[parent], i)
-            path: tuple[Key, ...] = (*paths[parent], key)
-            is_kept = kept[parent] or aux
+            top = stack[-1]
+            i = top[1]
+            path: tuple[Key, ...] = (*top[2], top[3][i])
+            is_kept = i >= top[4]
         else:
-            path, is_kept = (), False
-        paths.append(path)
-        kept.append(is_kept)
+            path = ()
         tag = rec.tag
         if tag == "A":
             name = rec.data
@@ -197,13 +202,14 @@ def file_leaves(
                     f"The file is corrupt."
                 )
             used.add(name)
-            value = values[j] = arrays[name]
+            value = arrays[name]
         elif tag == "S":
-            value = values[j] = rec.data
+            value = rec.data
         elif tag == "@":
-            if rec.data not in finished:
-                raise _bad(j, f"is an alias to record #{rec.data}, which is not finished")
-            value = values[j] = values.get(rec.data, _NODE)
+            k = rec.data
+            if k not in finished:
+                raise _bad(j, f"is an alias to record #{k}, which is not finished")
+            value = values.get(k, _NODE)
         else:
             value = _NODE
             if rec.n:
@@ -212,10 +218,16 @@ def file_leaves(
                         f"the tree is nested deeper than max_depth={limits.max_depth} at "
                         f"record #{j}. Pass limits=Limits(max_depth=...) to accept it."
                     )
-                stack.append([j, 0])
+                keys, first_kept = _keys(rec)
+                # the values of a kept value are kept: no child of it counts
+                stack.append([j, 0, path, keys, 0 if is_kept else first_kept])
                 continue
-        if not is_kept and value is not _NODE:
-            out.append(FileLeaf(path, value, tag != "S" and isinstance(value, np.ndarray)))
+        if value is not _NODE:
+            values[j] = value
+            if not is_kept:
+                out.append(
+                    new_leaf(FileLeaf, (path, value, tag != "S" and isinstance(value, np.ndarray)))
+                )
         finished.add(j)
         while True:
             if not stack:
@@ -224,6 +236,7 @@ def file_leaves(
             top = stack[-1]
             top[1] += 1
             if top[1] < recs[top[0]].n:
+                is_kept = top[1] >= top[4]
                 break
             finished.add(stack.pop()[0])
     if not done:
@@ -246,24 +259,19 @@ def _bad(j: int, what: str) -> FormatError:
 _NODE = object()  # an alias to a node: its leaves are under the first path
 
 
-def _key(rec: Any, i: int) -> tuple[Key, bool]:
-    """The key of a record's i-th value, and whether it is a kept value or aux."""
+def _keys(rec: Any) -> tuple[Sequence[Key], int]:
+    """The keys of a node record's values, and the index of its first kept value (or
+    register_node aux): the values from it on are not children."""
     tag = rec.tag
     if tag in ("T", "L", "Q"):
-        return IndexKey(i), False
+        return index_keys(rec.n), rec.n
     if tag in ("D", "O", "DD"):
-        return DictKey(rec.data[0][i]), False
+        return [DictKey(k) for k in rec.data[0]], rec.n
     if tag == "C":
         kids, kept_names = rec.data[2], rec.data[3]
-        if i < len(kids):
-            return AttrKey(kids[i]), False
-        return AttrKey(kept_names[i - len(kids)]), True
+        return [AttrKey(name) for name in (*kids, *kept_names)], len(kids)
     _, n, keys = rec.data
-    if i == n:
-        return AttrKey("<aux>"), True
-    if keys is None:
-        return IndexKey(i), False
-    return keys[i], False
+    return [*(index_keys(n) if keys is None else keys), AttrKey("<aux>")], n
 
 
 def foreign_leaves(arrays: dict[str, Any]) -> list[FileLeaf]:
@@ -343,11 +351,11 @@ def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = Tru
     from containers._flatten import leaves_with_path, structure, unflatten
 
     pairs = leaves_with_path(template)
-    # Paths compare as keys first (no strings built: benchmarks/serialization.py,
-    # "many"); the keystr and dotted maps are built only if a path is not found so.
+    # The file's leaf at the template leaf's position first (the usual case: one
+    # structure), then by path as keys, then by keystr and dotted name; each map is
+    # built only when a path is not found before it (benchmarks/serialization.py,
+    # "containers like=", "many").
     by_keys: dict[tuple[Key, ...], int] = {}
-    for k, leaf in enumerate(leaves):
-        by_keys.setdefault(leaf.path, k)
     by_path: dict[str, int] = {}
     by_dotted: dict[str, int] = {}
 
@@ -369,8 +377,14 @@ def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = Tru
     problems: list[str] = []
     values: list[Any] = []
     missing: list[tuple[tuple[Key, ...], Any]] = []
-    for path, want in pairs:
-        i: int | None = by_keys.get(path)
+    n = len(leaves)
+    for pos, (path, want) in enumerate(pairs):
+        i: int | None = pos
+        if pos >= n or used[pos] or leaves[pos].path != path:
+            if not by_keys:
+                for k, leaf in enumerate(leaves):
+                    by_keys.setdefault(leaf.path, k)
+            i = by_keys.get(path)
         if i is None or used[i]:
             i = by_name(path)
         if i is None or used[i]:
