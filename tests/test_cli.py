@@ -38,6 +38,7 @@ def test_demo_tours_the_pipeline():
     assert "name = hidden" in out
     assert "{'loss': 2.0, 'acc': {'top1': 0.5, 'top5': 0.75}}" in out
     assert "loaded MLP, 4 arrays equal: True" in out
+    assert "load(file, like=model): ['hidden', 'out']" in out
     assert "(root): demo.MLP v1  kept: activation" in out
     assert "      .w: float32[4,3]  48 B  crc32 " in out
     assert "Linear(w=(4, 3), b=(3,), name='hidden', cache=None)" in out  # optree.tree_map

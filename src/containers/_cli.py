@@ -113,6 +113,10 @@ def demo() -> None:
         back = ct.load(file, expect=MLP)
         same = [np.array_equal(a, b) for a, b in zip(ct.leaves(model), ct.leaves(back))]
         print(f"loaded {type(back).__name__}, {len(same)} arrays equal: {all(same)}")
+        # like=: the template decides classes and kept values (the file's names are
+        # not looked up); to="torch"/"jax" gives that framework's arrays
+        fitted = ct.load(file, like=model)
+        print("load(file, like=model):", [layer.name for layer in fitted.layers])
         print(str(ct.inspect(file)).split("\n", 1)[1])
 
         step("11. containers diff: what changed between two saved files")
