@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -146,10 +147,29 @@ def _torch_dtype(torch: Any, dtype: Any) -> Any:
 def torch_tensor(torch: Any, a: np.ndarray[Any, Any]) -> Any:
     """``a`` as a torch tensor over the same memory (every file dtype, bfloat16 and float8
     through a same-size integer view)."""
-    via = _VIA.get(a.dtype.name)
+    via = _views(torch).get(a.dtype)  # by dtype object: dtype.name is slow (many leaves)
     if via is None:
         return torch.from_numpy(a)
-    return torch.from_numpy(a.view(via)).view(getattr(torch, a.dtype.name))
+    return torch.from_numpy(a.view(via[0])).view(via[1])
+
+
+_VIEWS: dict[np.dtype[Any], tuple[type[Any], Any]] = {}
+_TORCH_TO_NUMPY: dict[Any, np.dtype[Any]] = {}
+
+
+def _views(torch: Any) -> dict[np.dtype[Any], tuple[type[Any], Any]]:
+    """numpy dtype -> (integer view type, torch dtype) for the dtypes torch.from_numpy
+    refuses; with it, ``_TORCH_TO_NUMPY`` (torch dtype -> the file's numpy dtype)."""
+    if not _VIEWS:
+        from containers._serialize._format import DTYPES
+
+        for dt in DTYPES.values():
+            tdt = getattr(torch, dt.name, None)
+            if tdt is not None:
+                _TORCH_TO_NUMPY[tdt] = dt
+            if dt.name in _VIA and tdt is not None:
+                _VIEWS[dt] = (_VIA[dt.name], tdt)
+    return _VIEWS
 
 
 # --- a file's leaves, by path ----------------------------------------------------------
@@ -418,7 +438,12 @@ def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = Tru
             values.append(want)
             continue
         a = got.value
-        if tuple(a.shape) != tuple(want.shape) or a.dtype.name != _dtype_name(want.dtype):
+        if kind == "torch":
+            _views(importlib.import_module("torch"))
+            same_dtype = a.dtype == _TORCH_TO_NUMPY.get(want.dtype)
+        else:
+            same_dtype = a.dtype == want.dtype
+        if not same_dtype or tuple(a.shape) != tuple(want.shape):
             what = "shape" if tuple(a.shape) != tuple(want.shape) else "dtype"
             problems.append(
                 f"{what} changed: {keystr(path) or 'the root'} is {_describe(a, True)} in the file, "
@@ -489,11 +514,13 @@ def _like(kind: str, a: np.ndarray[Any, Any], want: Any) -> Any:
     if kind == "numpy":
         return a
     if kind == "torch":
-        torch = importlib.import_module("torch")
+        torch = sys.modules["torch"]  # imported: the template holds a tensor
         t = torch_tensor(torch, a)
         device = want.device
-        if device.type != "meta" and device != t.device:
+        if device.type not in ("cpu", "meta"):
             t = t.to(device)
+        if type(want) is torch.Tensor:  # Parameter's isinstance check is slow (many leaves)
+            return t
         if isinstance(want, torch.nn.Parameter):
             return torch.nn.Parameter(t, requires_grad=want.requires_grad)
         return t
