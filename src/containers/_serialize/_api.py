@@ -1,7 +1,8 @@
 """The public functions: serialize, deserialize, save, load, inspect.
 
 This stage only wires the others together: ``_encode`` (tree -> plan), ``_format``
-(bytes and files), ``_decode`` (records -> tree). It adds no parsing of its own.
+(bytes and files), ``_decode`` (records -> tree), ``_target`` (``to=``, ``like=``). It
+adds no parsing of its own.
 """
 
 from __future__ import annotations
@@ -535,7 +536,9 @@ class FileInfo:
 
     ``tensors`` maps each tensor name to ``(dtype, shape, nbytes)``; ``rows`` is the
     tree, one row per value in pre-order (a flat list of tensors for a safetensors file
-    not written by containers); ``format`` is ``"containers 1"`` or ``"safetensors"``.
+    not written by containers); ``format`` is ``"containers 1"`` or ``"safetensors"``;
+    ``metadata`` is the whole ``__metadata__``, ``user_metadata`` its entries but the
+    library's own (what ``save(metadata=...)`` stored, or a foreign file's).
     """
 
     path: str
