@@ -760,3 +760,25 @@ def _tree_verdict(data: bytes, check: Any) -> str:
     except ct.SerializationError as err:
         return f"{type(err).__name__}: {err}"
     return "ok"
+
+
+def test_a_file_nested_100000_deep_fits_a_template_in_linear_time(tmp_path):
+    """A file whose one array is 100,000 levels deep (as a hostile file may be) is one
+    "extra" problem for a shallow template, and an unexpected key for a module, in
+    linear time: paths longer than the template's are cut, not built level by level."""
+    import time
+
+    deep: Any = np.ones(2, np.float32)
+    for _ in range(100_000):
+        deep = [deep]
+    path = tmp_path / "deep.safetensors"
+    ct.save(path, {"w": np.zeros(2, np.float32), "deep": deep})
+    start = time.perf_counter()
+    with pytest.raises(
+        ct.StructureError,
+        match=r"1 problem:\n  extra: \['deep'\] \(1 leaf in the file, none in the template\)",
+    ):
+        ct.load(path, like={"w": np.zeros(2, np.float32)})
+    result = load_into_module(torch.nn.Linear(2, 1), path, strict=False)
+    assert time.perf_counter() - start < 20  # quadratic: hours
+    assert result.unexpected_keys == ["deep.0.(deeper)", "w"]

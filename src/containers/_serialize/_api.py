@@ -49,6 +49,7 @@ from containers._serialize._target import (
     file_leaves,
     fit,
     foreign_leaves,
+    template_paths,
 )
 
 __all__ = ["FileInfo", "deserialize", "inspect", "load", "save", "serialize"]
@@ -253,7 +254,8 @@ def deserialize(
             layout = layout_of_bytes(view, limits)
             records, wants = _tree_records(layout, limits, verify)
             arrays = view_arrays(view, layout, wants, copy=True)
-            return fit(like, _leaves(records, layout, arrays, limits), "")
+            pairs, max_path = template_paths(like)
+            return fit(like, _leaves(records, layout, arrays, limits, max_path), "", pairs=pairs)
     with _gc_paused():
         layout = layout_of_bytes(view, limits)
         records = _records(layout, limits)
@@ -500,24 +502,32 @@ def _tree_records(layout: Layout, limits: Limits, verify: bool) -> tuple[Any, An
 
 
 def _leaves(
-    records: Any, layout: Layout, arrays: dict[str, Any], limits: Limits
+    records: Any, layout: Layout, arrays: dict[str, Any], limits: Limits, max_path: int | None
 ) -> list[FileLeaf]:
     """The file's child leaves by path (its tensors by name for a plain file)."""
     if records is None:
         return foreign_leaves(arrays)
-    return file_leaves(records.recs, layout.tensors, arrays, limits)
+    return file_leaves(records.recs, layout.tensors, arrays, limits, max_path)
 
 
 def _load_like(path: str, like: Any, mmap: bool, verify: bool, limits: Limits) -> Any:
     """``load(path, like=...)``: the file's leaves by path, fitted to the template."""
-    return fit(like, read_leaves(path, mmap=mmap, verify=verify, limits=limits), f"{path}: ")
+    pairs, max_path = template_paths(like)
+    leaves = read_leaves(path, mmap=mmap, verify=verify, limits=limits, max_path=max_path)
+    return fit(like, leaves, f"{path}: ", pairs=pairs)
 
 
 def read_leaves(
-    path: PathLike, *, mmap: bool = False, verify: bool = True, limits: Limits | None = None
+    path: PathLike,
+    *,
+    mmap: bool = False,
+    verify: bool = True,
+    limits: Limits | None = None,
+    max_path: int | None = None,
 ) -> list[FileLeaf]:
     """The child leaves of a file by path (a plain safetensors file: its tensors by
-    name), validated as ``load`` validates the file; no type name is resolved."""
+    name), validated as ``load`` validates the file; no type name is resolved. Paths
+    longer than ``max_path`` are cut (``FileLeaf.deep``: they can match nothing)."""
     limits = DEFAULT_LIMITS if limits is None else limits
     path = os.fspath(path)
     with _in_file(path), open(path, "rb") as f, _gc_paused():
@@ -527,7 +537,7 @@ def read_leaves(
             arrays = view_arrays(_private_map(f), layout, wants, copy=False)
         else:
             arrays = read_arrays(f, layout, wants)
-        return _leaves(records, layout, arrays, limits)
+        return _leaves(records, layout, arrays, limits, max_path)
 
 
 @dataclass(frozen=True)

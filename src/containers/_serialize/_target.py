@@ -181,10 +181,15 @@ class FileLeaf(NamedTuple):
     path: tuple[Key, ...]
     value: Any
     is_array: bool
+    deep: bool = False  # the path was cut (file_leaves' max_path): it matches nothing
 
 
 def file_leaves(
-    recs: Sequence[Any], tensors: Any, arrays: dict[str, Any], limits: Limits
+    recs: Sequence[Any],
+    tensors: Any,
+    arrays: dict[str, Any],
+    limits: Limits,
+    max_path: int | None = None,
 ) -> list[FileLeaf]:
     """The child leaves of a file's tree, in pre-order, validated as ``_decode.rows``
     validates a tree (but for the text it makes of each row: benchmarks/serialization.py,
@@ -192,8 +197,13 @@ def file_leaves(
     only to a finished record, each tensor named once and every tensor named, the depth
     bounded. Kept values and register_node aux are left out (a template decides them).
     An alias is the value of the record it points to; a shared node's leaves appear
-    under the first path only."""
+    under the first path only.
+
+    Paths longer than ``max_path`` keys (the template's longest) could match nothing:
+    they are cut after ``max_path + 1`` keys and a leaf below is marked ``deep``, so that a
+    file nested 100,000 levels deep costs linear time, not a path per level."""
     out: list[FileLeaf] = []
+    cut = -1 if max_path is None else max_path + 1
     new_leaf = tuple.__new__
     values: dict[int, Any] = {}
     finished: set[int] = set()
@@ -208,10 +218,13 @@ def file_leaves(
         if stack:
             top = stack[-1]
             i = top[1]
-            path: tuple[Key, ...] = (*top[2], top[3][i])
+            path: tuple[Key, ...] = top[2]
+            deeper = len(path) == cut  # its parent's path is cut or full: it is cut
+            if not deeper:
+                path = (*path, top[3][i])
             is_kept = i >= top[4]
         else:
-            path = ()
+            path, deeper = (), False
         tag = rec.tag
         if tag == "A":
             name = rec.data
@@ -245,9 +258,8 @@ def file_leaves(
         if value is not _NODE:
             values[j] = value
             if not is_kept:
-                out.append(
-                    new_leaf(FileLeaf, (path, value, tag != "S" and isinstance(value, np.ndarray)))
-                )
+                is_array = tag != "S" and isinstance(value, np.ndarray)
+                out.append(new_leaf(FileLeaf, (path, value, is_array, deeper)))
         finished.add(j)
         while True:
             if not stack:
@@ -364,13 +376,31 @@ def _describe(leaf: Any, is_array: bool) -> str:
     return f"{type(leaf).__qualname__} {short_repr(leaf)}"
 
 
-def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = True) -> Any:
-    """``template`` with each leaf replaced by the file's leaf at its path (by keystr
-    path, else by dotted name), converted to the framework, device and dtype of the
-    template's leaf; ``StructureError`` listing every mismatch."""
-    from containers._flatten import leaves_with_path, structure, unflatten
+def template_paths(template: Any) -> tuple[list[tuple[Any, Any]], int]:
+    """The template's ``(path, leaf)`` pairs and its longest path (``file_leaves``'
+    ``max_path``)."""
+    from containers._flatten import leaves_with_path
 
     pairs = leaves_with_path(template)
+    return pairs, max(map(len, (p for p, _ in pairs)), default=0)
+
+
+def fit(
+    template: Any,
+    leaves: list[FileLeaf],
+    where: str,
+    *,
+    strict: bool = True,
+    pairs: list[tuple[Any, Any]] | None = None,
+) -> Any:
+    """``template`` with each leaf replaced by the file's leaf at its path (by keystr
+    path, else by dotted name), converted to the framework, device and dtype of the
+    template's leaf; ``StructureError`` listing every mismatch. ``pairs`` are the
+    template's ``template_paths`` when known."""
+    from containers._flatten import leaves_with_path, structure, unflatten
+
+    if pairs is None:
+        pairs = leaves_with_path(template)
     # The file's leaf at the template leaf's position first (the usual case: one
     # structure), then by path as keys, then by keystr and dotted name; each map is
     # built only when a path is not found before it (benchmarks/serialization.py,
@@ -382,6 +412,8 @@ def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = Tru
     def by_name(path: tuple[Key, ...]) -> int | None:
         if not by_path:
             for k, leaf in enumerate(leaves):
+                if leaf.deep:
+                    continue
                 by_path.setdefault(keystr(leaf.path), k)
                 with contextlib.suppress(ValueError):  # a key without a dotted name
                     by_dotted.setdefault(dotted(leaf.path), k)
@@ -403,7 +435,8 @@ def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = Tru
         if pos >= n or used[pos] or leaves[pos].path != path:
             if not by_keys:
                 for k, leaf in enumerate(leaves):
-                    by_keys.setdefault(leaf.path, k)
+                    if not leaf.deep:
+                        by_keys.setdefault(leaf.path, k)
             i = by_keys.get(path)
         if i is None or used[i]:
             i = by_name(path)
@@ -458,7 +491,7 @@ def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = Tru
             if len(items) == 1 and items[0][0] == group:
                 shown = f"{_describe(items[0][1], False)} in the template"
             else:
-                shown = f"{len(items)} leaves in the template, none in the file"
+                shown = f"{_leaves_text(len(items))} in the template, none in the file"
             problems.append(f"missing: {keystr(group) or 'the root'} ({shown})")
     extra = [(leaf.path, leaf) for i, leaf in enumerate(leaves) if strict and not used[i]]
     if extra:
@@ -466,7 +499,7 @@ def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = Tru
             if len(items) == 1 and items[0][0] == group:
                 shown = "in the file, not in the template"
             else:
-                shown = f"{len(items)} leaves in the file, none in the template"
+                shown = f"{_leaves_text(len(items))} in the file, none in the template"
             problems.append(f"extra: {keystr(group) or 'the root'} ({shown})")
     if problems:
         listed = problems[:_SHOWN]
@@ -480,6 +513,10 @@ def fit(template: Any, leaves: list[FileLeaf], where: str, *, strict: bool = Tru
             "and make the template match it."
         )
     return unflatten(structure(template), values)
+
+
+def _leaves_text(n: int) -> str:
+    return f"{n} lea{'f' if n == 1 else 'ves'}"
 
 
 def _prefixes(paths: Any) -> set[tuple[Key, ...]]:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from containers._paths import DictKey
+from containers._paths import DictKey, keystr
 from containers._serialize._api import read_leaves
 from containers._serialize._encode import _to_numpy
 from containers._serialize._target import FileLeaf, dotted, fit, torch_tensor
@@ -145,8 +145,15 @@ def load_into_module(
         SerializationError: the file is not valid.
     """
     torch = importlib.import_module("torch")
+    # A path longer than the module's deepest name matches none of its names: it is cut
+    # (a hostile file nested deep costs linear time) and given as an unexpected key.
+    max_path = max((name.count(".") + 1 for name in module.state_dict()), default=0)
     state: dict[str, Any] = {}
-    for leaf in read_leaves(path, verify=verify):
+    for leaf in read_leaves(path, verify=verify, max_path=max_path):
         if leaf.is_array:
-            state[dotted(leaf.path)] = torch_tensor(torch, leaf.value)
+            try:
+                name = dotted(leaf.path)
+            except ValueError:  # a dict key with no dotted name: named as keystr does
+                name = keystr(leaf.path)
+            state[name + (".(deeper)" if leaf.deep else "")] = torch_tensor(torch, leaf.value)
     return module.load_state_dict(state, strict=strict)
