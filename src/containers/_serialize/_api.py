@@ -511,10 +511,12 @@ def _leaves(
 
 
 def _load_like(path: str, like: Any, mmap: bool, verify: bool, limits: Limits) -> Any:
-    """``load(path, like=...)``: the file's leaves by path, fitted to the template."""
-    pairs, max_path = template_paths(like)
-    leaves = read_leaves(path, mmap=mmap, verify=verify, limits=limits, max_path=max_path)
-    return fit(like, leaves, f"{path}: ", pairs=pairs)
+    """``load(path, like=...)``: the file's leaves by path, fitted to the template (the
+    collector paused throughout, as for load: the paths are many small tuples)."""
+    with _gc_paused():
+        pairs, max_path = template_paths(like)
+        leaves = read_leaves(path, mmap=mmap, verify=verify, limits=limits, max_path=max_path)
+        return fit(like, leaves, f"{path}: ", pairs=pairs)
 
 
 def read_leaves(
