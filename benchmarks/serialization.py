@@ -19,7 +19,12 @@ Contenders, each saving to and loading from a file in a temp directory:
 - torch: `torch.save` / `torch.load(weights_only=True)` of the same tree with torch tensors;
 - numpy: `np.savez` / `np.load` of the flat dict (scalars as 0-d arrays);
 - raw: the bytes of containers' file written with one `os.write` (and + `fsync`), and
-  read back with one `readinto` into a preallocated buffer: the physical limit.
+  read back with one `readinto` into a preallocated buffer: the physical limit;
+- containers' loads to a framework or a template (ISSUE 30), each beside the plain load
+  followed by the framework's own conversion, which the issue bounds them by (1.1x):
+  `ct.load(to="torch")` vs `ct.load` then `torch.from_numpy` over the leaves,
+  `ct.load(to="jax")` vs `ct.load` then `jax.device_put`, and `ct.load(like=tree)`
+  with a numpy and a torch template (saved by `ct.save`, as the others).
 
 Every contender's loaded tree is checked against the original (arrays equal, scalars
 equal) before timing; the script exits with status 1 if one disagrees. Times are
@@ -168,14 +173,41 @@ def cases(tree: Any) -> dict[str, Case]:
             f.readinto(buffer)  # type: ignore[attr-defined]
         return buffer
 
+    out.update(_target_cases(tree, torch_tree))
     out["raw write+fsync / readinto"] = (lambda p: _fsync_write(p, raw), raw_read)
     out["raw write (no fsync)"] = (lambda p: _write(p, raw), raw_read)
     return out
 
 
+def _target_cases(tree: Any, torch_tree: Any) -> dict[str, Case]:
+    """containers' loads into torch, JAX and templates, and their plain twins."""
+    import jax
+    import torch
+
+    def save(p: str) -> None:
+        ct.save(p, tree)
+
+    def to_torch(x: Any) -> Any:
+        return torch.from_numpy(x) if isinstance(x, np.ndarray) else x
+
+    def to_jax(x: Any) -> Any:
+        return jax.device_put(x) if isinstance(x, np.ndarray) else x
+
+    return {
+        "containers to=torch": (save, lambda p: ct.load(p, to="torch")),
+        "containers load + torch.from_numpy": (save, lambda p: ct.fmap(to_torch, ct.load(p))),
+        "containers to=jax": (save, lambda p: ct.load(p, to="jax")),
+        "containers load + jax.device_put": (save, lambda p: ct.fmap(to_jax, ct.load(p))),
+        "containers like=numpy tree": (save, lambda p: ct.load(p, like=tree)),
+        "containers like=torch tree": (save, lambda p: ct.load(p, like=torch_tree)),
+    }
+
+
 def _as_numpy(x: Any) -> Any:
     if type(x).__module__.startswith("torch"):
         return x.numpy()
+    if type(x).__module__.startswith(("jax", "jaxlib")):
+        return np.asarray(x)
     return x
 
 
@@ -485,6 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         runs = [json.loads(Path(p).read_text()) for p in args.report]
         print(table(medians_of(runs)))
+        print(target_ratios(medians_of(runs)))
         return 0
     if args.checkpoints:
         with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
@@ -501,8 +534,30 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps(results))
     print("all contenders agree with the original trees")
     print(f"CRC32 of save and load: {crc_implementation()}")
-    print(table(medians_of([results])))
+    medians = medians_of([results])
+    print(table(medians))
+    print(target_ratios(medians))
     return 0
+
+
+#: containers' load to a framework or template, and what ISSUE 30 bounds it by (1.1x).
+TARGET_PAIRS = [
+    ("containers to=torch", "containers load + torch.from_numpy"),
+    ("containers to=jax", "containers load + jax.device_put"),
+    ("containers like=numpy tree", "containers"),
+    ("containers like=torch tree", "containers load + torch.from_numpy"),
+]
+
+
+def target_ratios(medians: dict[str, dict[str, float]]) -> str:
+    """The load-time ratio of each target load to its plain twin (bound: 1.1)."""
+    lines = ["\n**to= and like= loads over the plain load + conversion** (bound 1.1)\n"]
+    for tree_name, cells in medians.items():
+        for ours, plain in TARGET_PAIRS:
+            if f"{ours} load" in cells and f"{plain} load" in cells:
+                ratio = cells[f"{ours} load"] / cells[f"{plain} load"]
+                lines.append(f"- {tree_name}: {ours} / {plain}: {ratio:.2f}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

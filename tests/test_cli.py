@@ -40,6 +40,7 @@ def test_demo_tours_the_pipeline():
     assert "name = hidden" in out
     assert "{'loss': 2.0, 'acc': {'top1': 0.5, 'top5': 0.75}}" in out
     assert "loaded MLP, 4 arrays equal: True" in out
+    assert "load(file, like=model): ['hidden', 'out']" in out
     assert "(root): demo.MLP v1  kept: activation" in out
     assert "      .w: float32[4,3]  48 B  crc32 " in out
     assert "Linear(w=(4, 3), b=(3,), name='hidden', cache=None)" in out  # optree.tree_map
@@ -107,15 +108,14 @@ def test_diff_names_the_file_that_cannot_be_read(tmp_path, capsys):
     text.write_text("not a tensor file\n")
     assert main(["diff", str(good), str(text)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"containers diff: FormatError: {text}: ")
+    assert err.startswith(f"{text}: FormatError: ")
     assert err.count("\n") == 1
     assert main(["diff", str(tmp_path / "missing"), str(good)]) == 2
     assert capsys.readouterr().err == (
-        f"containers diff: FileNotFoundError: cannot read {str(tmp_path / 'missing')!r}: "
-        "No such file or directory.\n"
+        f"{tmp_path / 'missing'}: FileNotFoundError: cannot read it: No such file or directory.\n"
     )
     assert main(["inspect", str(tmp_path)]) == 2
     assert capsys.readouterr().err == (
-        f"containers inspect: IsADirectoryError: cannot read {str(tmp_path)!r}: Is a "
+        f"{tmp_path}: IsADirectoryError: cannot read it: Is a "
         "directory. Give the path of a file written by containers.save or a safetensors file.\n"
     )

@@ -378,14 +378,17 @@ def test_shared_arrays_and_mutable_nodes_come_back_shared(tmp_path):
 
 
 def test_a_cycle_is_a_structure_error_not_an_alias(tmp_path):
-    """A list that contains itself is refused as flatten refuses it, naming save and the
-    path, with no advice to use options save does not take."""
+    """A list that contains itself is refused as flatten refuses it, naming the function
+    (save or serialize) and the path, with no advice to use options save does not take."""
     a: list[Any] = [1]
     a.append(a)
-    for write in (ct.serialize, lambda tree: ct.save(tmp_path / "c.safetensors", tree)):
+    for op, write in (
+        ("serialize", ct.serialize),
+        ("save", lambda tree: ct.save(tmp_path / "c.safetensors", tree)),
+    ):
         with pytest.raises(
             ct.StructureError,
-            match=r"^save: the tree has a reference cycle: the object at \"\['a'\]\[1\]\" "
+            match=rf"^{op}: the tree has a reference cycle: the object at \"\['a'\]\[1\]\" "
             r"is the same object as its ancestor at \"\['a'\]\"\. Trees must be acyclic; "
             r"break the cycle, or make the object a leaf",
         ):
@@ -488,15 +491,15 @@ def test_torch_tensors_with_a_conjugate_or_negative_bit_are_saved(tmp_path):
 
 
 def test_jax_and_torch_arrays_numpy_cannot_hold_are_refused_with_their_path(tmp_path):
-    """A float8 or sparse torch tensor, or a jax key array: SerializationError naming the
-    path, as for a numpy array of an unsupported dtype, and no file."""
+    """A float8 torch tensor of a dtype files have no code for (e4m3fnuz), a sparse
+    one, or a jax key array: SerializationError naming the path, as for a numpy array of an unsupported dtype, and no file."""
     torch = pytest.importorskip("torch")
     jax = pytest.importorskip("jax")
     path = tmp_path / "x.safetensors"
     for value, what in [
         (
-            torch.ones(2, dtype=torch.float8_e4m3fn),
-            r"a torch\.Tensor of dtype torch\.float8_e4m3fn",
+            torch.ones(2, dtype=torch.float8_e4m3fnuz),
+            r"a torch\.Tensor of dtype torch\.float8_e4m3fnuz",
         ),
         (torch.ones(2).to_sparse(), r"a torch\.Tensor of dtype torch\.float32"),
         (jax.random.key(0), r"a jax[\w.]*Array of dtype key<fry>"),
@@ -697,7 +700,7 @@ def test_an_unstorable_kept_value_gets_advice_for_kept_values(tmp_path):
     with pytest.raises(
         ct.SerializationError,
         match=re.escape(
-            "save: at .lock: a leaf of type object, which files cannot hold. Kept values "
+            "serialize: at .lock: a leaf of type object, which files cannot hold. Kept values "
             "and register_node aux are stored as plain data: scalars (int, float, complex, "
             "str, bytes, bool, None, numpy scalars) in tuples, lists and dicts. Convert the "
             "value to plain data, or make the field a reset field, which is not saved: pass "

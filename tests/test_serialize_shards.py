@@ -399,6 +399,7 @@ def test_inspect_and_diff_accept_sharded_checkpoints(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines() == [
         "~ ['n']: 1 -> 2",
         "~ ['w'][1]: float64[100] values differ, max abs diff 2",
+        f"2 differences: 2 changed, 0 only in {a}, 0 only in {b}",
     ]
     assert main(["diff", str(a), str(tmp_path / "c.safetensors")]) == 0
 

@@ -341,6 +341,7 @@ class Tag:
         self.tag = tag
 
 
+@pytest.mark.filterwarnings("ignore::containers.filters.NoMatchWarning")  # random filters
 @pytest.mark.parametrize(
     "tags", [("param",), ("batch_stats", "param"), ("x", "param", "x"), ("nope",)]
 )
@@ -612,6 +613,7 @@ filter_sets = st.lists(filter_pool, max_size=4)
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.filterwarnings("ignore::containers.filters.NoMatchWarning")  # random filters
 @SETTINGS
 @given(tagged_trees(), filter_sets, st.booleans())
 def test_split_then_merge_is_the_identity(tree, filters, fresh_structure):
@@ -649,6 +651,7 @@ def test_where_equals_filtering_flatten_with_path_by_hand(tree, filter_):
     )
 
 
+@pytest.mark.filterwarnings("ignore::containers.filters.NoMatchWarning")  # random filters
 @SETTINGS
 @given(tagged_trees(), filter_pool)
 def test_partition_then_combine_is_the_identity(tree, filter_):
@@ -770,6 +773,7 @@ def test_runs_of_layers_agree_with_the_plain_walks(tree, tags):
     assert ranks == [_plain_rank(p, first, len(tags)) for p in paths]
 
 
+@pytest.mark.filterwarnings("ignore::containers.filters.NoMatchWarning")  # random filters
 @SETTINGS
 @given(
     st.one_of(layer_lists(), tagged_trees()),
@@ -812,6 +816,7 @@ def test_an_unset_field_in_a_list_of_layers_is_named(n):
             op(layers)
 
 
+@pytest.mark.filterwarnings("ignore::containers.filters.NoMatchWarning")  # random filters
 @pytest.mark.parametrize("n_keep", [0, 1, 2])
 @pytest.mark.parametrize("n_kids", [1, 2, 3])
 def test_a_list_of_layers_flattens_as_node_by_node(n_kids, n_keep):

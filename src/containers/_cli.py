@@ -6,6 +6,7 @@ The last stage: it only calls the public API and prints.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -117,6 +118,10 @@ def demo() -> None:
         back = ct.load(file, expect=MLP)
         same = [np.array_equal(a, b) for a, b in zip(ct.leaves(model), ct.leaves(back))]
         print(f"loaded {type(back).__name__}, {len(same)} arrays equal: {all(same)}")
+        # like=: the template decides classes and kept values (the file's names are
+        # not looked up); to="torch"/"jax" gives that framework's arrays
+        fitted = ct.load(file, like=model)
+        print("load(file, like=model):", [layer.name for layer in fitted.layers])
         print(str(ct.inspect(file)).split("\n", 1)[1])
 
         step("11. containers diff: what changed between two saved files")
@@ -183,20 +188,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="containers", description="Traversable user classes: tools and a demo."
     )
+    parser.add_argument("--version", action="version", version=f"containers {ct.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="print a short tour of the library")
     p_inspect = sub.add_parser(
         "inspect", help="print the tree of a saved file from its header (no arrays are read)"
     )
     p_inspect.add_argument(
-        "file", help="a file written by containers.save, or a safetensors file of its dtypes"
+        "files",
+        nargs="+",
+        metavar="file",
+        help="a file written by containers.save, or a safetensors file of its dtypes",
     )
+    p_inspect.add_argument("--json", action="store_true", help="print JSON, one object per file")
     p_diff = sub.add_parser(
         "diff",
         help="list the differences between two saved files (exit 0 equal, 1 different, 2 error)",
     )
     p_diff.add_argument("a", help="the first file")
     p_diff.add_argument("b", help="the second file")
+    p_diff.add_argument(
+        "--rtol", type=float, default=0.0, help="relative tolerance for arrays and floats"
+    )
+    p_diff.add_argument(
+        "--atol", type=float, default=0.0, help="absolute tolerance for arrays and floats"
+    )
+    p_diff.add_argument("--json", action="store_true", help="print the differences as JSON")
     args = parser.parse_args(argv)
     status = 0
     try:
@@ -223,18 +240,66 @@ def _print(text: str) -> None:
 
 def _file_command(args: argparse.Namespace) -> tuple[int, list[str]]:
     """``inspect`` and ``diff``: the exit status (0 equal/ok, 1 different, 2 error, told in
-    one line on stderr, no traceback) and the lines to print."""
-    from containers._serialize._diff import diff_files
+    one line on stderr that starts with the file's path, no traceback) and the lines to
+    print. ``inspect`` of several files prints each it can read and fails for the rest."""
+    from containers._serialize._diff import diff_entries
 
-    try:
-        if args.command == "inspect":
-            return 0, [str(ct.inspect(args.file))]
-        lines = diff_files(args.a, args.b, progress=_progress_on(sys.stderr))
-    except (ct.ContainersError, OSError) as err:
-        what = type(err).__name__
-        text = " ".join(_error_text(err).split())  # one line, whatever it holds
-        print(f"containers {args.command}: {what}: {text}", file=sys.stderr)
+    as_json = getattr(args, "json", False)
+    if args.command == "inspect":
+        files = getattr(args, "files", None) or [args.file]
+        status, out, infos = 0, list[str](), list[Any]()
+        for file in files:
+            try:
+                info = ct.inspect(file)
+            except (ct.ContainersError, OSError) as err:
+                _error(err, [file], args.command)
+                status = 2
+                continue
+            infos.append(info)
+            if not as_json:
+                out.append(str(info) if not out else "\n" + str(info))
+        if as_json:
+            out = (
+                [
+                    json.dumps(
+                        [_info_json(i) for i in infos] if len(files) > 1 else _info_json(infos[0]),
+                        indent=1,
+                    )
+                ]
+                if infos
+                else []
+            )
+        return status, out
+    rtol, atol = getattr(args, "rtol", 0.0), getattr(args, "atol", 0.0)
+    if not (rtol >= 0 and atol >= 0):  # NaN too
+        print(
+            f"containers diff: --rtol and --atol must be >= 0, got {rtol}, {atol}", file=sys.stderr
+        )
         return 2, []
+    try:
+        entries = diff_entries(
+            args.a, args.b, rtol=rtol, atol=atol, progress=_progress_on(sys.stderr)
+        )
+    except (ct.ContainersError, OSError) as err:
+        _error(err, [args.a, args.b], args.command)
+        return 2, []
+    counts = {op: sum(1 for e in entries if e[0] == op) for op in "~-+"}
+    summary = (
+        f"{len(entries)} difference{'' if len(entries) == 1 else 's'}: {counts['~']} "
+        f"changed, {counts['-']} only in {args.a}, {counts['+']} only in {args.b}"
+    )
+    if as_json:
+        doc = {
+            "a": os.fspath(args.a),
+            "b": os.fspath(args.b),
+            "equal": not entries,
+            "summary": summary if entries else "equal",
+            "differences": [{"op": op, "path": path, "text": text} for op, path, text in entries],
+        }
+        return (1 if entries else 0), [json.dumps(doc, indent=1)]
+    lines = [f"{op} {path}: {text}" for op, path, text in entries]
+    if lines:
+        lines.append(summary)
     return (1 if lines else 0), lines
 
 
@@ -272,11 +337,41 @@ def _progress_on(stream: Any) -> Callable[[int, int], None] | None:
 _PROGRESS_AFTER = float(os.environ.get("CONTAINERS_PROGRESS_AFTER", "1.0"))
 
 
+def _info_json(info: Any) -> dict[str, Any]:
+    """``inspect --json``: a file's format, tensors and metadata (the tree stays text)."""
+    return {
+        "path": info.path,
+        "format": info.format,
+        "data_bytes": info.data_bytes,
+        "tensors": {
+            name: {"dtype": dt, "shape": list(shape), "nbytes": nbytes}
+            for name, (dt, shape, nbytes) in info.tensors.items()
+        },
+        "metadata": info.user_metadata,
+        "tree": str(info).split("\n"),
+    }
+
+
+def _error(err: Exception, files: list[Any], command: str) -> None:
+    """Print ``err`` as one line on stderr that starts with the path of the file at fault
+    (``FILE: ErrorType: message``)."""
+    what = type(err).__name__
+    text = " ".join(_error_text(err).split())  # one line, whatever it holds
+    for file in map(os.fspath, files):
+        if text.startswith(f"{file}: "):
+            print(f"{file}: {what}: {text[len(file) + 2 :]}", file=sys.stderr)
+            return
+    if isinstance(err, OSError) and err.filename is not None:
+        print(f"{os.fsdecode(err.filename)}: {what}: {text}", file=sys.stderr)
+        return
+    print(f"containers {command}: {what}: {text}", file=sys.stderr)
+
+
 def _error_text(err: Exception) -> str:
     """The message for ``err``: a file error in the words of a CLI tool (load's and
     inspect's own errors start with the file's path)."""
     if isinstance(err, OSError) and err.filename is not None and err.strerror:
-        text = f"cannot read {os.fsdecode(err.filename)!r}: {err.strerror}."
+        text = f"cannot read it: {err.strerror}."
         if isinstance(err, IsADirectoryError):
             text += " Give the path of a file written by containers.save or a safetensors file."
         return text

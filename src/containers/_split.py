@@ -8,6 +8,7 @@ walks a tree itself (no recursion, cycle check or depth limit of its own).
 from __future__ import annotations
 
 import enum
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import compress, repeat
 from operator import eq, not_
@@ -21,8 +22,12 @@ from containers.filters import (
     _EVERYTHING,
     Filter,
     FilterError,
+    NoMatchWarning,
+    PathContains,
+    PathPattern,
     Predicate,
     WithTag,
+    bind,
     to_predicate,
 )
 
@@ -155,6 +160,65 @@ def _route_tags(
     return parts, ranks, unmatched
 
 
+def _warn_no_match(
+    op: str, preds: list[Predicate], parts: list[Part], leaves: list[Any], s: Structure[Any]
+) -> None:
+    """Warn (``NoMatchWarning``) about each tag filter whose tag is declared nowhere in
+    the tree and each path filter that matches no path, when its part is empty; what
+    the tree has is named (its tags, a few paths). Costs nothing when every part has
+    leaves; a tree without leaves gives no warning (no filter could match)."""
+    if not leaves:
+        return
+    for pred, part in zip(preds, parts):
+        if part or type(pred) not in (WithTag, PathContains, PathPattern):
+            continue
+        paths = s.paths()
+        if type(pred) is WithTag:
+            tag = pred.tag
+            declared = _declared_tags(paths, leaves)
+            if tag in declared:
+                continue  # declared, and taken by an earlier filter
+            hint = (
+                f" A str filter is a tag (Flax NNX's rule); to select by path, use "
+                f"PathPattern({tag!r})."
+                if tag[:1] in (".", "[")
+                else ""
+            )
+            have = ", ".join(map(repr, sorted(declared))) if declared else "none"
+            text = (
+                f"{op}: the tag filter {tag!r} matches nothing: no field of the tree is "
+                f"tagged {tag!r} and no leaf's tag is {tag!r} (tags in the tree: {have})."
+                f"{hint}"
+            )
+        else:
+            if any(pred(p, v) for p, v in zip(paths, leaves)):
+                continue
+            text = (
+                f"{op}: {pred!r} matches no path of the tree; its paths include {_names(paths)}."
+            )
+        warnings.warn(
+            text + " (Silence with warnings.filterwarnings('ignore', "
+            "category=containers.filters.NoMatchWarning).)",
+            NoMatchWarning,
+            stacklevel=3,
+        )
+
+
+def _declared_tags(paths: list[KeyPath], leaves: list[Any]) -> set[str]:
+    """Every tag of a field on some path, and every leaf's own str ``tag``."""
+    tags: set[str] = set()
+    for path in paths:
+        for key in path:
+            if type(key) is AttrKey and key.tags:
+                tags.update(key.tags)
+    for leaf in leaves:
+        if not _tagless(type(leaf)):
+            own = getattr(leaf, "tag", None)
+            if isinstance(own, str):
+                tags.add(own)
+    return tags
+
+
 #: Types none of whose instances can have a ``tag`` attribute (``_tagless``).
 _TAGLESS: set[type] = set()
 _GENERIC_GETATTR: Any = object.__getattribute__
@@ -270,7 +334,9 @@ def split(tree: Any, /, *filters: Filter) -> tuple[Any, ...]:
     """
     preds: list[Predicate] = _check_order("split", filters) if filters else [_EVERYTHING]
     leaves, s = _flat("split", tree)
+    preds = [bind(p, s.paths) for p in preds]
     parts, which, unmatched = _group(leaves, s, preds, True)
+    _warn_no_match("split", preds, parts, leaves, s)
     if unmatched:
         n = len(unmatched)
         leaf = f"the leaf at {_names(unmatched)}" if n == 1 else f"{n} leaves: {_names(unmatched)}"
@@ -323,7 +389,9 @@ def state(tree: Any, /, *filters: Filter) -> Part | tuple[Part, ...]:
     """
     preds: list[Predicate] = _check_order("state", filters) if filters else [_EVERYTHING]
     leaves, s = _flat("state", tree)
+    preds = [bind(p, s.paths) for p in preds]
     parts = _group(leaves, s, preds, False)[0]
+    _warn_no_match("state", preds, parts, leaves, s)
     return parts[0] if len(parts) == 1 else tuple(parts)
 
 
@@ -490,7 +558,10 @@ def partition(tree: T, filter: Filter, /) -> tuple[T, T]:
     """
     pred = to_predicate(filter)
     pairs, s = _pairs("partition", tree)
+    pred = bind(pred, s.paths)
     hits = [pred(p, v) for p, v in pairs]
+    if not any(hits):
+        _warn_no_match("partition", [pred], [{}], [v for _, v in pairs], s)
     left = [v if hit else MISSING for (_, v), hit in zip(pairs, hits)]
     right = [MISSING if hit else v for (_, v), hit in zip(pairs, hits)]
     return s.unflatten(left), s.unflatten(right)
@@ -553,7 +624,7 @@ def fmap_where(
             "fmap: where= cannot be combined with exclude= or walk=. where= maps the "
             "leaves it matches; to map other values, put the test in exclude= instead."
         )
-    pred = to_predicate(where)
+    pred = bind(to_predicate(where), lambda: [p for p, _ in _pairs("fmap", tree)[0]])
 
     def step(path: KeyPath, value: Any, *ys: Any) -> Any:
         return f(value, *ys) if pred(path, value) else value
@@ -572,4 +643,5 @@ def leaves_where(tree: Any, where: Filter, is_leaf: Any, none_is_leaf: bool) -> 
     """``leaves(tree, where=where)``: the leaves of ``flatten_with_path`` that match."""
     pred = to_predicate(where)
     pairs = _pairs("leaves", tree, is_leaf=is_leaf, none_is_leaf=none_is_leaf)[0]
+    pred = bind(pred, lambda: [p for p, _ in pairs])
     return [v for p, v in pairs if pred(p, v)]

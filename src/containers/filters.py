@@ -34,7 +34,9 @@ Examples:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable
+from fnmatch import fnmatchcase
 from types import EllipsisType
 from typing import Any as _Any
 from typing import TypeAlias, Union
@@ -48,10 +50,12 @@ __all__ = [
     "Everything",
     "Filter",
     "FilterError",
+    "NoMatchWarning",
     "Not",
     "Nothing",
     "OfType",
     "PathContains",
+    "PathPattern",
     "Predicate",
     "WithTag",
     "to_predicate",
@@ -76,6 +80,12 @@ converts (a type, a tag, ``...``/``True``, ``None``/``False``, a list or tuple o
 
 class FilterError(ContainersError, TypeError):
     """A value given as a filter is not one (also a ``TypeError``)."""
+
+
+class NoMatchWarning(UserWarning):
+    """A filter given to ``split``, ``state`` or ``partition`` selects nothing: a tag
+    declared nowhere in the tree, or a path filter that matches no path. Silence it
+    with ``warnings.filterwarnings("ignore", category=NoMatchWarning)``."""
 
 
 class _Predicate:
@@ -230,6 +240,171 @@ class PathContains(_Predicate):
             if type(raw) is kt and raw == key:
                 return True
         return False
+
+
+_SEGMENT = re.compile(
+    r"""\.(?P<many>\*\*)(?![\w*?])"""  # .**: any number of keys
+    r"""|\.(?P<name>[\w*?]+)"""  # .name, .w*, .*
+    r"""|\[(?P<index>-?\d+)\]"""  # [0], [-1]
+    r"""|\[(?P<star>\*)\]"""  # [*]: any index or dict key
+    r"""|\[(?P<quote>['"])(?P<key>(?:(?!(?P=quote)).)*)(?P=quote)\]"""  # ['key'], ["k*"]
+)
+
+
+class PathPattern(_Predicate):
+    """Match leaves whose path starts with keys that match a glob-like pattern.
+
+    The pattern is written as ``keystr`` writes paths: ``.name`` a field (``*`` and
+    ``?`` glob inside names: ``.w*``), ``[i]`` an index, counting from the end when
+    negative (``[-1]`` is the last element, known from the tree the filter is used on),
+    ``['key']`` a dict key (globs too), ``[*]`` any index or dict key, ``.*`` any one
+    key and ``.**`` any number of keys. A pattern matches a leaf when it matches the
+    start of its path, so ``".layers[-1]"`` selects every leaf of the last layer.
+    Negative indices need the tree: they work in ``split``, ``state``, ``partition``,
+    ``leaves(where=)`` and ``fmap(where=)`` (also inside ``Any``/``All``/``Not``).
+
+    Examples:
+        >>> import containers as ct
+        >>> from containers.filters import PathPattern
+        >>> model = {"layers": [{"w": 1, "b": 2}, {"w": 3, "b": 4}]}
+        >>> {ct.keystr(p): v for p, v in ct.state(model, PathPattern("['layers'][-1]")).items()}
+        {"['layers'][1]['b']": 4, "['layers'][1]['w']": 3}
+        >>> ct.leaves(model, where=PathPattern("['layers'][*]['w']"))
+        [1, 3]
+
+    Raises:
+        FilterError: the pattern is not one (the message shows where).
+    """
+
+    __slots__ = ("_lengths", "_segments")
+    _segments: tuple[tuple[str, _Any], ...]
+    _lengths: dict[KeyPath, int] | None
+
+    def __init__(self, pattern: str, /) -> None:
+        if not isinstance(pattern, str):
+            raise FilterError(f"PathPattern takes a str, got {pattern!r}.")
+        segments: list[tuple[str, _Any]] = []
+        pos = 0
+        while pos < len(pattern):
+            m = _SEGMENT.match(pattern, pos)
+            if m is None:
+                raise FilterError(
+                    f"PathPattern {pattern!r}: cannot read it at position {pos} "
+                    f"({pattern[pos : pos + 10]!r}). Write it as keystr writes paths: "
+                    f".name, [0], [-1], ['key'], [*], .* or .**."
+                )
+            if m["many"]:
+                segments.append(("many", None))
+            elif m["name"] is not None:
+                name = m["name"]
+                segments.append(("any", None) if name == "*" else ("name", name))
+            elif m["index"] is not None:
+                segments.append(("index", int(m["index"])))
+            elif m["star"]:
+                segments.append(("item", None))
+            else:
+                segments.append(("key", m["key"]))
+            pos = m.end()
+        super().__init__(pattern)
+        object.__setattr__(self, "_segments", tuple(segments))
+        object.__setattr__(self, "_lengths", None)
+
+    @property
+    def pattern(self) -> str:
+        """The pattern."""
+        return self._args[0]  # type: ignore[no-any-return]
+
+    def needs_tree(self) -> bool:
+        """Whether the pattern has a negative index (``bind`` must give the lengths)."""
+        return any(kind == "index" and arg < 0 for kind, arg in self._segments)
+
+    def bind(self, paths: _Any) -> PathPattern:
+        """This pattern with the lengths of the sequences of a tree's ``paths`` known,
+        for its negative indices (an index is one past the largest seen there)."""
+        if not self.needs_tree():
+            return self
+        lengths: dict[KeyPath, int] = {}
+        for path in paths:
+            for d, key in enumerate(path):
+                if type(key) is IndexKey:
+                    prefix = tuple(path[:d])
+                    if key.idx >= lengths.get(prefix, 0):
+                        lengths[prefix] = key.idx + 1
+        bound = PathPattern(self.pattern)
+        object.__setattr__(bound, "_lengths", lengths)
+        return bound
+
+    def _step(self, i: int, key: _Any, path: KeyPath, d: int) -> bool:
+        """Whether segment ``i`` matches ``key``, the ``d``-th key of ``path``."""
+        kind, arg = self._segments[i]
+        if kind == "any":
+            return True
+        if kind == "name":
+            return type(key) is AttrKey and fnmatchcase(key.name, arg)
+        if kind == "item":
+            return type(key) is not AttrKey
+        if kind == "key":
+            return type(key) is DictKey and type(key.raw) is str and fnmatchcase(key.raw, arg)
+        raw = key.raw
+        if type(key) is AttrKey or type(raw) is not int:
+            return False
+        if arg >= 0:
+            return raw == arg  # type: ignore[no-any-return]
+        if self._lengths is None:
+            raise FilterError(
+                f"PathPattern({self.pattern!r}): a negative index counts from the end of "
+                f"a sequence, which only the tree knows: use the pattern in split, state, "
+                f"partition, leaves(where=) or fmap(where=), or write the index from the start."
+            )
+        n = self._lengths.get(tuple(path[:d]))
+        return n is not None and raw == n + arg
+
+    def __call__(self, path: KeyPath, value: _Any, /) -> bool:
+        segments = self._segments
+        end = len(segments)
+        states = self._closure({0})
+        for d, key in enumerate(path):
+            if end in states:
+                return True
+            nxt: set[int] = set()
+            for i in states:
+                if i == end:
+                    continue
+                if segments[i][0] == "many":
+                    nxt.add(i)  # ** takes this key and stays
+                elif self._step(i, key, path, d):
+                    nxt.add(i + 1)
+            states = self._closure(nxt)
+            if not states:
+                return False
+        return end in states
+
+    def _closure(self, states: set[int]) -> set[int]:
+        """``states`` and the positions after each ``**`` reached (it may take no key)."""
+        out = set(states)
+        todo = list(states)
+        while todo:
+            i = todo.pop()
+            if i < len(self._segments) and self._segments[i][0] == "many" and i + 1 not in out:
+                out.add(i + 1)
+                todo.append(i + 1)
+        return out
+
+
+def bind(pred: _Any, paths: _Any) -> _Any:
+    """``pred`` with every ``PathPattern`` in it (also inside ``Any``/``All``/``Not``)
+    bound to a tree's ``paths``, for negative indices; ``paths`` is called lazily."""
+    if type(pred) is PathPattern:
+        return pred.bind(paths()) if pred.needs_tree() else pred
+    if type(pred) in (Any, All):
+        args = [bind(p, paths) for p in pred._args]
+        if all(a is b for a, b in zip(args, pred._args)):
+            return pred
+        return type(pred)(*args)
+    if type(pred) is Not:
+        inner = bind(pred._args[0], paths)
+        return pred if inner is pred._args[0] else Not(inner)
+    return pred
 
 
 class Any(_Predicate):

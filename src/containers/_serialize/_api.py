@@ -1,7 +1,8 @@
 """The public functions: serialize, deserialize, save, load, inspect.
 
 This stage only wires the others together: ``_encode`` (tree -> plan), ``_format``
-(bytes and files), ``_decode`` (records -> tree). It adds no parsing of its own.
+(bytes and files), ``_decode`` (records -> tree), ``_target`` (``to=``, ``like=``). It
+adds no parsing of its own.
 """
 
 from __future__ import annotations
@@ -51,6 +52,15 @@ from containers._serialize._shards import (
     open_sharded,
     open_single,
     write_sharded,
+)
+from containers._serialize._target import (
+    FileLeaf,
+    check_to,
+    converter,
+    file_leaves,
+    fit,
+    foreign_leaves,
+    template_paths,
 )
 
 __all__ = ["FileInfo", "deserialize", "inspect", "load", "save", "serialize"]
@@ -131,7 +141,9 @@ def _check_expect(expect: Any, op: str) -> None:
         )
 
 
-def serialize(tree: Any, /) -> bytes:
+def serialize(
+    tree: Any, /, *, names: str = "keystr", metadata: dict[str, str] | None = None
+) -> bytes:
     """Encode a tree as the bytes of a safetensors file (what ``save`` writes).
 
     Arrays become tensors named by their ``keystr`` path; the tree (registered type
@@ -149,6 +161,10 @@ def serialize(tree: Any, /) -> bytes:
     Args:
         tree: Any tree whose leaves are arrays (numpy, jax, torch) or scalars, and
             whose nodes are builtin collections or registered classes.
+        names: How tensors are named: ``"keystr"`` (``.layers[0].w``) or ``"dotted"``
+            (``layers.0.w``, as torch state_dicts and hub files name them).
+        metadata: Your own ``str -> str`` entries for ``__metadata__`` (as safetensors'
+            ``metadata=``); ``inspect`` returns them.
 
     Returns:
         The file's bytes.
@@ -158,7 +174,7 @@ def serialize(tree: Any, /) -> bytes:
             the path and how to fix it).
     """
     with _gc_paused():
-        plan = encode(tree)
+        plan = encode(tree, op="serialize", names=names, metadata=metadata)
         plan.fill_crcs()
         entries, order = plan.layout()
         arrays: list[Any] = plan.arrays  # bytes.join reads any buffer (bfloat16 too)
@@ -173,6 +189,10 @@ def deserialize(
     expect: type[T],
     verify: bool = True,
     limits: Limits | None = None,
+    to: str | None = None,
+    device: Any = None,
+    dtype: Any = None,
+    like: None = None,
 ) -> T: ...
 @overload
 def deserialize(
@@ -182,7 +202,20 @@ def deserialize(
     expect: None = None,
     verify: bool = True,
     limits: Limits | None = None,
+    to: str | None = None,
+    device: Any = None,
+    dtype: Any = None,
+    like: None = None,
 ) -> Any: ...
+@overload
+def deserialize(
+    data: bytes | bytearray | memoryview,
+    /,
+    *,
+    like: T,
+    verify: bool = True,
+    limits: Limits | None = None,
+) -> T: ...
 def deserialize(
     data: bytes | bytearray | memoryview,
     /,
@@ -190,6 +223,10 @@ def deserialize(
     expect: type[Any] | None = None,
     verify: bool = True,
     limits: Limits | None = None,
+    to: str | None = None,
+    device: Any = None,
+    dtype: Any = None,
+    like: Any = None,
 ) -> Any:
     """Rebuild a tree from bytes made by ``serialize`` (or read from a file).
 
@@ -214,6 +251,10 @@ def deserialize(
         expect: The class the root must be (``SchemaError`` otherwise).
         verify: Check every tensor's CRC32 (``IntegrityError`` on a mismatch).
         limits: Bounds on the header (``Limits()`` by default).
+        to: ``"numpy"``, ``"torch"`` or ``"jax"``, as for ``load``.
+        device: Where the arrays go, as for ``load``.
+        dtype: Cast floating-point arrays to it, as for ``load``.
+        like: A template tree, as for ``load``.
 
     Raises:
         FormatError: the bytes are not a valid file, or the tree does not match them.
@@ -224,12 +265,22 @@ def deserialize(
     _check_expect(expect, "deserialize")
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"deserialize: data must be bytes, got {type(data).__qualname__}.")
+    check_to("deserialize", to, device, dtype, like)
     view = memoryview(data).cast("B") if isinstance(data, memoryview) else memoryview(data)
+    if like is not None:
+        with _gc_paused():
+            layout = layout_of_bytes(view, limits)
+            records, wants = _tree_records(layout, limits, verify)
+            arrays = view_arrays(view, layout, wants, copy=True)
+            pairs, max_path = template_paths(like)
+            return fit(like, _leaves(records, layout, arrays, limits, max_path), "", pairs=pairs)
     with _gc_paused():
         layout = layout_of_bytes(view, limits)
         records = _records(layout, limits)
         check_root(records.recs, expect)
         arrays = view_arrays(view, layout, _wants(records, layout) if verify else None, copy=True)
+        if to is not None:
+            arrays = _convert(arrays, to, device, dtype)
         return build(records, arrays, limits, expect)
 
 
@@ -238,6 +289,8 @@ def save(
     tree: Any,
     /,
     *,
+    names: str = "keystr",
+    metadata: dict[str, str] | None = None,
     max_shard_size: int | None = None,
     background: bool = False,
     workers: int | None = None,
@@ -269,6 +322,8 @@ def save(
     Args:
         path: Where to write (``str`` or ``os.PathLike``).
         tree: The tree, as for ``serialize``.
+        names: ``"keystr"`` (default) or ``"dotted"``, as for ``serialize``.
+        metadata: ``str -> str`` entries kept in the header, as for ``serialize``.
         max_shard_size: Write a sharded checkpoint directory, shards at most this many
             bytes (an array larger than it gets a shard alone).
         background: Snapshot the arrays and write in a background thread.
@@ -290,7 +345,7 @@ def save(
             f"{short_repr(max_shard_size)}. E.g. max_shard_size=5 * 2**30 for 5 GiB shards."
         )
     with _gc_paused():
-        plan = encode(tree)
+        plan = encode(tree, names=names, metadata=metadata)
     if background:
         # The snapshot: the writer thread reads only these copies, so the caller may
         # change its arrays (in place, an optimizer step) as soon as save returns.
@@ -316,7 +371,7 @@ def _write_plan(
 
         def index_metadata() -> dict[str, str]:
             tree = json.dumps(plan.records, separators=(",", ":"))
-            return {FORMAT_KEY: FORMAT_VERSION, TREE_KEY: tree}
+            return {**plan.metadata, FORMAT_KEY: FORMAT_VERSION, TREE_KEY: tree}
 
         write_sharded(
             path,
@@ -389,6 +444,10 @@ def load(
     where: Any = ...,
     workers: int | None = None,
     progress: Progress | None = None,
+    to: str | None = None,
+    device: Any = None,
+    dtype: Any = None,
+    like: None = None,
 ) -> T: ...
 @overload
 def load(
@@ -403,7 +462,21 @@ def load(
     where: Any = ...,
     workers: int | None = None,
     progress: Progress | None = None,
+    to: str | None = None,
+    device: Any = None,
+    dtype: Any = None,
+    like: None = None,
 ) -> Any: ...
+@overload
+def load(
+    path: PathLike,
+    /,
+    *,
+    like: T,
+    mmap: bool = False,
+    verify: bool = True,
+    limits: Limits | None = None,
+) -> T: ...
 def load(
     path: PathLike,
     /,
@@ -416,6 +489,10 @@ def load(
     where: Any = ...,
     workers: int | None = None,
     progress: Progress | None = None,
+    to: str | None = None,
+    device: Any = None,
+    dtype: Any = None,
+    like: Any = None,
 ) -> Any:
     """Load a tree saved by ``save``.
 
@@ -439,6 +516,10 @@ def load(
         Cell(w=array([0., 0.]), name='c1')
         >>> ct.load(path, mmap=True, verify=False).w.flags.writeable
         False
+        >>> ct.load(path, like=Cell(np.ones(2), "template"))  # the template's classes, kept values
+        Cell(w=array([0., 0.]), name='template')
+        >>> ct.load(path, to="numpy", dtype=np.float32).w
+        array([0., 0.], dtype=float32)
 
     ``path`` may also be a sharded checkpoint (its directory or its
     ``model.safetensors.index.json``). ``lazy=True`` reads the header only and puts a
@@ -456,6 +537,19 @@ def load(
             path and its ``LazyArray``); the others stay lazy.
         workers: Threads reading at once (default ``min(2, cpu_count)``).
         progress: ``progress(bytes_done, bytes_total)``, called as data is read.
+        to: ``"numpy"``, ``"torch"`` or ``"jax"``: the arrays come back as that
+            framework's arrays, every dtype exactly (bfloat16 and float8 too), over the
+            memory read from the file where the framework can wrap it (torch does; with
+            ``mmap=True``, a private copy-on-write map: writes never reach the file).
+            Registered classes' migrations then see these arrays.
+        device: Where the arrays go (``"cuda:0"``, a ``jax.Device``); with ``to=``.
+        dtype: Cast floating-point arrays to it (integers and bools stay); with ``to=``.
+        like: A template tree: the file's leaves are matched to its leaves by path
+            (keystr, else dotted name), and it decides the classes, kept values,
+            framework, device and dtype of the result. The file's type names are not
+            resolved, so files of unregistered classes and plain safetensors files
+            load. ``StructureError`` lists every mismatch (missing, extra, shape or
+            dtype changed).
 
     Raises:
         FormatError: the file is not a valid safetensors file written by containers, or
@@ -470,7 +564,16 @@ def load(
     """
     limits = DEFAULT_LIMITS if limits is None else limits
     _check_expect(expect, "load")
+    check_to("load", to, device, dtype, like)
     path = os.fspath(path)
+    if like is not None:
+        if lazy or where is not ... or is_sharded(path):
+            raise TypeError(
+                "load: like= fits one file read whole to a template; it does not combine "
+                "with lazy=, where= or a sharded checkpoint yet. Load the file whole with "
+                "like=, or load lazily without a template."
+            )
+        return _load_like(path, like, mmap, verify, limits)
     sharded = is_sharded(path)
     if lazy or where is not ... or sharded:
         if mmap:
@@ -479,10 +582,17 @@ def load(
                 "combine with lazy=, where= or a sharded checkpoint. Drop mmap=True (lazy "
                 "arrays read only what is asked for)."
             )
+        if to is not None and (lazy or where is not ...):
+            raise TypeError(
+                "load: to= converts the arrays a load reads; lazy= and where= leave arrays "
+                "unread. Drop to= and convert what you materialize, or load whole."
+            )
         with _gc_paused():
             opened = open_sharded(path, limits) if sharded else _open_one(path, limits)
             if not lazy and where is ...:  # a sharded checkpoint, whole
-                return _load_whole(opened, limits, expect, verify, workers, progress)
+                return _load_whole(
+                    opened, limits, expect, verify, workers, progress, (to, device, dtype)
+                )
             tree = _lazy_tree(opened, limits, expect, verify, flat=sharded)
         if lazy and where is ...:
             return tree
@@ -498,9 +608,12 @@ def load(
             total = layout.file_size - layout.data_start
             progress(0, total)
         if mmap:
-            arrays = view_arrays(map_file(f), layout, wants, copy=False)
+            buffer = map_file(f) if to != "torch" else _private_map(f)
+            arrays = view_arrays(buffer, layout, wants, copy=False)
         else:
             arrays = read_arrays(f, layout, wants)
+        if to is not None:
+            arrays = _convert(arrays, to, device, dtype)
         tree = build(records, arrays, limits, expect)
     if progress is not None:
         progress(total, total)
@@ -519,9 +632,11 @@ def _load_whole(
     verify: bool,
     workers: int | None,
     progress: Progress | None,
+    target: tuple[str | None, Any, Any],
 ) -> Any:
     """Read every shard of an opened checkpoint with ``read_arrays`` (grouped reads,
-    CRC32s checked as read), ``workers`` shards at a time, and build the tree."""
+    CRC32s checked as read), ``workers`` shards at a time, convert them as ``to=``,
+    ``device=`` and ``dtype=`` (``target``) ask, and build the tree."""
     meta = opened.metadata
     records = None
     if TREE_KEY in meta or FORMAT_KEY in meta:
@@ -558,6 +673,9 @@ def _load_whole(
     finally:
         for src in sources:
             src.close()
+    to, device, dtype = target
+    if to is not None:
+        arrays = _convert(arrays, to, device, dtype)
     if records is None:
         return {name: arrays[name] for name in opened.tensors}
     with _in_file(opened.path):
@@ -587,13 +705,81 @@ def _lazy_tree(opened: Opened, limits: Limits, expect: Any, verify: bool, *, fla
         return build(records, arrays, limits, expect)
 
 
+def _convert(arrays: dict[str, Any], to: str, device: Any, dtype: Any) -> dict[str, Any]:
+    """The loaded arrays, each converted for ``to=`` (before the tree is built, so
+    shared arrays stay shared and no tree is walked again)."""
+    convert = converter(to, device, dtype)
+    return {name: convert(a) for name, a in arrays.items()}
+
+
+def _private_map(f: Any) -> Any:
+    """A copy-on-write map of the file: torch tensors have no read-only flag, so the
+    arrays it wraps must be writeable; writes go to private pages, never the file."""
+    import mmap as _mmap
+
+    return _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_COPY)
+
+
+def _tree_records(layout: Layout, limits: Limits, verify: bool) -> tuple[Any, Any]:
+    """A containers file's records and the CRC32s to check; ``(None, None)`` for a
+    plain safetensors file (which has no CRC32s)."""
+    meta = layout.metadata
+    if TREE_KEY not in meta and FORMAT_KEY not in meta:
+        return None, None
+    records = _records(layout, limits)
+    return records, (_wants(records, layout) if verify else None)
+
+
+def _leaves(
+    records: Any, layout: Layout, arrays: dict[str, Any], limits: Limits, max_path: int | None
+) -> list[FileLeaf]:
+    """The file's child leaves by path (its tensors by name for a plain file)."""
+    if records is None:
+        return foreign_leaves(arrays)
+    return file_leaves(records.recs, layout.tensors, arrays, limits, max_path)
+
+
+def _load_like(path: str, like: Any, mmap: bool, verify: bool, limits: Limits) -> Any:
+    """``load(path, like=...)``: the file's leaves by path, fitted to the template (the
+    collector paused throughout, as for load: the paths are many small tuples)."""
+    with _gc_paused():
+        pairs, max_path = template_paths(like)
+        leaves = read_leaves(path, mmap=mmap, verify=verify, limits=limits, max_path=max_path)
+        return fit(like, leaves, f"{path}: ", pairs=pairs)
+
+
+def read_leaves(
+    path: PathLike,
+    *,
+    mmap: bool = False,
+    verify: bool = True,
+    limits: Limits | None = None,
+    max_path: int | None = None,
+) -> list[FileLeaf]:
+    """The child leaves of a file by path (a plain safetensors file: its tensors by
+    name), validated as ``load`` validates the file; no type name is resolved. Paths
+    longer than ``max_path`` are cut (``FileLeaf.deep``: they can match nothing)."""
+    limits = DEFAULT_LIMITS if limits is None else limits
+    path = os.fspath(path)
+    with _in_file(path), open(path, "rb") as f, _gc_paused():
+        layout = read_layout(f, limits)
+        records, wants = _tree_records(layout, limits, verify)
+        if mmap:
+            arrays = view_arrays(_private_map(f), layout, wants, copy=False)
+        else:
+            arrays = read_arrays(f, layout, wants)
+        return _leaves(records, layout, arrays, limits, max_path)
+
+
 @dataclass(frozen=True)
 class FileInfo:
     """What ``inspect`` reads from a file's header; ``str()`` gives the tree view.
 
     ``tensors`` maps each tensor name to ``(dtype, shape, nbytes)``; ``rows`` is the
     tree, one row per value in pre-order (a flat list of tensors for a safetensors file
-    not written by containers); ``format`` is ``"containers 1"`` or ``"safetensors"``.
+    not written by containers); ``format`` is ``"containers 1"`` or ``"safetensors"``;
+    ``metadata`` is the whole ``__metadata__``, ``user_metadata`` its entries but the
+    library's own (what ``save(metadata=...)`` stored, or a foreign file's).
     """
 
     path: str
@@ -607,11 +793,23 @@ class FileInfo:
         """The keystr path of row ``i``."""
         return row_path(self.rows, i)
 
+    @property
+    def user_metadata(self) -> dict[str, str]:
+        """The header's metadata but the library's own ``containers.*`` entries: what
+        ``save(metadata=...)`` stored, or a foreign file's own metadata."""
+        return {k: v for k, v in self.metadata.items() if not k.startswith("containers.")}
+
     def __str__(self) -> str:
         lines = [
             f"{self.path}: {self.format}, {len(self.tensors)} tensor"
             f"{'' if len(self.tensors) == 1 else 's'}, {self.data_bytes:,} bytes of data"
         ]
+        user = self.user_metadata
+        if user:
+            lines.append("metadata:")
+            for k, v in user.items():
+                shown = v if len(v) <= _META_CHARS else v[:_META_CHARS] + f"... ({len(v):,} chars)"
+                lines.append(f"  {printable(k)} = {printable(shown)}")
         for r in self.rows:
             indent = "  " * min(r.depth, 40)
             key = r.key if r.depth else "(root)"
@@ -624,6 +822,10 @@ class FileInfo:
 
         title = str(self).split("\n", 1)[0]
         return rows_html(title, self.rows, self.path_of)
+
+
+#: Characters of a metadata value that ``str(FileInfo)`` shows.
+_META_CHARS = 200
 
 
 def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
@@ -646,6 +848,9 @@ def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
         (root): dict (2)
           ['lr']: 0.1
           ['w']: float32[2,3]  24 B  crc32 a3c1ca20
+        >>> ct.save(path, {"w": np.zeros(2)}, metadata={"run": "r1", "step": "1000"})
+        >>> ct.inspect(path).user_metadata
+        {'run': 'r1', 'step': '1000'}
 
     Raises:
         FormatError, LimitError, VersionError: as ``load`` would for the header.

@@ -867,6 +867,9 @@ _DTYPE_NAMES = {
     "F64": "float64",
     "C64": "complex64",
     "BF16": "bfloat16",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E5M2": "float8_e5m2",
+    "F8_E8M0": "float8_e8m0fnu",
 }
 
 

@@ -19,7 +19,7 @@ from containers._serialize._format import map_file, read_layout, view_arrays
 from containers._serialize._limits import DEFAULT_LIMITS, Limits
 from containers._serialize._shards import ShardedArrays, is_sharded, open_sharded
 
-__all__ = ["diff_files"]
+__all__ = ["diff_entries", "diff_files"]
 
 _CHUNK = 1 << 20
 
@@ -84,16 +84,63 @@ def diff_files(
     b: PathLike,
     *,
     limits: Limits | None = None,
+    rtol: float = 0.0,
+    atol: float = 0.0,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[str]:
     """Every difference between two files, one line each: ``-`` only in A, ``+`` only in
     B, ``~`` changed (node type, version, kept value, scalar, dtype/shape, or array values
     with the largest absolute difference). An empty list means the trees are equal.
 
+    With ``rtol``/``atol``, arrays and float scalars whose values are all within
+    ``|a - b| <= atol + rtol * |b|`` (``np.isclose``, NaN equal to NaN) count as equal.
+
     Raises:
         SerializationError: a file is not valid (as ``inspect`` reports it).
         OSError: a file cannot be read.
     """
+    return [
+        f"{op} {path}: {text}"
+        for op, path, text in diff_entries(
+            a, b, limits=limits, rtol=rtol, atol=atol, progress=progress
+        )
+    ]
+
+
+def _close(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any], rtol: float, atol: float) -> bool:
+    """Whether every value of ``a`` is within tolerance of ``b``, read in chunks."""
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    for start in range(0, fa.size, _CHUNK):
+        x, y = fa[start : start + _CHUNK], fb[start : start + _CHUNK]
+        wide = np.complex128 if x.dtype.kind == "c" else np.float64
+        if not np.isclose(
+            x.astype(wide), y.astype(wide), rtol=rtol, atol=atol, equal_nan=True
+        ).all():
+            return False
+    return True
+
+
+def _close_scalars(ta: str, tb: str, rtol: float, atol: float) -> bool:
+    """Whether two scalar rows are floats within tolerance (their texts are reprs)."""
+    try:
+        x, y = float(ta), float(tb)
+    except ValueError:
+        return False
+    return bool(np.isclose(x, y, rtol=rtol, atol=atol, equal_nan=True))
+
+
+def diff_entries(
+    a: PathLike,
+    b: PathLike,
+    *,
+    limits: Limits | None = None,
+    rtol: float = 0.0,
+    atol: float = 0.0,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[tuple[str, str, str]]:
+    """``diff_files``'s differences as ``(op, path, text)``: op ``-``, ``+`` or ``~``;
+    ``progress(bytes of A compared, bytes of A)`` after each compared array."""
+    tolerant = rtol > 0 or atol > 0
     limits = DEFAULT_LIMITS if limits is None else limits
     pa, pb = os.fspath(a), os.fspath(b)
     ia, ib = inspect(pa, limits=limits), inspect(pb, limits=limits)
@@ -104,19 +151,19 @@ def diff_files(
     arrays_a: Mapping[str, np.ndarray[Any, Any]] | None = None
     arrays_b: Mapping[str, np.ndarray[Any, Any]] | None = None
     path_a, path_b = RowPaths(ia.rows), RowPaths(ib.rows)
-    out: list[str] = []
+    out: list[tuple[str, str, str]] = []
     compared = 0
     for j, (rid, row) in enumerate(zip(ids_a, ia.rows)):
         k = where_b.get(rid)
         if k is None:
             if row.parent < 0 or ids_a[row.parent] in where_b:
-                out.append(f"- {path_a[j]}: {row.text}")
+                out.append(("-", path_a[j], row.text))
             continue
         other = ib.rows[k]
         if row.tensor is not None and other.tensor is not None:
             ta, tb = _array_text(row.text), _array_text(other.text)
             if ta != tb:
-                out.append(f"~ {path_a[j]}: {ta} -> {tb}")
+                out.append(("~", path_a[j], f"{ta} -> {tb}"))
                 continue
             if arrays_a is None or arrays_b is None:
                 arrays_a, arrays_b = _arrays(pa, limits), _arrays(pb, limits)
@@ -124,11 +171,15 @@ def diff_files(
             if progress is not None:  # bytes of A compared so far, of all of A's
                 compared += ia.tensors[row.tensor][2]
                 progress(compared, ia.data_bytes)
-            if worst is not None:
-                out.append(f"~ {path_a[j]}: {ta} values differ, max abs diff {worst:.6g}")
-        elif row.text != other.text:
-            out.append(f"~ {path_a[j]}: {row.text} -> {other.text}")
+            if worst is not None and not (
+                tolerant and _close(arrays_a[row.tensor], arrays_b[other.tensor], rtol, atol)
+            ):
+                out.append(("~", path_a[j], f"{ta} values differ, max abs diff {worst:.6g}"))
+        elif row.text != other.text and not (
+            tolerant and _close_scalars(row.text, other.text, rtol, atol)
+        ):
+            out.append(("~", path_a[j], f"{row.text} -> {other.text}"))
     for k, (rid, row) in enumerate(zip(ids_b, ib.rows)):
         if rid not in where_a and (row.parent < 0 or ids_b[row.parent] in where_a):
-            out.append(f"+ {path_b[k]}: {row.text}")
+            out.append(("+", path_b[k], row.text))
     return out

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from containers._engine._flat import flatten_records
-from containers._errors import SerializationError, type_name
+from containers._errors import SerializationError, StructureError, short_repr, type_name
 from containers._paths import AttrKey, IndexKey, Key
 from containers._registry import (
     DEFAULT_DICT,
@@ -41,6 +41,7 @@ from containers._serialize._format import (
     build_header,
     crc32,
 )
+from containers._serialize._target import dotted_names as _dotted_names
 from containers._serialize._values import NotStorable, encode_key, encode_scalar
 
 __all__ = ["FACTORIES", "Plan", "encode"]
@@ -72,6 +73,7 @@ class Plan:
     names: list[str] = field(default_factory=list)
     arrays: list[np.ndarray[Any, Any]] = field(default_factory=list)
     crc_slots: list[list[Any]] = field(default_factory=list)  # the "A" records
+    metadata: dict[str, str] = field(default_factory=dict)  # save(metadata=...)
 
     def layout(self) -> tuple[str, list[int]]:
         """The tensor entries as JSON members, and the order of the tensors in the file.
@@ -106,7 +108,7 @@ class Plan:
         the valid UTF-8 JSON every safetensors reader requires (docs/file-format.md).
         """
         tree = json.dumps(self.records, separators=(",", ":"))
-        return build_header(entries, {FORMAT_KEY: FORMAT_VERSION, TREE_KEY: tree})
+        return build_header(entries, {**self.metadata, FORMAT_KEY: FORMAT_VERSION, TREE_KEY: tree})
 
     def fill_crcs(self, order: list[int] | None = None) -> None:
         """Compute every tensor's CRC32 into its record (with ``order``: those tensors'
@@ -182,6 +184,12 @@ def _torch_numpy(x: Any) -> np.ndarray[Any, Any]:
     # conj() and the imaginary part of a conjugate view are lazy: a bit on the tensor,
     # which numpy() refuses until it is resolved into data.
     x = x.detach().cpu().resolve_conj().resolve_neg()
+    if str(x.dtype) in _TORCH_FLOAT8:
+        import ml_dtypes
+        import torch
+
+        as_bytes = x.contiguous().view(torch.uint8).numpy()
+        return np.asarray(as_bytes.view(getattr(ml_dtypes, str(x.dtype)[6:])))
     if str(x.dtype) == "torch.bfloat16":
         import ml_dtypes
         import torch
@@ -328,11 +336,20 @@ class _Encoder:
                 "Kept values are stored as plain data (tuples, lists, dicts, scalars).",
             )
         if name is None:
-            raise _fail(
-                _where(where()),
-                f"a {type_name(t)!r}, which is not registered by name",
-                f"Files rebuild classes by their registered name: declare it with "
-                f"@container, or call ct.register({type_name(t)}) (namedtuples too).",
+            raise _Unregistered(
+                t,
+                where,
+                _fail(
+                    _where(where()),
+                    f"a {type_name(t)!r}, which is not registered by name",
+                    f"Files rebuild classes by their registered name: declare it with "
+                    f"@container, or call ct.register({type_name(t)}) (namedtuples too)"
+                    + (
+                        ", or containers.interop.register_optax() for optax's states."
+                        if (t.__module__ or "").startswith("optax")
+                        else "."
+                    ),
+                ),
             )
         spec = kind.spec
         if spec is not None:
@@ -461,8 +478,102 @@ def _key_form(k: Key) -> list[Any]:
     return ["d", encode_key(k.raw)]
 
 
-def encode(tree: Any) -> Plan:
-    """Validate ``tree`` and encode it; raises ``SerializationError`` naming the path."""
+#: torch's float8 dtypes that files hold (as safetensors names them: F8_E4M3, ...).
+_TORCH_FLOAT8 = frozenset({"torch.float8_e4m3fn", "torch.float8_e5m2", "torch.float8_e8m0fnu"})
+
+
+class _Unregistered(SerializationError):
+    """A class that is not registered by name, at ``where()``; ``encode`` then lists
+    every such class of the tree in one error."""
+
+    def __init__(self, cls: type, where: Callable[[], str], one: SerializationError) -> None:
+        super().__init__(*one.args)
+        self.cls = cls
+        self.where = where
+        self.one = one
+
+
+def encode(
+    tree: Any,
+    *,
+    op: str = "save",
+    names: str = "keystr",
+    metadata: Any = None,
+) -> Plan:
+    """Validate ``tree`` and encode it; raises ``SerializationError`` naming the path.
+
+    ``op`` names the public function in errors; ``names="dotted"`` names tensors as
+    torch state_dicts do (``layers.0.w``); ``metadata`` is the user's str -> str
+    metadata, stored beside the tree in ``__metadata__``.
+    """
+    if names not in ("keystr", "dotted"):
+        raise ValueError(f"{op}: names must be 'keystr' or 'dotted', got {names!r}.")
+    user = _check_metadata(metadata, op)
     enc = _Encoder()
-    enc.tree(tree, str, plain=False)
+    try:
+        enc.tree(tree, str, plain=False)
+        if names == "dotted":
+            plan = enc.plan
+            plan.names = _dotted_names(plan.names)
+            for rec, name in zip(plan.crc_slots, plan.names):
+                rec[1] = name
+    except _Unregistered as err:
+        raise _as_op(_unregistered(tree, err, op), op) from None
+    except (SerializationError, StructureError) as err:
+        raise _as_op(err, op) from None
+    enc.plan.metadata = user
     return enc.plan
+
+
+def _as_op(err: Exception, op: str) -> Exception:
+    """``err`` with its message saying ``op:`` where the encoder says ``save:``."""
+    if op != "save" and err.args and type(err.args[0]) is str and err.args[0].startswith("save"):
+        err.args = (op + err.args[0][4:], *err.args[1:])
+    return err
+
+
+def _check_metadata(metadata: Any, op: str) -> dict[str, str]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict) or not all(
+        type(k) is str and type(v) is str for k, v in metadata.items()
+    ):
+        raise TypeError(
+            f"{op}: metadata must be a dict of str to str (as safetensors' metadata=), got "
+            f"{short_repr(metadata)}. Convert the values with str() or json.dumps()."
+        )
+    reserved = sorted(k for k in metadata if k.startswith("containers."))
+    if reserved:
+        raise ValueError(
+            f"{op}: metadata keys starting with 'containers.' are the library's own: "
+            f"{', '.join(map(repr, reserved))}. Choose other keys."
+        )
+    return dict(metadata)
+
+
+def _unregistered(tree: Any, first: _Unregistered, op: str) -> SerializationError:
+    """One error naming every class of ``tree`` that is not registered by name."""
+    records: list[Any] = []
+    flatten_records(tree, None, False, op, records)
+    found: dict[type, None] = {first.cls: None}
+    for rec in records:
+        t = rec[0].type
+        if rec[0].spec is None and t not in _BUILTIN_TYPES and name_of(t) is None:
+            found.setdefault(t, None)
+    if len(found) == 1:
+        return first.one
+    listed = ", ".join(repr(type_name(t)) for t in found)
+    optax = any((t.__module__ or "").startswith("optax") for t in found)
+    fix = (
+        "Call containers.interop.register_optax() (register_jax() does it when optax is "
+        "imported) to register optax's states under their public names; declare the "
+        "others with @container or ct.register."
+        if optax
+        else f"Files rebuild classes by their registered name: declare each with "
+        f"@container, or call ct.register({type_name(first.cls)}) (namedtuples too)."
+    )
+    n = len(found)
+    return SerializationError(
+        f"save: {n} class{'' if n == 1 else 'es'} in the tree {'is' if n == 1 else 'are'} "
+        f"not registered by name: {listed} (the first at {_where(first.where())}). {fix}"
+    )

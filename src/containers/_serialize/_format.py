@@ -76,6 +76,10 @@ try:  # bfloat16 exists only with ml_dtypes
     import ml_dtypes
 
     DTYPES["BF16"] = np.dtype(ml_dtypes.bfloat16)
+    # float8, as safetensors names them (torch.float8_e4m3fn, float8_e5m2, float8_e8m0fnu)
+    DTYPES["F8_E4M3"] = np.dtype(ml_dtypes.float8_e4m3fn)
+    DTYPES["F8_E5M2"] = np.dtype(ml_dtypes.float8_e5m2)
+    DTYPES["F8_E8M0"] = np.dtype(ml_dtypes.float8_e8m0fnu)
 except ImportError:  # pragma: no cover - ml_dtypes is installed in the test environment
     pass
 

@@ -16,12 +16,14 @@ from typing import Any
 import numpy as np
 
 from containers._errors import FormatError, short_repr
+from containers._paths import AttrKey, DictKey, IndexKey
 from containers._serialize._format import CODES, DTYPES
 
 __all__ = ["NotStorable", "decode_key", "decode_scalar", "encode_key", "encode_scalar"]
 
 _SAFE_INT = 2**53
 _HEX_INT = re.compile(r"-?[0-9a-f]+").fullmatch
+_KEY_FORMS = (AttrKey, IndexKey, DictKey)
 
 
 class NotStorable(Exception):
@@ -104,10 +106,28 @@ def decode_scalar(x: Any) -> Any:
 
 
 def encode_key(k: Any) -> Any:
-    """The JSON form of a dict key: a scalar, or ``{"t": [...]}`` for a tuple of scalars."""
+    """The JSON form of a dict key: a scalar, or ``{"t": [...]}`` for a tuple of scalars
+    or of path keys (the key paths that ``ct.state`` and ``ct.split`` key parts by)."""
     if type(k) is tuple:
-        return {"t": [encode_scalar(e) for e in k if type(e) is not tuple or _nested()]}
+        return {
+            "t": [
+                _path_key(e) if type(e) in _KEY_FORMS else encode_scalar(e)
+                for e in k
+                if type(e) is not tuple or _nested()
+            ]
+        }
     return encode_scalar(k)
+
+
+def _path_key(k: Any) -> Any:
+    """A path key inside a tuple key: ``{"ka": name}``, ``{"ki": index}`` or
+    ``{"kd": key}`` (a dict key's own form, flat)."""
+    if type(k) is AttrKey:
+        return {"ka": k.name}
+    if type(k) is IndexKey:
+        return {"ki": k.idx}
+    raw = k.raw
+    return {"kd": encode_scalar(raw) if type(raw) is not tuple else encode_key(raw)}
 
 
 def _nested() -> bool:
@@ -119,5 +139,30 @@ def decode_key(x: Any) -> Any:
     if type(x) is dict and "t" in x:
         if len(x) != 1 or type(x["t"]) is not list:
             raise FormatError(f"{short_repr(x)} is not a key")
-        return tuple(decode_scalar(e) for e in x["t"])
+        return tuple(_decode_path_key(e) if _is_path_key(e) else decode_scalar(e) for e in x["t"])
     return decode_scalar(x)
+
+
+def _is_path_key(x: Any) -> bool:
+    return type(x) is dict and len(x) == 1 and ("ka" in x or "ki" in x or "kd" in x)
+
+
+def _decode_path_key(x: Any) -> Any:
+    """The path key of ``{"ka": name}``, ``{"ki": index}`` or ``{"kd": key}``."""
+    if "ka" in x:
+        name = x["ka"]
+        if type(name) is str:
+            return AttrKey(name)
+    elif "ki" in x:
+        idx = x["ki"]
+        if type(idx) is int and 0 <= idx < _SAFE_INT:
+            return IndexKey(idx)
+    else:
+        inner = x["kd"]
+        if not (
+            type(inner) is dict
+            and "t" in inner
+            and any(map(_is_path_key, inner["t"] if type(inner["t"]) is list else []))
+        ):
+            return DictKey(decode_key(inner))
+    raise FormatError(f"{short_repr(x)} is not a path key")

@@ -24,6 +24,7 @@ from containers.interop._common import (
     kept_values_type,
 )
 from containers.interop._generated import compile_adapters, plain_unflatten
+from containers.interop._optax import register_optax_if_imported
 
 __all__ = ["jax_functions", "register_jax"]
 
@@ -131,7 +132,9 @@ def register_jax() -> None:
     them): those defined so far by each call, later ones when ``containers`` first
     meets one of their instances. Calling it again registers only hand-written
     classes defined since. JAX cannot unregister a type: every class registered
-    stays alive. jax is imported here, not by ``import containers``.
+    stays alive. jax is imported here, not by ``import containers``. When optax is
+    imported already, its state classes are registered for files too
+    (``register_optax``).
 
     Kept values must be hashable where JAX hashes structures (``jax.jit``'s cache):
     an unhashable one (a list, a dict, an array) raises ``ContainerDefinitionError``
@@ -159,3 +162,4 @@ def register_jax() -> None:
     """
     importlib.import_module("jax.tree_util")
     _JAX.subscribe()
+    register_optax_if_imported()
