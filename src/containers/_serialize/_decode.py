@@ -39,7 +39,7 @@ from containers._registry import (
     kind_for_type,
 )
 from containers._serialize._encode import FACTORIES
-from containers._serialize._format import strict_json
+from containers._serialize._format import bound_json, strict_json
 from containers._serialize._limits import Limits
 from containers._serialize._values import decode_key, decode_scalar
 from containers._spec import ContainerSpec
@@ -209,6 +209,9 @@ class Records(NamedTuple):
     targets: set[int]
 
 
+_TREE_FACTOR = 18
+
+
 def parse_records(text: str, limits: Limits) -> Records:
     """Parse and validate the tree string of a file into records.
 
@@ -216,6 +219,11 @@ def parse_records(text: str, limits: Limits) -> Records:
         FormatError: the string is not a list of valid records.
         LimitError: more records than ``limits.max_nodes``.
     """
+    # A record is a small list (a tag, a count, a name): up to about 16 bytes of
+    # objects per character of the tree (a NaN scalar record, whose tree characters
+    # take 1.4 bytes of the header each); junk (nested empty arrays) is refused before
+    # it is built.
+    bound_json(text, "the tree", _TREE_FACTOR * len(text))
     raw = strict_json(text, "the tree")
     if type(raw) is not list or not raw:
         raise FormatError("the tree is not a non-empty list of records. The file is corrupt.")

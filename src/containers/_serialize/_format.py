@@ -17,6 +17,7 @@ import math
 import mmap
 import operator
 import os
+import re
 import sys
 import tempfile
 import zlib
@@ -26,7 +27,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
-from containers._errors import FormatError, LimitError
+from containers._errors import FormatError, LimitError, short_repr
 from containers._serialize._limits import Limits
 
 __all__ = [
@@ -182,6 +183,72 @@ def strict_json(text: str | bytes, what: str) -> Any:
         raise FormatError(f"{what}: not valid JSON ({err}). The file is corrupt.") from None
 
 
+#: What parsing a JSON text may cost at most, in bytes per byte of the text.
+PARSE_FACTOR = 10
+
+
+def bound_json(text: str, what: str, budget: int, *, skip: tuple[int, int] = (0, 0)) -> None:
+    """Refuse ``text`` before ``json.loads`` builds it when the Python objects it would
+    make could take more than ``budget`` bytes.
+
+    A JSON text is cheap to write and dear to build: ``[]`` is 2 bytes and a list of
+    56, ``"ab"`` 4 bytes and a str of 51. The objects are bounded from token counts
+    (``_cost``): first counts over the whole text (C loops, no copy), leaving out
+    ``skip``, the span of one string known to hold no quote (the tree inside a header),
+    which any usual file meets; past that bound, the strings are cut out (one regular
+    expression) and the counts made again outside them. A one-character string is one
+    of Python's cached singletons: the record tags (``"N"``, ``"S"``...) cost nothing.
+
+    Raises:
+        LimitError: the objects would exceed ``budget`` (junk nested in unknown fields,
+            thousands of empty records: a valid file cannot cost that much).
+    """
+    a, b = skip
+    n = len(text)
+
+    def count(sub: str) -> int:
+        return text.count(sub, 0, a) + text.count(sub, b, n)
+
+    opens = count("[") + count("{")
+    commas, colons, strings = count(","), count(":"), count('"') // 2
+    if _cost(opens, commas, colons, strings, n) <= budget:
+        return
+    singles = _singles(text)
+    if _cost(opens, commas, colons, strings - singles, n) <= budget:
+        return
+    stripped, strings = _STRING.subn("", text)
+    opens = stripped.count("[") + stripped.count("{")
+    cost = _cost(opens, stripped.count(","), stripped.count(":"), strings - singles, n)
+    if cost > budget:
+        raise LimitError(
+            f"{what}: its JSON would take about {cost:,} bytes of memory to parse, more "
+            f"than {budget:,} ({budget // max(n, 1)} times its size): it holds {opens:,} "
+            f"arrays and objects and {strings:,} strings, far more than a valid file of "
+            f"that size needs. The file is corrupt or hostile."
+        )
+
+
+#: A JSON string, unrolled: one character-class loop per run between escapes. An
+#: invalid string is left for json to refuse.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+#: The one-character strings most frequent in trees (record tags, the float form).
+_SINGLE = ('"S"', '"A"', '"N"', '"L"', '"T"', '"f"')
+
+
+def _singles(text: str) -> int:
+    """How many strings of ``text`` are one of ``_SINGLE`` (in JSON, ``"N"`` cannot be
+    a part of a longer string: a quote inside one is escaped)."""
+    return sum(map(text.count, _SINGLE))
+
+
+def _cost(opens: int, commas: int, colons: int, strings: int, chars: int) -> int:
+    """Bytes of the objects json builds: a list and its first slot (64), a slot and its
+    share of a list's growth per comma (10), a pair tuple and dict entry per colon
+    (104), a str per string (49) and its characters (CPython 3.11-3.13, 64-bit). A
+    constant 64 KiB covers the small objects of any text."""
+    return 64 * opens + 10 * commas + 104 * colons + 49 * strings + chars - (1 << 16)
+
+
 _ENTRY_KEYS = frozenset({"dtype", "shape", "data_offsets"})
 
 
@@ -206,6 +273,7 @@ def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Lay
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise FormatError(f"the header is not UTF-8 ({err.reason} at byte {err.start}).") from None
+    bound_json(text, "the header", PARSE_FACTOR * len(raw), skip=_tree_span(text))
     usual = _usual_layout(text, data_start, file_size, limits)
     if usual is not None:
         return usual
@@ -276,6 +344,26 @@ def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Lay
 
 
 _META = "__metadata__"
+_TREE_AT = f'"{TREE_KEY}":"'
+
+
+def _tree_span(text: str) -> tuple[int, int]:
+    """Where the tree string of a header written by containers lies (its content), or
+    ``(0, 0)``: the span between ``"containers.tree":"`` and the first ``]"`` after it,
+    kept only when every quote in it is escaped and no backslash is escaped before a
+    quote, so that it is one string's content (it holds brackets and commas that
+    ``bound_json`` must not count as the header's)."""
+    at = text.find(_TREE_AT)
+    if at < 0:
+        return 0, 0
+    a = at + len(_TREE_AT)
+    b = text.find(']"', a)
+    if b < 0:
+        return 0, 0
+    b += 1
+    if text.count('"', a, b) != text.count('\\"', a, b) or text.count('\\\\"', a, b):
+        return 0, 0
+    return a, b
 
 
 def _usual_layout(text: str, data_start: int, file_size: int, limits: Limits) -> Layout | None:
@@ -372,16 +460,19 @@ def _tensor(name: str, entry: Any, limits: Limits) -> Tensor:
             f"'data_offsets', got {keys}."
         )
     code, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    # Every field's JSON type is checked before the field is used as a key or a number:
+    # a list or an object as a dtype made the set lookup raise "unhashable type".
     dtype = DTYPES.get(code) if type(code) is str else None
     if dtype is None:
-        if code in _OTHER_SAFETENSORS_DTYPES:
+        if type(code) is str and code in _OTHER_SAFETENSORS_DTYPES:
             raise FormatError(
                 f"tensor {name!r}: unsupported dtype {code!r}, a safetensors dtype that "
                 f"containers does not read (it reads {', '.join(DTYPES)}). Open the file "
                 f"with safetensors.safe_open instead."
             )
         raise FormatError(
-            f"tensor {name!r}: unsupported dtype {code!r}. Supported: {', '.join(DTYPES)}."
+            f"tensor {name!r}: unsupported dtype {short_repr(code)}. Supported: "
+            f"{', '.join(DTYPES)}."
         )
     if type(shape) is not list:
         raise FormatError(f"tensor {name!r}: the shape must be a list of non-negative integers.")
