@@ -35,6 +35,7 @@ from containers._serialize._format import (
     atomic_write,
     layout_of_bytes,
     map_file,
+    open_for_reading,
     read_arrays,
     read_layout,
     view_arrays,
@@ -362,7 +363,7 @@ def load(
     limits = DEFAULT_LIMITS if limits is None else limits
     _check_expect(expect, "load")
     path = os.fspath(path)
-    with _in_file(path), open(path, "rb") as f, _gc_paused():
+    with _in_file(path), open_for_reading(path) as f, _gc_paused():
         layout = read_layout(f, limits)
         records = _records(layout, limits)
         check_root(records.recs, expect)
@@ -439,7 +440,7 @@ def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
 def _inspect(path: str, limits: Limits) -> FileInfo:
     from containers._serialize._decode import _dtype_name
 
-    with open(path, "rb") as f:
+    with open_for_reading(path) as f:
         layout = read_layout(f, limits)
     tensors = {
         name: (_dtype_name(t.code), t.shape, t.end - t.begin) for name, t in layout.tensors.items()

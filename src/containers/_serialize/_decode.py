@@ -97,9 +97,24 @@ def _keys(x: Any, j: int) -> list[Any]:
         keys = [decode_key(k) for k in x]
     except FormatError as err:
         raise _bad(j, f"has a bad key: {err}") from None
+    if len(keys) > _FEW_KEYS and len(keys) - len(set(map(hash, keys))) > _FEW_KEYS:
+        # Distinct keys with one hash (ints that are multiples of 2**61 - 1) make every
+        # set and dict of them quadratic: refused before one is built. The hashes
+        # themselves are distinct ints, which a set holds in linear time.
+        raise LimitError(
+            f"the tree's record #{j} has {len(keys)} dict keys whose hashes collide "
+            f"({len(keys) - len(set(map(hash, keys)))} share a hash with another): "
+            f"building the dict would take time quadratic in their number. The file "
+            f"is corrupt or hostile."
+        )
     if len(set(keys)) != len(keys):
         raise _bad(j, "has duplicate keys")
     return keys
+
+
+#: How many dict keys of one record may share a hash with another (a few do in real
+#: data: -1 and -2 hash alike): quadratic work on this many is nothing.
+_FEW_KEYS = 256
 
 
 def _order(x: Any, n: int, j: int) -> list[int] | None:
@@ -236,7 +251,54 @@ def parse_records(text: str, limits: Limits) -> Records:
         fast = _records_usual(raw)
     except SerializationError:
         fast = None
-    return _records_strict(raw) if fast is None else fast
+    records = _records_strict(raw) if fast is None else fast
+    _check_expansion(records, limits)
+    return records
+
+
+def _check_expansion(records: Records, limits: Limits) -> None:
+    """Refuse a tree whose aliases to nodes expand it past ``limits.max_nodes`` values.
+
+    Sharing is legitimate, but a walk that does not respect it (flatten, structure,
+    the expanded view of a DAG) visits every path: 60 lists each holding the next one
+    twice are 122 records and 2**61 paths. One pass in linear time: each node's
+    expanded size is summed from its children's, an alias counting its target's.
+    """
+    recs = records.recs
+    if all(recs[k].tag == "A" for k in records.targets):
+        return  # shared arrays are leaves: the expansion is the record count
+    limit = limits.max_nodes
+    sizes: dict[int, int] = {}
+    targets = records.targets
+    stack: list[list[int]] = []  # [record index, values left, expanded size so far]
+    for j, rec in enumerate(recs):
+        tag = rec.tag
+        if tag == "@":
+            size = sizes.get(rec.data, 1)
+        elif tag in _LEAF_TAGS or not rec.n:
+            size = 1
+        else:
+            stack.append([j, rec.n, 1])
+            continue
+        while True:
+            if not stack:
+                return  # the end of the tree (build and rows check what follows)
+            top = stack[-1]
+            top[2] += size
+            if top[2] > limit:
+                raise LimitError(
+                    f"the tree expands to more than max_nodes={limit} values through its "
+                    f"aliases at record #{top[0]} (shared objects, each counted once "
+                    f"per path that reaches it). Pass limits=Limits(max_nodes=...) to "
+                    f"accept it."
+                )
+            top[1] -= 1
+            if top[1]:
+                break
+            stack.pop()
+            k, _, size = top
+            if k in targets:
+                sizes[k] = size
 
 
 def _records_usual(raw: list[Any]) -> Records | None:
@@ -278,6 +340,7 @@ def _records_usual(raw: list[Any]) -> Records | None:
             add_name(rec.data)
             add_hex(r[2])
         elif rec.tag == "@":
+            _check_alias(out, rec.data, j)
             targets.add(rec.data)
     joined = "".join(hexes)
     if not _HEX(joined):  # each is 8 characters long: all are 8 hex digits
@@ -299,8 +362,21 @@ def _records_strict(raw: list[Any]) -> Records:
             names.append(rec.data)
             crcs.append(int(r[2], 16))
         elif rec.tag == "@":
+            _check_alias(out, rec.data, j)
             targets.add(rec.data)
     return Records(out, names, crcs, targets)
+
+
+#: What an alias may point at: an array or a node that can be shared.
+_UNSHARABLE = {"S": "a scalar", "T": "a tuple", "N": "None", "@": "an alias"}
+
+
+def _check_alias(out: list[Rec], k: int, j: int) -> None:
+    """Refuse an alias to a record whose value is not shared by identity: the one check
+    of alias targets, made while parsing, so that load, inspect and diff agree."""
+    what = _UNSHARABLE.get(out[k].tag)
+    if what is not None:
+        raise _bad(j, f"is an alias to record #{k}, {what} record, which cannot be shared")
 
 
 _HEX8 = re.compile(r"[0-9a-f]{8}").fullmatch
@@ -585,7 +661,8 @@ def build(
             if k not in shared:
                 raise _bad(
                     j,
-                    f"is an alias to record #{k}, which is not a finished array or mutable node",
+                    f"is an alias to record #{k}, which is not finished (an alias to an "
+                    f"enclosing node would make a cycle)",
                 )
             value = shared[k]
         else:
@@ -698,8 +775,6 @@ def _make(
                     f"rebuilding {type_name(spec.cls)} at {where()} failed: "
                     f"{type(err).__name__}: {err}."
                 ) from None
-            if spec.frozen:
-                return value
         else:
             _, n, keys = rec.data
             if (keys is None) != (kind.keys is _no_keys):
@@ -718,8 +793,8 @@ def _make(
                     f"rebuilding {rec.data[0]!r} at {where()} failed: its unflatten raised "
                     f"{type(err).__name__}: {err}."
                 ) from None
-            if not kind.mutable:
-                return value
+    # Any container or register_node value may be the target of an alias (sharing an
+    # immutable one is harmless), as parse_records allows for inspect and load alike.
     shared[j] = value
     return value
 

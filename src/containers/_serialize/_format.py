@@ -18,6 +18,7 @@ import mmap
 import operator
 import os
 import re
+import stat
 import sys
 import tempfile
 import zlib
@@ -824,6 +825,66 @@ def _write(fd: int, data: Any) -> None:
         view = view[os.write(fd, view) :]
 
 
+def _check_writable(path: str, given: str) -> None:
+    """Refuse what ``open(path, "wb")`` would refuse of an existing file: one that is
+    write-protected for this user (the rename would ignore its mode), and anything that
+    is not a regular file (a FIFO or a device, which the rename would replace)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(
+            errno.EINVAL, f"not a regular file ({_file_kind(st.st_mode)}): save writes files", given
+        )
+    try:  # opened for writing as open() would, without truncating it
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)))
+    except OSError as err:
+        raise OSError(err.errno, err.strerror, given) from None
+
+
+def _file_kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_for_reading(path: str) -> BinaryIO:
+    """Open a regular file for reading; refuse anything else before reading a byte.
+
+    The file is opened without blocking and checked on its descriptor, so a FIFO (whose
+    open would block until a writer comes) or a device swapped in meanwhile is refused
+    too.
+
+    Raises:
+        FormatError: ``path`` is a FIFO, a device or a socket.
+        IsADirectoryError: ``path`` is a directory, as ``open`` says.
+        OSError: as ``open(path, "rb")`` raises it.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        if not stat.S_ISREG(mode):
+            raise FormatError(
+                f"not a regular file ({_file_kind(mode)}): only regular files are read."
+            )
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return open(fd, "rb")  # noqa: SIM115 - the caller closes it
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def atomic_write(path: str, write: Callable[[int], None], *, fsync: bool = True) -> None:
     """Write a file through ``write(fd)`` so that ``path`` holds the old or the new file.
 
@@ -842,6 +903,7 @@ def atomic_write(path: str, write: Callable[[int], None], *, fsync: bool = True)
     path = os.path.realpath(path)
     if os.path.isdir(path):
         raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), given)
+    _check_writable(path, given)
     directory = os.path.dirname(path)
     name = os.path.basename(path)
     # The temp name adds 14 bytes: a name that open() accepts (up to 255 bytes) must
