@@ -9,6 +9,7 @@ reads bytes itself: ``_format`` hands it the parsed metadata and the arrays.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import sys
 from collections import OrderedDict, defaultdict, deque
@@ -436,7 +437,7 @@ def _evolve(
     children: dict[str, Any],
     meta: dict[str, Any],
     where: Callable[[], str],
-    problems: list[str],
+    problems: list[Problem],
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     cls = type_name(spec.cls)
     # the names the file holds, where a migration may have added others
@@ -464,6 +465,8 @@ def _evolve(
         children, meta = result
     values: dict[str, Any] = {}
     start = len(problems)
+    versions = f"(file version {version}, class version {spec.version})"
+    unknown: list[tuple[str, Any, bool]] = []  # name, value, is a child
     for source in (children, meta):
         for name, value in source.items():
             target = spec.renamed.get(name, name)
@@ -471,45 +474,135 @@ def _evolve(
                 continue
             if target not in spec.fields and in_file is not None and name not in in_file:
                 problems.append(
-                    f"the migrations of {cls} from version {version} to {spec.version} "
-                    f"returned an unknown field {name!r} at {where()}: a migration must "
-                    f"return the fields of the class (or old names listed in renamed=)"
+                    Problem(
+                        f"the migrations of {cls} from version {version} to {spec.version} "
+                        f"returned an unknown field {name!r}",
+                        where(),
+                        "a migration must return the fields of the class (or old names "
+                        "listed in renamed=)",
+                    )
                 )
                 continue
             if target not in spec.fields:
-                problems.append(
-                    f"unknown field {name!r} in {cls} (file version {version}, class version "
-                    f"{spec.version}) at {where()}: add it to removed= to drop it, or to "
-                    f"renamed= if it is a field's old name"
-                )
+                unknown.append((name, value, source is children))
                 continue
             if target in values:
                 problems.append(
-                    f"field {cls}.{target} is in the file twice (as {name!r} and under "
-                    f"another name) at {where()}"
+                    Problem(
+                        f"field {cls}.{target} is in the file twice (as {name!r} and under "
+                        f"another name)",
+                        where(),
+                        "",
+                    )
                 )
                 continue
             values[target] = value
+    missing: list[str] = []
+    defaulted: dict[str, Any] = {}
     for name in (*spec.children, *spec.keep):
         if name in values:
             continue
         default = _field_default(spec, name)
         if default is None:
-            fix = (
-                "its default is an attrs Factory(takes_self=True), which needs the object "
-                "before it is built; add a migration that fills it"
-                if _takes_self(spec, name)
-                else "give it a default, or add a migration that fills it"
-            )
-            problems.append(
-                f"missing field {cls}.{name} (file version {version}, class version "
-                f"{spec.version}) at {where()}: {fix}"
-            )
+            missing.append(name)
         else:
-            values[name] = default
+            values[name] = defaulted[name] = default
+    for name, value, child in unknown:
+        old = _renamed_hint(spec, name, value, child, missing, defaulted, len(unknown))
+        problems.append(
+            Problem(
+                f"unknown field {name!r} in {cls} {versions}",
+                where(),
+                "add it to removed= to drop it, or to renamed= if it is a field's old name"
+                if old is None
+                else f"it looks like the old name of {cls}.{old}: add renamed={{{name!r}: "
+                f"{old!r}}}, or add it to removed= to drop it",
+            )
+        )
+    for name in missing:
+        fix = (
+            "its default is an attrs Factory(takes_self=True), which needs the object "
+            "before it is built; add a migration that fills it"
+            if _takes_self(spec, name)
+            else "give it a default, or add a migration that fills it"
+        )
+        problems.append(Problem(f"missing field {cls}.{name} {versions}", where(), fix))
     if len(problems) > start:
         return None
     return {n: values[n] for n in spec.children}, {n: values[n] for n in spec.keep}
+
+
+class Problem(NamedTuple):
+    """One way a file does not fit a class: what, where (a path) and how to fix it.
+    Problems that differ only in where are grouped in the message."""
+
+    what: str
+    where: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.what} at {self.where}" + (f": {self.fix}" if self.fix else "")
+
+
+def _renamed_hint(
+    spec: ContainerSpec,
+    name: str,
+    value: Any,
+    child: bool,
+    missing: list[str],
+    defaulted: dict[str, Any],
+    n_unknown: int,
+) -> str | None:
+    """The field an unknown one is likely the old name of, or None: the one missing
+    field of its role (child or kept) when it is the one unknown field, else the one
+    field filled from a default of the same dtype and shape (an array), the trap of a
+    renamed child that its default hides."""
+    role = spec.children if child else spec.keep
+    same_role = [m for m in missing if m in role]
+    if n_unknown == 1 and len(same_role) == 1:
+        return same_role[0]
+    alike = [f for f, d in defaulted.items() if f in role and _alike(value, d.value)]
+    return alike[0] if len(alike) == 1 else None
+
+
+def _alike(a: Any, b: Any) -> bool:
+    """Two arrays of one dtype and shape."""
+    try:
+        return bool(a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape))
+    except Exception:  # not arrays
+        return False
+
+
+#: The most kinds of problems a SchemaError's message lists (the rest are counted).
+_MAX_KINDS = 20
+
+
+def schema_message(problems: list[Problem]) -> str:
+    """The message for ``problems``: those that differ only in their path grouped, with
+    their count and the first path, the first ``_MAX_KINDS`` kinds shown."""
+    groups: dict[tuple[str, str], list[Problem]] = {}
+    for p in problems:
+        groups.setdefault((p.what, p.fix), []).append(p)
+    lines = []
+    for (what, fix), group in itertools.islice(groups.items(), _MAX_KINDS):
+        first = group[0].where
+        head = (
+            f"{what}, {len(group):,} times, e.g. at {first}"
+            if len(group) > 1
+            else (f"{what} at {first}")
+        )
+        lines.append(f"  - {head}" + (f": {fix}" if fix else ""))
+    n = len(problems)
+    text = (
+        f"the file does not fit the declared classes ({n:,} problem{'s' if n > 1 else ''}):\n"
+        + "\n".join(lines)
+    )
+    if len(groups) > _MAX_KINDS:
+        text += (
+            f"\nand {len(groups) - _MAX_KINDS} more kinds of problems ({n:,} problems in "
+            f"all; the SchemaError's problems attribute lists them)."
+        )
+    return text
 
 
 def _field_default(spec: ContainerSpec, name: str) -> Any:
@@ -618,7 +711,7 @@ def build(
     check_root(recs, expect)
     shared: dict[int, Any] = {}  # record index -> value, for arrays and mutable nodes
     used: set[str] = set()
-    problems: list[str] = []
+    problems: list[Problem] = []
     stack: list[list[Any]] = []  # [record index, values so far, kind or None]
     result: Any = None
     done = False
@@ -701,11 +794,9 @@ def build(
             f"{sorted(unused)[0]!r}. The file is corrupt."
         )
     if problems:
-        lines = "\n".join(f"  - {p}" for p in problems)
-        raise SchemaError(
-            f"the file does not fit the declared classes ({len(problems)} problem"
-            f"{'s' if len(problems) > 1 else ''}):\n{lines}"
-        )
+        err = SchemaError(schema_message(problems))
+        err.problems = [str(p) for p in problems]
+        raise err
     return result
 
 
@@ -731,7 +822,7 @@ def _make(
     out: list[Any],
     kind: NodeKind | None,
     where: Callable[[], str],
-    problems: list[str],
+    problems: list[Problem],
     shared: dict[int, Any],
 ) -> Any:
     rec = recs[j]
