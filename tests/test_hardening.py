@@ -4,6 +4,7 @@ once normally and once with CONTAINERS_PURE_PYTHON=1)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -133,10 +134,8 @@ def test_cli_reports_a_list_dtype_in_one_line_and_exits_2(tmp_path):
 def _peak(fn: Any) -> int:
     tracemalloc.start()
     try:
-        try:
+        with contextlib.suppress(ct.SerializationError):
             fn()
-        except ct.SerializationError:
-            pass
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -261,7 +260,9 @@ def test_register_node_keys_that_save_load_back(keys):
 def test_register_node_key_save_cannot_store_is_a_serialization_error():
     """A DictKey save cannot store (a frozenset) is a SerializationError naming the path."""
     _KEYS[:] = [ct.DictKey(frozenset({1})), ct.DictKey(1)]
-    with pytest.raises(ct.SerializationError, match="a register_node key that is a value of type frozenset"):
+    with pytest.raises(
+        ct.SerializationError, match="a register_node key that is a value of type frozenset"
+    ):
         ct.serialize([_Pair(1, 2)])
 
 
@@ -534,7 +535,7 @@ def test_identical_problems_are_grouped_with_a_count_and_one_path(tmp_path):
     ct.save(path, [Lin(np.ones(2)) for _ in range(9)])
 
     @ct.container(name="tests.hardening.Lin")
-    class Lin:  # type: ignore[no-redef]  # noqa: F811 - the class, changed
+    class Lin:  # type: ignore[no-redef]
         weight: np.ndarray
 
     with pytest.raises(ct.SchemaError) as info:
@@ -564,7 +565,7 @@ def test_a_field_filled_from_its_default_next_to_a_look_alike_unknown_one_is_hin
     ct.save(path, Adam(np.ones(3, np.float32)))
 
     @ct.container(name="tests.hardening.Adam")
-    class Adam:  # type: ignore[no-redef]  # noqa: F811 - the class, changed
+    class Adam:  # type: ignore[no-redef]
         mu: np.ndarray = ct.field(default_factory=lambda: np.zeros(3, np.float32))
 
     with pytest.raises(ct.SchemaError, match=r"renamed=\{'m': 'mu'\}"):

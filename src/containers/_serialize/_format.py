@@ -835,7 +835,9 @@ def _check_writable(path: str, given: str) -> None:
         return
     if not stat.S_ISREG(st.st_mode):
         raise OSError(
-            errno.EINVAL, f"not a regular file ({_file_kind(st.st_mode)}): save writes files", given
+            errno.EINVAL,
+            f"not a regular file ({_file_kind(st.st_mode)}): save writes files",
+            given,
         )
     try:  # opened for writing as open() would, without truncating it
         os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)))
@@ -856,7 +858,7 @@ def _file_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def open_for_reading(path: str) -> BinaryIO:
+def open_for_reading(path: str) -> io.BufferedReader:
     """Open a regular file for reading; refuse anything else before reading a byte.
 
     The file is opened without blocking and checked on its descriptor, so a FIFO (whose
@@ -879,7 +881,7 @@ def open_for_reading(path: str) -> BinaryIO:
             )
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
-        return open(fd, "rb")  # noqa: SIM115 - the caller closes it
+        return open(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
