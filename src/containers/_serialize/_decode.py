@@ -179,9 +179,10 @@ def _parse(r: Any, j: int) -> Rec:
             raise _bad(j, f"is an alias to {r[1]!r}, which is not an earlier record")
         return Rec("@", 0, r[1])
     if tag == "N" and n == 1:
-        return Rec("N", 0, None)
+        return _NONE_REC
     if tag in ("T", "L") and n == 2:
-        return Rec(tag, _count(r[1], j), None)
+        count = _count(r[1], j)
+        return _SEQ_RECS.get((tag, count)) or Rec(tag, count, None)
     if tag == "Q" and n == 3:
         count = _count(r[1], j)
         if r[2] is not None and (type(r[2]) is not int or not count <= r[2] <= sys.maxsize):
@@ -211,6 +212,12 @@ def _parse(r: Any, j: int) -> Rec:
         count = _count(r[2], j)
         return Rec("R", count + 1, (r[1], count, _key_forms(r[3], count, j)))
     raise _bad(j, f"is not a known record (tag {tag!r} with {n - 1} fields)")
+
+
+#: Records without data, shared (immutable tuples): a tree of many small lists or
+#: Nones costs no record object per node.
+_NONE_REC = Rec("N", 0, None)
+_SEQ_RECS = {(tag, n): Rec(tag, n, None) for tag in "TL" for n in range(16)}
 
 
 class Records(NamedTuple):
@@ -248,11 +255,11 @@ def parse_records(text: str, limits: Limits) -> Records:
             f"the tree has {len(raw)} records, more than max_nodes={limits.max_nodes}. "
             f"Pass limits=Limits(max_nodes=...) to accept it."
         )
-    try:
-        fast = _records_usual(raw)
-    except SerializationError:
-        fast = None
-    records = _records_strict(raw) if fast is None else fast
+    fast = _records_usual(raw)
+    if fast is None:  # _records_usual let go of raw's records as it read them
+        records = _records_strict(strict_json(text, "the tree"))
+    else:
+        records = fast
     _check_expansion(records, limits)
     return records
 
@@ -303,15 +310,16 @@ def _check_expansion(records: Records, limits: Limits) -> None:
 
 
 def _records_usual(raw: list[Any]) -> Records | None:
-    """``_records_strict``'s result, with the CRC32 strings checked and converted all at
+    """``_records_strict``'s result (``raw`` is emptied on the way), with the CRC32 strings checked and converted all at
     once after the loop (one regular expression over their concatenation, one
     ``bytes.fromhex``), or None when one of them is bad.
 
     Array and plain-scalar records, most of a file, are checked inline and made with
     tuple.__new__ (benchmarks/serialization.py, "many": 110,000 records); anything else
-    goes through _parse. Only ``_parse`` raises here (a ``FormatError``), and then
-    ``parse_records`` runs ``_records_strict``, so the error reported is always that of
-    the first bad record, with its message.
+    goes through _parse. Records are checked in order, so the first error raised here
+    (by ``_parse`` or the alias check) is that of the first bad record, as
+    ``_records_strict`` reports it, unless an earlier CRC32 string is bad: then None,
+    and ``parse_records`` runs ``_records_strict``, which reports that one.
     """
     out: list[Rec] = []
     names: list[str] = []
@@ -322,6 +330,10 @@ def _records_usual(raw: list[Any]) -> Records | None:
     add_hex = hexes.append
     new = tuple.__new__
     for j, r in enumerate(raw):
+        # Each parsed record is let go of once read, so that the records and their
+        # parsed JSON are not both held whole (half the memory of a tree of tiny
+        # records, tests/test_hardening.py); parse_records parses again on an error.
+        raw[j] = None
         if type(r) is list and len(r) == 3 and r[0] == "A":
             name, crc = r[1], r[2]
             if type(name) is str and type(crc) is str and len(crc) == 8:
@@ -335,13 +347,19 @@ def _records_usual(raw: list[Any]) -> Records | None:
             if tv is float or tv is str or tv is int or tv is bool:
                 append(new(Rec, ("S", 0, v)))
                 continue
-        rec = _parse(r, j)
+        try:
+            rec = _parse(r, j)
+            if rec.tag == "@":
+                _check_alias(out, rec.data, j)
+        except SerializationError:
+            if not _HEX("".join(hexes)):
+                return None  # an earlier record's CRC32 is bad: that is the first error
+            raise  # the first bad record: the error _records_strict would raise
         append(rec)
         if rec.tag == "A":
             add_name(rec.data)
             add_hex(r[2])
         elif rec.tag == "@":
-            _check_alias(out, rec.data, j)
             targets.add(rec.data)
     joined = "".join(hexes)
     if not _HEX(joined):  # each is 8 characters long: all are 8 hex digits
