@@ -34,14 +34,18 @@ def _crc(data: bytes) -> str:
     return f"{zlib.crc32(data):08x}"
 
 
+_TREE_META = object()
+
+
 def _file(
-    records: Any, tensors: dict[str, Any] | None = None, data: bytes = b"", meta: Any = None
+    records: Any, tensors: dict[str, Any] | None = None, data: bytes = b"", meta: Any = _TREE_META
 ) -> bytes:
-    """A file built by hand: ``tensors`` maps names to raw entries (any JSON)."""
+    """A file built by hand: ``tensors`` maps names to raw entries (any JSON), ``meta``
+    the __metadata__ (by default the format and ``records`` as the tree)."""
     header: dict[str, Any] = {
-        "__metadata__": meta
-        if meta is not None
-        else {"containers.format": "1", "containers.tree": json.dumps(records)}
+        "__metadata__": {"containers.format": "1", "containers.tree": json.dumps(records)}
+        if meta is _TREE_META
+        else meta
     }
     header.update(tensors or {})
     body = json.dumps(header, separators=(",", ":")).encode()
@@ -105,7 +109,7 @@ def test_a_header_field_of_any_json_type_is_a_format_error(tmp_path, what, entry
 def test_metadata_of_any_json_type_is_a_format_error(tmp_path, meta):
     """__metadata__ that is not an object of strings is a FormatError on every reader."""
     path = tmp_path / "f.safetensors"
-    path.write_bytes(_file(None, meta=[meta]) if meta is None else _file(None, meta=meta))
+    path.write_bytes(_file(None, meta=meta))
     for read in _readers(path):
         with pytest.raises(ct.FormatError, match="__metadata__ must map strings to strings"):
             read()
