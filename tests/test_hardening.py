@@ -603,6 +603,25 @@ def test_a_schema_message_is_capped_and_keeps_every_problem_as_an_attribute(tmp_
     assert len(info.value.problems) == 60_000
 
 
+def test_messages_about_a_file_are_short_whatever_its_names_and_fields(tmp_path):
+    """A megabyte tensor name, an entry of 100,000 unknown fields and a megabyte type
+    name give messages of a few hundred characters (they held the whole file)."""
+    good = {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}
+    huge = "w" * 2**20
+    cases = [
+        _file([["A", huge, _crc(F32)]], {huge: {**good, "x": 1}}, F32),
+        _file(
+            [["A", "w", _crc(F32)]], {"w": {**good, **{f"k{i}": 1 for i in range(100_000)}}}, F32
+        ),
+        _file([["C", huge, 1, [], []]], {}),
+        _file([["L", 1], ["A", huge, _crc(F32)]], {}),
+    ]
+    for data in cases:
+        with pytest.raises(ct.SerializationError) as info:
+            ct.deserialize(data, limits=ct.Limits(max_header_bytes=10**9))
+        assert len(str(info.value)) < 1000, str(info.value)[:300]
+
+
 # --- 13. Structure snapshots mutable kept values ----------------------------------------
 
 

@@ -26,6 +26,7 @@ from containers._errors import (
     UnknownTypeError,
     VersionError,
     safe_repr,
+    short_repr,
     type_name,
 )
 from containers._paths import AttrKey, DictKey, IndexKey, Key
@@ -81,13 +82,19 @@ class Rec(NamedTuple):
     data: Any
 
 
+def _shown(value: Any) -> str:
+    """A value from a file in a message: its repr, cut to 200 characters (a name or a
+    field may be megabytes long)."""
+    return short_repr(value, 200)
+
+
 def _bad(j: int, what: str) -> FormatError:
     return FormatError(f"the tree's record #{j} {what}. The file is corrupt.")
 
 
 def _count(x: Any, j: int) -> int:
     if type(x) is not int or x < 0:
-        raise _bad(j, f"has a count {x!r} that is not a non-negative integer")
+        raise _bad(j, f"has a count {_shown(x)} that is not a non-negative integer")
     return x
 
 
@@ -142,7 +149,7 @@ def _key_forms(x: Any, n: int, j: int) -> tuple[Key, ...] | None:
     out: list[Key] = []
     for form in x:
         if type(form) is not list or len(form) != 2 or form[0] not in ("a", "i", "d"):
-            raise _bad(j, f"has a bad key form {form!r}")
+            raise _bad(j, f"has a bad key form {_shown(form)}")
         if form[0] == "a" and type(form[1]) is str:
             out.append(AttrKey(form[1]))
         elif form[0] == "i" and type(form[1]) is int:
@@ -153,7 +160,7 @@ def _key_forms(x: Any, n: int, j: int) -> tuple[Key, ...] | None:
             except FormatError as err:
                 raise _bad(j, f"has a bad key: {err}") from None
         else:
-            raise _bad(j, f"has a bad key form {form!r}")
+            raise _bad(j, f"has a bad key form {_shown(form)}")
     return tuple(out)
 
 
@@ -172,11 +179,11 @@ def _parse(r: Any, j: int) -> Rec:
         if type(name) is not str or type(crc) is not str or len(crc) != 8:
             raise _bad(j, "is not ['A', name, crc32]")
         if not _HEX8(crc):
-            raise _bad(j, f"has a CRC32 {crc!r} that is not 8 hex digits")
+            raise _bad(j, f"has a CRC32 {_shown(crc)} that is not 8 hex digits")
         return Rec("A", 0, name)
     if tag == "@" and n == 2:
         if type(r[1]) is not int or not 0 <= r[1] < j:
-            raise _bad(j, f"is an alias to {r[1]!r}, which is not an earlier record")
+            raise _bad(j, f"is an alias to {_shown(r[1])}, which is not an earlier record")
         return Rec("@", 0, r[1])
     if tag == "N" and n == 1:
         return _NONE_REC
@@ -186,7 +193,7 @@ def _parse(r: Any, j: int) -> Rec:
     if tag == "Q" and n == 3:
         count = _count(r[1], j)
         if r[2] is not None and (type(r[2]) is not int or not count <= r[2] <= sys.maxsize):
-            raise _bad(j, f"is a deque of {count} items with maxlen {r[2]!r}")
+            raise _bad(j, f"is a deque of {count} items with maxlen {_shown(r[2])}")
         return Rec("Q", count, r[2])
     if tag in ("D", "O") and n in ((2, 3) if tag == "D" else (2,)):
         keys = _keys(r[1], j)
@@ -196,7 +203,7 @@ def _parse(r: Any, j: int) -> Rec:
         keys = _keys(r[1], j)
         order = _order(r[2], len(keys), j)
         if r[3] is not None and (type(r[3]) is not str or r[3] not in FACTORIES):
-            raise _bad(j, f"names a default_factory {r[3]!r} that is not a builtin one")
+            raise _bad(j, f"names a default_factory {_shown(r[3])} that is not a builtin one")
         return Rec("DD", len(keys), (keys, order, None if r[3] is None else FACTORIES[r[3]]))
     if tag == "C" and n == 5:
         name, version = r[1], r[2]
@@ -204,14 +211,14 @@ def _parse(r: Any, j: int) -> Rec:
             raise _bad(j, "is not ['C', name, version, children, kept]")
         kids, kept = _names(r[3], j), _names(r[4], j)
         if len(set(kids) | set(kept)) != len(kids) + len(kept):
-            raise _bad(j, f"names a field of {name!r} twice")
+            raise _bad(j, f"names a field of {_shown(name)} twice")
         return Rec("C", len(kids) + len(kept), (name, version, kids, kept))
     if tag == "R" and n == 4:
         if type(r[1]) is not str:
             raise _bad(j, "is not ['R', name, count, keys]")
         count = _count(r[2], j)
         return Rec("R", count + 1, (r[1], count, _key_forms(r[3], count, j)))
-    raise _bad(j, f"is not a known record (tag {tag!r} with {n - 1} fields)")
+    raise _bad(j, f"is not a known record (tag {_shown(tag)} with {n - 1} fields)")
 
 
 #: Records without data, shared (immutable tuples): a tree of many small lists or
@@ -494,7 +501,7 @@ def _evolve(
                 problems.append(
                     Problem(
                         f"the migrations of {cls} from version {version} to {spec.version} "
-                        f"returned an unknown field {name!r}",
+                        f"returned an unknown field {_shown(name)}",
                         where(),
                         "a migration must return the fields of the class (or old names "
                         "listed in renamed=)",
@@ -507,7 +514,7 @@ def _evolve(
             if target in values:
                 problems.append(
                     Problem(
-                        f"field {cls}.{target} is in the file twice (as {name!r} and under "
+                        f"field {cls}.{target} is in the file twice (as {_shown(name)} and under "
                         f"another name)",
                         where(),
                         "",
@@ -529,11 +536,11 @@ def _evolve(
         old = _renamed_hint(spec, name, value, child, missing, defaulted, len(unknown))
         problems.append(
             Problem(
-                f"unknown field {name!r} in {cls} {versions}",
+                f"unknown field {_shown(name)} in {cls} {versions}",
                 where(),
                 "add it to removed= to drop it, or to renamed= if it is a field's old name"
                 if old is None
-                else f"it looks like the old name of {cls}.{old}: add renamed={{{name!r}: "
+                else f"it looks like the old name of {cls}.{old}: add renamed={{{_shown(name)}: "
                 f"{old!r}}}, or add it to removed= to drop it",
             )
         )
@@ -667,7 +674,7 @@ def _kind_for(name: str, tag: str, where: Callable[[], str]) -> NodeKind:
     cls = class_by_name(name)
     if cls is None:
         raise UnknownTypeError(
-            f"the file holds a type named {name!r} at {where()}, but no class is registered "
+            f"the file holds a type named {_shown(name)} at {where()}, but no class is registered "
             f"under that name. Import the module that declares it (with @container, "
             f"register or register_node) before loading."
         )
@@ -675,12 +682,12 @@ def _kind_for(name: str, tag: str, where: Callable[[], str]) -> NodeKind:
         kind = kind_for_type(cls)
     except Exception:
         raise UnknownTypeError(
-            f"{name!r} at {where()} is registered but is not a node type."
+            f"{_shown(name)} at {where()} is registered but is not a node type."
         ) from None
     if (kind.spec is not None) != (tag == "C"):
         what = "a declared container" if kind.spec is not None else "a register_node type"
         raise FormatError(
-            f"the file stores {name!r} at {where()} as a "
+            f"the file stores {_shown(name)} at {where()} as a "
             f"{'container' if tag == 'C' else 'register_node'} record, but it is {what} here."
         )
     return kind
@@ -703,7 +710,7 @@ def check_root(recs: list[Rec], expect: Any) -> None:
         rec = recs[0]
         desc = rec.data[0] if rec.tag in ("C", "R") else getattr(found, "__qualname__", "?")
         raise SchemaError(
-            f"expected a {type_name(expect)!r} at the root, but the file holds {desc!r} "
+            f"expected a {_shown(type_name(expect))} at the root, but the file holds {_shown(desc)} "
             f"there. Load it without expect= to see what it is, or pass the right class."
         )
 
@@ -756,12 +763,12 @@ def build(
             name = rec.data
             if name not in arrays:
                 raise FormatError(
-                    f"the tree refers to a tensor {name!r} at {where()} that the "
+                    f"the tree refers to a tensor {_shown(name)} at {where()} that the "
                     f"file does not have. The file is corrupt."
                 )
             if name in used:
                 raise FormatError(
-                    f"the tree refers to tensor {name!r} twice (at {where()}); "
+                    f"the tree refers to tensor {_shown(name)} twice (at {where()}); "
                     f"shared arrays are stored once and referred to by alias records."
                 )
             used.add(name)
@@ -809,7 +816,7 @@ def build(
     if unused:
         raise FormatError(
             f"the file has {len(unused)} tensor(s) the tree never refers to, e.g. "
-            f"{sorted(unused)[0]!r}. The file is corrupt."
+            f"{_shown(sorted(unused)[0])}. The file is corrupt."
         )
     if problems:
         err = SchemaError(schema_message(problems))
@@ -888,7 +895,7 @@ def _make(
             _, n, keys = rec.data
             if (keys is None) != (kind.keys is _no_keys):
                 raise FormatError(
-                    f"the file stores {rec.data[0]!r} at {where()} "
+                    f"the file stores {_shown(rec.data[0])} at {where()} "
                     f"{'without' if keys is None else 'with'} child keys, but its "
                     f"register_node declaration {'has' if keys is None else 'has no'} keys=."
                 )
@@ -899,7 +906,7 @@ def _make(
                 raise
             except Exception as err:
                 raise SchemaError(
-                    f"rebuilding {rec.data[0]!r} at {where()} failed: its unflatten raised "
+                    f"rebuilding {_shown(rec.data[0])} at {where()} failed: its unflatten raised "
                     f"{type(err).__name__}: {err}."
                 ) from None
     # Any container or register_node value may be the target of an alias (sharing an
@@ -954,7 +961,7 @@ def rows(records: Records, tensors: dict[str, Any], limits: Limits) -> list[Row]
             t = tensors.get(name)
             if t is None or name in used:
                 raise FormatError(
-                    f"the tree refers to tensor {name!r} "
+                    f"the tree refers to tensor {_shown(name)} "
                     f"{'twice' if t is not None else 'that the file does not have'}. "
                     f"The file is corrupt."
                 )
@@ -995,7 +1002,7 @@ def rows(records: Records, tensors: dict[str, Any], limits: Limits) -> list[Row]
     if unused:
         raise FormatError(
             f"the file has {len(unused)} tensor(s) the tree never refers to, e.g. "
-            f"{sorted(unused)[0]!r}. The file is corrupt."
+            f"{_shown(sorted(unused)[0])}. The file is corrupt."
         )
     return out
 

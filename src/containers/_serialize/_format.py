@@ -117,6 +117,12 @@ class Layout:
     file_size: int
 
 
+def _shown(value: Any) -> str:
+    """A value from a file in a message: its repr, cut to 200 characters (a name or a
+    field may be megabytes long)."""
+    return short_repr(value, 200)
+
+
 class _Duplicate(FormatError):
     pass
 
@@ -127,7 +133,7 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         for k, _ in pairs:
             if k in seen:
-                raise _Duplicate(f"duplicate key {k!r}")
+                raise _Duplicate(f"duplicate key {_shown(k)}")
             seen.add(k)
     return out
 
@@ -329,7 +335,7 @@ def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Lay
         if t.begin != pos:
             what = "overlaps the previous tensor" if t.begin < pos else "leaves a gap"
             raise FormatError(
-                f"tensor {t.name!r} starts at data offset {t.begin}, expected {pos}: it {what}. "
+                f"tensor {_shown(t.name)} starts at data offset {t.begin}, expected {pos}: it {what}. "
                 f"Tensors must cover the data section contiguously."
             )
         pos = t.end
@@ -455,9 +461,13 @@ def _tensor(name: str, entry: Any, limits: Limits) -> Tensor:
     # Runs once per tensor of a header (100,000 in benchmarks/serialization.py, "many"),
     # so the checks are written out rather than built from helpers.
     if type(entry) is not dict or len(entry) != 3 or not _ENTRY_KEYS.issuperset(entry):
-        keys = sorted(entry) if type(entry) is dict else type(entry).__name__
+        keys: Any = type(entry).__name__
+        if type(entry) is dict:  # at most 10 of them: a file may hold millions
+            keys = sorted(entry)[:10] + (
+                [f"and {len(entry) - 10} more"] if len(entry) > 10 else []
+            )
         raise FormatError(
-            f"tensor {name!r}: an entry must have exactly 'dtype', 'shape' and "
+            f"tensor {_shown(name)}: an entry must have exactly 'dtype', 'shape' and "
             f"'data_offsets', got {keys}."
         )
     code, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
@@ -467,7 +477,7 @@ def _tensor(name: str, entry: Any, limits: Limits) -> Tensor:
     if dtype is None:
         if type(code) is str and code in _OTHER_SAFETENSORS_DTYPES:
             raise FormatError(
-                f"tensor {name!r}: unsupported dtype {code!r}, a safetensors dtype that "
+                f"tensor {_shown(name)}: unsupported dtype {_shown(code)}, a safetensors dtype that "
                 f"containers does not read (it reads {', '.join(DTYPES)}). Open the file "
                 f"with safetensors.safe_open instead."
             )
@@ -476,24 +486,26 @@ def _tensor(name: str, entry: Any, limits: Limits) -> Tensor:
             f"{', '.join(DTYPES)}."
         )
     if type(shape) is not list:
-        raise FormatError(f"tensor {name!r}: the shape must be a list of non-negative integers.")
+        raise FormatError(
+            f"tensor {_shown(name)}: the shape must be a list of non-negative integers."
+        )
     if len(shape) > limits.max_ndim:
         raise LimitError(
-            f"tensor {name!r} has {len(shape)} dimensions, more than max_ndim="
+            f"tensor {_shown(name)} has {len(shape)} dimensions, more than max_ndim="
             f"{limits.max_ndim}. Pass limits=Limits(max_ndim=...) to accept it."
         )
     size = dtype.itemsize
     for d in shape:
         if type(d) is not int or not 0 <= d < _MAX_INT:
             raise FormatError(
-                f"tensor {name!r}: the shape must be a list of non-negative integers."
+                f"tensor {_shown(name)}: the shape must be a list of non-negative integers."
             )
         size *= d  # exact integers: no overflow
     if size == 0 and _addressed(dtype, shape) > sys.maxsize:
         # numpy multiplies the non-zero dimensions even of an empty array, and refuses
         # more bytes than a pointer can address (its "array is too big" ValueError).
         raise FormatError(
-            f"tensor {name!r}: {code}{shape} is empty, but its other dimensions describe "
+            f"tensor {_shown(name)}: {code}{shape} is empty, but its other dimensions describe "
             f"{_addressed(dtype, shape)} bytes, more than an array can address. The file "
             f"is corrupt."
         )
@@ -505,13 +517,15 @@ def _tensor(name: str, entry: Any, limits: Limits) -> Tensor:
         or not 0 <= offsets[0] < _MAX_INT
         or not 0 <= offsets[1] < _MAX_INT
     ):
-        raise FormatError(f"tensor {name!r}: data_offsets must be two non-negative integers.")
+        raise FormatError(
+            f"tensor {_shown(name)}: data_offsets must be two non-negative integers."
+        )
     begin, end = offsets
     if begin > end:
-        raise FormatError(f"tensor {name!r}: data_offsets begin {begin} is after end {end}.")
+        raise FormatError(f"tensor {_shown(name)}: data_offsets begin {begin} is after end {end}.")
     if size != end - begin:
         raise FormatError(
-            f"tensor {name!r}: {code}{shape} needs {size} bytes but its data_offsets span "
+            f"tensor {_shown(name)}: {code}{shape} needs {size} bytes but its data_offsets span "
             f"{end - begin}."
         )
     return Tensor(begin, end, name, code, tuple(shape), dtype)
@@ -662,7 +676,7 @@ def read_arrays(
             n = f.readinto(view[got : got + _CHUNK])
             if not n:
                 raise FormatError(
-                    f"truncated: the file ended while reading tensor {first.name!r}."
+                    f"truncated: the file ended while reading tensor {_shown(first.name)}."
                 )
             if alone:
                 value = crc(view[got : got + n], value)
@@ -742,7 +756,7 @@ def _check_bools(buffer: Any, run: list[Tensor], base: int) -> None:
     at = first.begin + int(np.argmax(raw > 1))
     t = next(u for u in run if u.begin <= at < u.end)
     raise FormatError(
-        f"tensor {t.name!r}: BOOL data holds the byte {raw[at - first.begin]} at element "
+        f"tensor {_shown(t.name)}: BOOL data holds the byte {raw[at - first.begin]} at element "
         f"{at - t.begin}; a bool is stored as 0 or 1. The file is corrupt."
     )
 
@@ -751,7 +765,7 @@ def _mismatch(t: Tensor, want: int, value: int) -> Exception:
     from containers._errors import IntegrityError
 
     return IntegrityError(
-        f"tensor {t.name!r}: CRC32 mismatch (the file says {want:08x}, the data gives "
+        f"tensor {_shown(t.name)}: CRC32 mismatch (the file says {want:08x}, the data gives "
         f"{value:08x}): the file is corrupted. Restore it from a good copy, or pass "
         f"verify=False to load the damaged values anyway."
     )
