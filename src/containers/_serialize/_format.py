@@ -875,30 +875,32 @@ def _file_kind(mode: int) -> str:
 def open_for_reading(path: str) -> io.BufferedReader:
     """Open a regular file for reading; refuse anything else before reading a byte.
 
-    The file is opened without blocking and checked on its descriptor, so a FIFO (whose
-    open would block until a writer comes) or a device swapped in meanwhile is refused
-    too.
+    The path is checked before it is opened (a FIFO's open blocks until a writer
+    comes; a device's may act), then opened without blocking and checked again on its
+    descriptor, in case another file was swapped in meanwhile.
 
     Raises:
         FormatError: ``path`` is a FIFO, a device or a socket.
         IsADirectoryError: ``path`` is a directory, as ``open`` says.
         OSError: as ``open(path, "rb")`` raises it.
     """
+    _check_regular(os.stat(path).st_mode, path)  # before open: opening a device acts
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
-        if not stat.S_ISREG(mode):
-            raise FormatError(
-                f"not a regular file ({_file_kind(mode)}): only regular files are read."
-            )
+        _check_regular(os.fstat(fd).st_mode, path)  # what was opened, if it was swapped
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         return open(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
+
+
+def _check_regular(mode: int, path: str) -> None:
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    if not stat.S_ISREG(mode):
+        raise FormatError(f"not a regular file ({_file_kind(mode)}): only regular files are read.")
 
 
 def atomic_write(path: str, write: Callable[[int], None], *, fsync: bool = True) -> None:
