@@ -17,7 +17,6 @@ import math
 import mmap
 import operator
 import os
-import re
 import stat
 import sys
 import tempfile
@@ -202,9 +201,9 @@ def bound_json(text: str, what: str, budget: int, *, skip: tuple[int, int] = (0,
     56, ``"ab"`` 4 bytes and a str of 51. The objects are bounded from token counts
     (``_cost``): first counts over the whole text (C loops, no copy), leaving out
     ``skip``, the span of one string known to hold no quote (the tree inside a header),
-    which any usual file meets; past that bound, the strings are cut out (one regular
-    expression) and the counts made again outside them. A one-character string is one
-    of Python's cached singletons: the record tags (``"N"``, ``"S"``...) cost nothing.
+    which any usual file meets; past that bound, the counts are made exactly, outside
+    strings (``_outside_strings``). A one-character string is one of Python's cached
+    singletons: the record tags (``"N"``, ``"S"``...) cost nothing.
 
     Raises:
         LimitError: the objects would exceed ``budget`` (junk nested in unknown fields,
@@ -223,9 +222,8 @@ def bound_json(text: str, what: str, budget: int, *, skip: tuple[int, int] = (0,
     singles = _singles(text)
     if _cost(opens, commas, colons, strings - singles, n) <= budget:
         return
-    stripped, strings = _STRING.subn("", text)
-    opens = stripped.count("[") + stripped.count("{")
-    cost = _cost(opens, stripped.count(","), stripped.count(":"), strings - singles, n)
+    opens, commas, colons, strings, chars = _outside_strings(text)
+    cost = _cost(opens, commas, colons, strings - singles, chars)
     if cost > budget:
         raise LimitError(
             f"{what}: its JSON would take about {cost:,} bytes of memory to parse, more "
@@ -235,9 +233,6 @@ def bound_json(text: str, what: str, budget: int, *, skip: tuple[int, int] = (0,
         )
 
 
-#: A JSON string, unrolled: one character-class loop per run between escapes. An
-#: invalid string is left for json to refuse.
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 #: The one-character strings most frequent in trees (record tags, the float form).
 _SINGLE = ('"S"', '"A"', '"N"', '"L"', '"T"', '"f"')
 
@@ -246,6 +241,40 @@ def _singles(text: str) -> int:
     """How many strings of ``text`` are one of ``_SINGLE`` (in JSON, ``"N"`` cannot be
     a part of a longer string: a quote inside one is escaped)."""
     return sum(map(text.count, _SINGLE))
+
+
+#: Bytes of a text scanned at a time by ``_outside_strings`` (its temporaries: a few
+#: times this, whatever the size of the text).
+_SCAN = 1 << 16
+
+
+def _outside_strings(text: str) -> tuple[int, int, int, int, int]:
+    """Exact counts of ``[`` and ``{``, ``,`` and ``:`` outside strings, of strings and
+    of the characters inside them, in memory of the order of the text.
+
+    Escapes are blanked first (``\\\\`` then ``\\"`` become ``__``), so every quote
+    left opens or closes a string; a byte is inside a string when the quotes before it
+    are odd in number: a running sum, ``_SCAN`` bytes at a time, in numpy (no object per
+    string, as a regular expression's substitution would make).
+    """
+    data = text.encode("utf-8", "surrogatepass").replace(b"\\\\", b"__")
+    data = data.replace(b'\\"', b"__")
+    opens = commas = colons = quotes = inside = 0
+    carry = 0
+    for start in range(0, len(data), _SCAN):
+        b = np.frombuffer(data, np.uint8, min(_SCAN, len(data) - start), start)
+        is_quote = b == 34
+        parity = np.cumsum(is_quote, dtype=np.uint8)
+        parity += carry
+        parity &= 1  # 1 inside a string (from its opening quote on)
+        carry = int(parity[-1])
+        out = parity == 0
+        opens += int(np.count_nonzero(((b == 91) | (b == 123)) & out))
+        commas += int(np.count_nonzero((b == 44) & out))
+        colons += int(np.count_nonzero((b == 58) & out))
+        quotes += int(np.count_nonzero(is_quote))
+        inside += len(b) - int(np.count_nonzero(out))
+    return opens, commas, colons, quotes // 2, inside
 
 
 def _cost(opens: int, commas: int, colons: int, strings: int, chars: int) -> int:
