@@ -341,8 +341,8 @@ def _snapshot(records: tuple[Record, ...], force: bool = False) -> tuple[tuple[R
     for i, (kind, aux, n, mask) in enumerate(records):
         if kind.spec is None or not kind.spec.keep:
             continue
-        kept = list(aux)
-        for j, value in enumerate(kept):
+        values = list(aux)
+        for j, value in enumerate(values):
             try:
                 hash(value)
                 continue
@@ -350,7 +350,7 @@ def _snapshot(records: tuple[Record, ...], force: bool = False) -> tuple[tuple[R
                 pass
             found = True
             try:
-                kept[j] = copy.deepcopy(value)
+                values[j] = copy.deepcopy(value)
             except Exception as err:
                 raise StructureError(
                     f"structure: the kept value {kind.spec.keep[j]!r} of a "
@@ -359,7 +359,7 @@ def _snapshot(records: tuple[Record, ...], force: bool = False) -> tuple[tuple[R
                     f"copy failed ({type(err).__name__}: {err}). Keep a hashable value "
                     f"(a tuple) instead."
                 ) from None
-        out[i] = (kind, tuple(kept) if type(aux) is tuple else type(aux)(kept), n, mask)
+        out[i] = (kind, tuple(values) if type(aux) is tuple else type(aux)(values), n, mask)
     if not found and not force:
         return records, False
     return tuple(out), found
