@@ -646,3 +646,23 @@ def test_a_structure_is_not_changed_by_mutating_a_kept_list():
     out.sizes.append(9)
     assert s.unflatten([5]).sizes == [1, 2]
     assert table.get(ct.structure(_Kept(0, [1, 2]))) == "old"
+
+
+def test_a_kept_array_is_snapshotted_and_an_uncopyable_mutable_value_refused():
+    """A kept numpy array is copied into the Structure; an unhashable kept value that
+    cannot be copied is a StructureError naming the field."""
+    tree = _Kept(1, np.array([1, 2]))  # type: ignore[arg-type]
+    s = ct.structure(tree)
+    tree.sizes[0] = 9
+    assert s == ct.structure(_Kept(1, np.array([1, 2])))  # type: ignore[arg-type]
+
+    class Uncopyable:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __deepcopy__(self, memo: Any) -> Any:
+            raise RuntimeError("no copies")
+
+    with pytest.raises(
+        ct.StructureError, match="the kept value 'sizes' of a _Kept is a Uncopyable"
+    ):
+        ct.structure(_Kept(1, Uncopyable()))  # type: ignore[arg-type]

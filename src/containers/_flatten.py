@@ -353,11 +353,11 @@ def _snapshot(records: tuple[Record, ...], force: bool = False) -> tuple[tuple[R
                 values[j] = copy.deepcopy(value)
             except Exception as err:
                 raise StructureError(
-                    f"structure: the kept value {kind.spec.keep[j]!r} of a "
-                    f"{type_name(kind.type)} is a {type(value).__qualname__}, mutable and "
-                    f"unhashable, which a Structure must copy to stay unchanged, but the "
-                    f"copy failed ({type(err).__name__}: {err}). Keep a hashable value "
-                    f"(a tuple) instead."
+                    f"the kept value {kind.spec.keep[j]!r} of a {type_name(kind.type)} is "
+                    f"a {type_name(type(value))}, mutable and unhashable, which a "
+                    f"Structure copies so as to stay unchanged, but the copy failed "
+                    f"({type(err).__name__}: {err}). Keep a hashable value (a tuple) "
+                    f"instead, or make it copyable."
                 ) from None
         out[i] = (kind, tuple(values) if type(aux) is tuple else type(aux)(values), n, mask)
     if not found and not force:
