@@ -183,7 +183,8 @@ class DictKey(_OrderedKey):
 
     def __init__(self, key: Hashable) -> None:
         try:
-            hash(key)
+            if type(key) is not str and type(key) is not int:  # the usual keys first
+                hash(key)
         except TypeError:
             raise TypeError(
                 f"DictKey: the key must be hashable, got {type(key).__qualname__} "
