@@ -11,6 +11,8 @@ import random
 import subprocess
 import sys
 import textwrap
+import time
+import tracemalloc
 from collections import Counter, OrderedDict, deque
 from typing import Any
 
@@ -21,7 +23,7 @@ import safetensors.numpy
 from hypothesis import HealthCheck, given, settings
 
 import containers as ct
-from containers._serialize import _decode, _format
+from containers._serialize import _decode, _diff, _format
 
 
 @ct.container(children=["w", "b"], keep=["name", "shape"], name="tests.fuzz.Layer")
@@ -373,3 +375,139 @@ def test_huge_claims_fail_under_a_memory_cap(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["FormatError"] * 8 + ["LimitError"] * 4
+
+
+# --- the input classes of the second hostile review (issue 28) --------------------------
+
+_JSON_JUNK: list[Any] = [["F32"], {"a": 1}, 1, -1, 1.5, True, None, "x", [[[]]], {"": {"": []}}]
+
+
+def _header_field_variants(data: bytes) -> list[bytes]:
+    """Each header field of a valid file (dtype, shape, a dimension, data_offsets, an
+    offset, an entry, __metadata__, a metadata value, the tree) replaced by each JSON
+    type, and junk added as an unknown entry field."""
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + n])
+    rest = data[8 + n :]
+    name = next(k for k in header if k != "__metadata__")
+    out = []
+
+    def frame(h: Any) -> bytes:
+        body = json.dumps(h).encode()
+        return len(body).to_bytes(8, "little") + body + rest
+
+    for junk in _JSON_JUNK:
+        for path in (
+            ("dtype",),
+            ("shape",),
+            ("shape", 0),
+            ("data_offsets",),
+            ("data_offsets", 0),
+            ("data_offsets", 1),
+            ("junk",),
+        ):
+            h = json.loads(json.dumps(header))
+            target = h[name]
+            for key in path[:-1]:
+                target = target[key]
+            if isinstance(target, list) and not target:
+                continue
+            target[path[-1]] = junk
+            out.append(frame(h))
+        for key in ("containers.tree", "containers.format", "other"):
+            h = json.loads(json.dumps(header))
+            h["__metadata__"][key] = junk
+            out.append(frame(h))
+        out.append(frame({**header, "__metadata__": junk}))
+        out.append(frame({**header, name: junk}))
+    return out
+
+
+def _big_hostile_files() -> dict[str, bytes]:
+    """Files of about 300 KB of each new input class: nested junk in unknown fields and
+    in the tree, empty records, colliding keys, alias DAGs."""
+    n = 40_000
+
+    def tree_file(records: Any, entries: dict[str, Any] | None = None, data: bytes = b"") -> bytes:
+        h = {"__metadata__": {"containers.format": "1", "containers.tree": json.dumps(records)}}
+        h.update(entries or {})
+        body = json.dumps(h, separators=(",", ":")).encode()
+        return len(body).to_bytes(8, "little") + body + data
+
+    good = {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}
+    a = [["A", "w", "00000000"]]
+    keys = [{"i": format(k * (2**61 - 1), "x")} for k in range(1, n // 2)]
+    dag = [["L", 2] for _ in range(200)] + [["L", 1], ["S", 1]]
+    dag += [["@", i + 1] for i in reversed(range(200))]
+    return {
+        "junk in an unknown field": tree_file(a, {"w": {**good, "x": [[[]]] * n}}, b"\0" * 4),
+        "junk in a dimension": tree_file(a, {"w": {**good, "shape": [[[]]] * n}}, b"\0" * 4),
+        "empty records": tree_file(a, {"w": good, **{f"{i}": {} for i in range(n)}}, b"\0" * 4),
+        "empty arrays": tree_file(a, {"w": good, **{f"{i}": [] for i in range(n)}}, b"\0" * 4),
+        "short strings": tree_file(a, {"w": {**good, "dtype": ["ab"] * n}}, b"\0" * 4),
+        "junk tree records": tree_file([[]] * n),
+        "nested tree records": tree_file([["L", 1], [[[[]]]] * n]),
+        "colliding keys": tree_file([["D", keys]] + [["S", 0]] * len(keys)),
+        "alias DAG": tree_file(dag),
+    }
+
+
+def _call(fn: Any) -> tuple[str, float, int]:
+    """fn's outcome (an error class or 'ok'), its time (a run of its own: tracemalloc
+    slows allocation down) and its peak traced memory."""
+
+    def run() -> str:
+        try:
+            fn()
+        except ct.SerializationError as err:
+            return type(err).__name__
+        except IsADirectoryError:
+            return "IsADirectoryError"
+        return "ok"
+
+    start = time.perf_counter()
+    outcome = run()
+    elapsed = time.perf_counter() - start
+    tracemalloc.start()
+    try:
+        assert run() == outcome
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return outcome, elapsed, peak
+
+
+def test_new_hostile_input_classes_raise_only_serialization_errors_in_bounded_time_and_memory(
+    tmp_path,
+):
+    """Non-string and non-expected JSON types in every header field, nested junk in
+    unknown fields and the tree, empty records, colliding keys, alias DAGs and files
+    that are not regular: every reader (load, load(mmap=True), deserialize, inspect,
+    diff) raises only SerializationError, each call within 2 s and 10x the file's size
+    in memory (plus 1 MB for the interpreter's small objects)."""
+    path = tmp_path / "f.safetensors"
+    files = [("field", d) for s in _seeds() for d in _header_field_variants(s)]
+    files += list(_big_hostile_files().items())
+    outcomes: Counter[str] = Counter()
+    for what, data in files:
+        path.write_bytes(data)
+        for fn in (
+            lambda: ct.load(path),
+            lambda: ct.load(path, mmap=True),
+            lambda data=data: ct.deserialize(data),
+            lambda: ct.inspect(path),
+            lambda: _diff.diff_files(path, path),
+        ):
+            outcome, elapsed, peak = _call(fn)
+            outcomes[outcome] += 1
+            assert elapsed < 2, (what, elapsed)
+            assert peak < 10 * len(data) + 2**20, (what, peak / len(data))
+    assert outcomes["ok"] < sum(outcomes.values()) // 10
+    special = tmp_path / "special"
+    special.mkdir()
+    fifo = special / "pipe.safetensors"
+    os.mkfifo(fifo)
+    for target in (fifo, special):
+        for fn in (lambda t=target: ct.load(t), lambda t=target: ct.inspect(t)):
+            outcome, elapsed, _ = _call(fn)
+            assert outcome in ("FormatError", "IsADirectoryError") and elapsed < 2

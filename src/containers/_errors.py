@@ -92,7 +92,12 @@ class VersionError(SerializationError):
 
 
 class SchemaError(SerializationError):
-    """The file's fields do not fit the class and no declared evolution explains it."""
+    """The file's fields do not fit the class and no declared evolution explains it.
+
+    ``problems`` lists every problem found, one line each (the message groups them and
+    shows at most 20 kinds)."""
+
+    problems: list[str] = []  # noqa: RUF012 - set per instance when raised
 
 
 def type_name(cls: type) -> str:

@@ -8,8 +8,9 @@ rebuilds without recursion at any depth. This stage never maps functions over le
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import chain, cycle, repeat
+from itertools import chain, compress, cycle, repeat
 from operator import itemgetter
 from typing import Any, Generic, TypeVar
 
@@ -319,6 +320,57 @@ def _emit_run(
             ranks += pattern(inner, above_rank)
 
 
+def _snapshot(records: tuple[Record, ...], force: bool = False) -> tuple[tuple[Record, ...], bool]:
+    """``records`` with every unhashable kept value (a list, a dict, an array: equal by
+    content, yet mutable) replaced by a deep copy, and whether there was one.
+
+    A Structure is immutable and hashable: it must not change when the tree it came
+    from does. Hashable kept values are kept as they are (their hash promises that
+    their equality does not change). Only kinds with kept fields are looked at, found
+    in one pass in C."""
+    kept = {k for k in set(map(_KIND, records)) if k.spec is not None and k.spec.keep}
+    if not kept:
+        return records, False
+    # The types of every kept value, gathered in C: usually str, numbers and None only
+    # (a flatten of 1000 layers with a kept activation name costs no loop here).
+    auxes = compress(map(_AUX, records), map(kept.__contains__, map(_KIND, records)))
+    if not force and set(map(type, chain.from_iterable(auxes))) <= _ATOMIC:
+        return records, False
+    out = list(records)
+    found = False
+    for i, (kind, aux, n, mask) in enumerate(records):
+        if kind.spec is None or not kind.spec.keep:
+            continue
+        values = list(aux)
+        for j, value in enumerate(values):
+            try:
+                hash(value)
+                continue
+            except TypeError:
+                pass
+            found = True
+            try:
+                values[j] = copy.deepcopy(value)
+            except Exception as err:
+                raise StructureError(
+                    f"the kept value {kind.spec.keep[j]!r} of a {type_name(kind.type)} is "
+                    f"a {type_name(type(value))}, mutable and unhashable, which a "
+                    f"Structure copies so as to stay unchanged, but the copy failed "
+                    f"({type(err).__name__}: {err}). Keep a hashable value (a tuple) "
+                    f"instead, or make it copyable."
+                ) from None
+        out[i] = (kind, tuple(values) if type(aux) is tuple else type(aux)(values), n, mask)
+    if not found and not force:
+        return records, False
+    return tuple(out), found
+
+
+_KIND = itemgetter(0)
+_AUX = itemgetter(1)
+#: Kept values of these types are immutable: a Structure holds them as they are.
+_ATOMIC = frozenset({str, int, float, bool, complex, bytes, type(None)})
+
+
 def _restore(refs: tuple[tuple[type, Any, int, Any], ...], num_leaves: int) -> Structure[Any]:
     records = tuple((kind_for_type(t), aux, n, mask) for t, aux, n, mask in refs)
     return Structure(records, num_leaves)
@@ -343,10 +395,10 @@ class Structure(Generic[T_co]):
         ["['a']", "['b'][0]", "['b'][1]"]
     """
 
-    __slots__ = ("_hash", "_num_leaves", "_records")
+    __slots__ = ("_hash", "_mutable", "_num_leaves", "_records")
 
     def __init__(self, records: tuple[Record, ...], num_leaves: int) -> None:
-        self._records = records
+        self._records, self._mutable = _snapshot(records)
         self._num_leaves = num_leaves
         self._hash: int | None = None
 
@@ -387,10 +439,13 @@ class Structure(Generic[T_co]):
                 f"exactly one value per leaf, in the order flatten returned them.",
                 None,
             )
+        records = self._records
+        if self._mutable:  # each tree gets its own copy of the snapshot
+            records, _ = _snapshot(records, force=True)
         speedups = _fast._speedups  # read per call: tests switch it
         if speedups is not None:
-            return speedups.build(self._records, leaves, C_BUILD_CONTEXT)
-        return _build(self._records, leaves)
+            return speedups.build(records, leaves, C_BUILD_CONTEXT)
+        return _build(records, leaves)
 
     def children(self) -> list[Structure[Any]]:
         """The structures of the root's children (a leaf's is the leaf structure)."""

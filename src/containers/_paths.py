@@ -7,13 +7,14 @@ looks inside a tree (``getpath`` and friends live in ``_access``).
 from __future__ import annotations
 
 import ast
+import operator
 import sys
 from collections import deque
 from collections.abc import Hashable, Sequence
 from itertools import repeat
 from typing import Any, TypeAlias
 
-from containers._errors import StructureError, safe_repr
+from containers._errors import StructureError, safe_repr, short_repr
 
 __all__ = [
     "AttrKey",
@@ -85,6 +86,11 @@ class AttrKey(_OrderedKey):
     tags: tuple[str, ...]
 
     def __init__(self, name: str, tags: tuple[str, ...] = ()) -> None:
+        if not isinstance(name, str):  # a file could not hold it, getpath not reach it
+            raise TypeError(
+                f"AttrKey: the name must be a str, got {type(name).__qualname__} "
+                f"{short_repr(name)}."
+            )
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "tags", tags)
 
@@ -127,6 +133,14 @@ class IndexKey(_OrderedKey):
     idx: int
 
     def __init__(self, idx: int) -> None:
+        if type(idx) is not int:
+            try:  # numpy integers and other ints: stored as the int they are
+                idx = operator.index(idx)
+            except TypeError:
+                raise TypeError(
+                    f"IndexKey: the index must be an int, got {type(idx).__qualname__} "
+                    f"{short_repr(idx)}."
+                ) from None
         object.__setattr__(self, "idx", idx)
 
     def __setattr__(self, attr: str, value: object) -> None:
@@ -168,6 +182,14 @@ class DictKey(_OrderedKey):
     key: Hashable
 
     def __init__(self, key: Hashable) -> None:
+        try:
+            if type(key) is not str and type(key) is not int:  # the usual keys first
+                hash(key)
+        except TypeError:
+            raise TypeError(
+                f"DictKey: the key must be hashable, got {type(key).__qualname__} "
+                f"{short_repr(key)}."
+            ) from None
         object.__setattr__(self, "key", key)
 
     def __setattr__(self, attr: str, value: object) -> None:

@@ -48,6 +48,7 @@ __all__ = [
     "kind_of",
     "label",
     "name_of",
+    "same_order",
     "sort_keys",
     "values_equal",
 ]
@@ -259,10 +260,16 @@ def _fallback_key(k: Any) -> tuple[str, str]:
     return type(k).__name__, safe_repr(k)  # a huge int key has no repr
 
 
+def same_order(order: list[Any], keys: list[Any]) -> bool:
+    """Whether two lists hold the same objects in the same order: by identity, as user
+    keys may compare with ``==`` to anything (numpy scalars to an array)."""
+    return len(order) == len(keys) and all(map(operator.is_, order, keys))
+
+
 def _dict_iterate(x: dict[Any, Any]) -> tuple[Iterable[Any], tuple[tuple[Any, ...], Any]]:
     keys = list(x)
     order = sort_keys(keys)
-    if order == keys:
+    if same_order(order, keys):
         return x.values(), (tuple(order), None)
     return map(x.__getitem__, order), (tuple(order), tuple(keys))
 

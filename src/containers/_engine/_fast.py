@@ -45,6 +45,7 @@ from containers._registry import (
     Mismatch,
     NodeKind,
     kind_of,
+    same_order,
     sort_keys,
 )
 from containers._spec import ContainerSpec
@@ -207,7 +208,7 @@ class _Mode:
             else:
                 keys = list(x)
                 order = sort_keys(keys)
-                if order == keys:
+                if same_order(order, keys):
                     value = dict(zip(keys, loop(x.values(), depth + 1)))
                 else:
                     value = dict.fromkeys(keys)

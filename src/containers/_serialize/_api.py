@@ -39,6 +39,7 @@ from containers._serialize._format import (
     atomic_write,
     layout_of_bytes,
     map_file,
+    open_for_reading,
     read_arrays,
     read_layout,
     view_arrays,
@@ -599,7 +600,7 @@ def load(
         # a tensor's errors name its own file (a shard's, for a sharded checkpoint)
         return materialize(tree, where, workers=workers, progress=progress)
     total = 0
-    with _in_file(path), open(path, "rb") as f, _gc_paused():
+    with _in_file(path), open_for_reading(path) as f, _gc_paused():
         layout = read_layout(f, limits)
         records = _records(layout, limits)
         check_root(records.recs, expect)
@@ -761,7 +762,7 @@ def read_leaves(
     longer than ``max_path`` are cut (``FileLeaf.deep``: they can match nothing)."""
     limits = DEFAULT_LIMITS if limits is None else limits
     path = os.fspath(path)
-    with _in_file(path), open(path, "rb") as f, _gc_paused():
+    with _in_file(path), open_for_reading(path) as f, _gc_paused():
         layout = read_layout(f, limits)
         records, wants = _tree_records(layout, limits, verify)
         if mmap:
@@ -902,7 +903,7 @@ def _inspect_sharded(path: str, limits: Limits) -> FileInfo:
 def _inspect(path: str, limits: Limits) -> FileInfo:
     from containers._serialize._decode import _dtype_name
 
-    with open(path, "rb") as f:
+    with open_for_reading(path) as f:
         layout = read_layout(f, limits)
     tensors = {
         name: (_dtype_name(t.code), t.shape, t.end - t.begin) for name, t in layout.tensors.items()

@@ -9,6 +9,7 @@ reads bytes itself: ``_format`` hands it the parsed metadata and the arrays.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import sys
 from collections import OrderedDict, defaultdict, deque
@@ -25,6 +26,7 @@ from containers._errors import (
     UnknownTypeError,
     VersionError,
     safe_repr,
+    short_repr,
     type_name,
 )
 from containers._paths import AttrKey, DictKey, IndexKey, Key
@@ -39,7 +41,7 @@ from containers._registry import (
     kind_for_type,
 )
 from containers._serialize._encode import FACTORIES
-from containers._serialize._format import strict_json
+from containers._serialize._format import bound_json, strict_json
 from containers._serialize._limits import Limits
 from containers._serialize._values import decode_key, decode_scalar
 from containers._spec import ContainerSpec
@@ -80,13 +82,19 @@ class Rec(NamedTuple):
     data: Any
 
 
+def _shown(value: Any) -> str:
+    """A value from a file in a message: its repr, cut to 200 characters (a name or a
+    field may be megabytes long)."""
+    return short_repr(value, 200)
+
+
 def _bad(j: int, what: str) -> FormatError:
     return FormatError(f"the tree's record #{j} {what}. The file is corrupt.")
 
 
 def _count(x: Any, j: int) -> int:
     if type(x) is not int or x < 0:
-        raise _bad(j, f"has a count {x!r} that is not a non-negative integer")
+        raise _bad(j, f"has a count {_shown(x)} that is not a non-negative integer")
     return x
 
 
@@ -97,9 +105,24 @@ def _keys(x: Any, j: int) -> list[Any]:
         keys = [decode_key(k) for k in x]
     except FormatError as err:
         raise _bad(j, f"has a bad key: {err}") from None
+    if len(keys) > _FEW_KEYS and len(keys) - len(set(map(hash, keys))) > _FEW_KEYS:
+        # Distinct keys with one hash (ints that are multiples of 2**61 - 1) make every
+        # set and dict of them quadratic: refused before one is built. The hashes
+        # themselves are distinct ints, which a set holds in linear time.
+        raise LimitError(
+            f"the tree's record #{j} has {len(keys)} dict keys whose hashes collide "
+            f"({len(keys) - len(set(map(hash, keys)))} share a hash with another): "
+            f"building the dict would take time quadratic in their number. The file "
+            f"is corrupt or hostile."
+        )
     if len(set(keys)) != len(keys):
         raise _bad(j, "has duplicate keys")
     return keys
+
+
+#: How many dict keys of one record may share a hash with another (a few do in real
+#: data: -1 and -2 hash alike): quadratic work on this many is nothing.
+_FEW_KEYS = 256
 
 
 def _order(x: Any, n: int, j: int) -> list[int] | None:
@@ -126,7 +149,7 @@ def _key_forms(x: Any, n: int, j: int) -> tuple[Key, ...] | None:
     out: list[Key] = []
     for form in x:
         if type(form) is not list or len(form) != 2 or form[0] not in ("a", "i", "d"):
-            raise _bad(j, f"has a bad key form {form!r}")
+            raise _bad(j, f"has a bad key form {_shown(form)}")
         if form[0] == "a" and type(form[1]) is str:
             out.append(AttrKey(form[1]))
         elif form[0] == "i" and type(form[1]) is int:
@@ -137,7 +160,7 @@ def _key_forms(x: Any, n: int, j: int) -> tuple[Key, ...] | None:
             except FormatError as err:
                 raise _bad(j, f"has a bad key: {err}") from None
         else:
-            raise _bad(j, f"has a bad key form {form!r}")
+            raise _bad(j, f"has a bad key form {_shown(form)}")
     return tuple(out)
 
 
@@ -156,20 +179,21 @@ def _parse(r: Any, j: int) -> Rec:
         if type(name) is not str or type(crc) is not str or len(crc) != 8:
             raise _bad(j, "is not ['A', name, crc32]")
         if not _HEX8(crc):
-            raise _bad(j, f"has a CRC32 {crc!r} that is not 8 hex digits")
+            raise _bad(j, f"has a CRC32 {_shown(crc)} that is not 8 hex digits")
         return Rec("A", 0, name)
     if tag == "@" and n == 2:
         if type(r[1]) is not int or not 0 <= r[1] < j:
-            raise _bad(j, f"is an alias to {r[1]!r}, which is not an earlier record")
+            raise _bad(j, f"is an alias to {_shown(r[1])}, which is not an earlier record")
         return Rec("@", 0, r[1])
     if tag == "N" and n == 1:
-        return Rec("N", 0, None)
+        return _NONE_REC
     if tag in ("T", "L") and n == 2:
-        return Rec(tag, _count(r[1], j), None)
+        count = _count(r[1], j)
+        return _SEQ_RECS.get((tag, count)) or Rec(tag, count, None)
     if tag == "Q" and n == 3:
         count = _count(r[1], j)
         if r[2] is not None and (type(r[2]) is not int or not count <= r[2] <= sys.maxsize):
-            raise _bad(j, f"is a deque of {count} items with maxlen {r[2]!r}")
+            raise _bad(j, f"is a deque of {count} items with maxlen {_shown(r[2])}")
         return Rec("Q", count, r[2])
     if tag in ("D", "O") and n in ((2, 3) if tag == "D" else (2,)):
         keys = _keys(r[1], j)
@@ -179,7 +203,7 @@ def _parse(r: Any, j: int) -> Rec:
         keys = _keys(r[1], j)
         order = _order(r[2], len(keys), j)
         if r[3] is not None and (type(r[3]) is not str or r[3] not in FACTORIES):
-            raise _bad(j, f"names a default_factory {r[3]!r} that is not a builtin one")
+            raise _bad(j, f"names a default_factory {_shown(r[3])} that is not a builtin one")
         return Rec("DD", len(keys), (keys, order, None if r[3] is None else FACTORIES[r[3]]))
     if tag == "C" and n == 5:
         name, version = r[1], r[2]
@@ -187,14 +211,20 @@ def _parse(r: Any, j: int) -> Rec:
             raise _bad(j, "is not ['C', name, version, children, kept]")
         kids, kept = _names(r[3], j), _names(r[4], j)
         if len(set(kids) | set(kept)) != len(kids) + len(kept):
-            raise _bad(j, f"names a field of {name!r} twice")
+            raise _bad(j, f"names a field of {_shown(name)} twice")
         return Rec("C", len(kids) + len(kept), (name, version, kids, kept))
     if tag == "R" and n == 4:
         if type(r[1]) is not str:
             raise _bad(j, "is not ['R', name, count, keys]")
         count = _count(r[2], j)
         return Rec("R", count + 1, (r[1], count, _key_forms(r[3], count, j)))
-    raise _bad(j, f"is not a known record (tag {tag!r} with {n - 1} fields)")
+    raise _bad(j, f"is not a known record (tag {_shown(tag)} with {n - 1} fields)")
+
+
+#: Records without data, shared (immutable tuples): a tree of many small lists or
+#: Nones costs no record object per node.
+_NONE_REC = Rec("N", 0, None)
+_SEQ_RECS = {(tag, n): Rec(tag, n, None) for tag in "TL" for n in range(16)}
 
 
 class Records(NamedTuple):
@@ -209,6 +239,9 @@ class Records(NamedTuple):
     targets: set[int]
 
 
+_TREE_FACTOR = 18
+
+
 def parse_records(text: str, limits: Limits) -> Records:
     """Parse and validate the tree string of a file into records.
 
@@ -216,6 +249,11 @@ def parse_records(text: str, limits: Limits) -> Records:
         FormatError: the string is not a list of valid records.
         LimitError: more records than ``limits.max_nodes``.
     """
+    # A record is a small list (a tag, a count, a name): up to about 16 bytes of
+    # objects per character of the tree (a NaN scalar record, whose tree characters
+    # take 1.4 bytes of the header each); junk (nested empty arrays) is refused before
+    # it is built.
+    bound_json(text, "the tree", _TREE_FACTOR * len(text))
     raw = strict_json(text, "the tree")
     if type(raw) is not list or not raw:
         raise FormatError("the tree is not a non-empty list of records. The file is corrupt.")
@@ -224,23 +262,71 @@ def parse_records(text: str, limits: Limits) -> Records:
             f"the tree has {len(raw)} records, more than max_nodes={limits.max_nodes}. "
             f"Pass limits=Limits(max_nodes=...) to accept it."
         )
-    try:
-        fast = _records_usual(raw)
-    except SerializationError:
-        fast = None
-    return _records_strict(raw) if fast is None else fast
+    fast = _records_usual(raw)
+    if fast is None:  # _records_usual let go of raw's records as it read them
+        records = _records_strict(strict_json(text, "the tree"))
+    else:
+        records = fast
+    _check_expansion(records, limits)
+    return records
+
+
+def _check_expansion(records: Records, limits: Limits) -> None:
+    """Refuse a tree whose aliases to nodes expand it past ``limits.max_nodes`` values.
+
+    Sharing is legitimate, but a walk that does not respect it (flatten, structure,
+    the expanded view of a DAG) visits every path: 60 lists each holding the next one
+    twice are 122 records and 2**61 paths. One pass in linear time: each node's
+    expanded size is summed from its children's, an alias counting its target's.
+    """
+    recs = records.recs
+    if all(recs[k].tag == "A" for k in records.targets):
+        return  # shared arrays are leaves: the expansion is the record count
+    limit = limits.max_nodes
+    sizes: dict[int, int] = {}
+    targets = records.targets
+    stack: list[list[int]] = []  # [record index, values left, expanded size so far]
+    for j, rec in enumerate(recs):
+        tag = rec.tag
+        if tag == "@":
+            size = sizes.get(rec.data, 1)
+        elif tag in _LEAF_TAGS or not rec.n:
+            size = 1
+        else:
+            stack.append([j, rec.n, 1])
+            continue
+        while True:
+            if not stack:
+                return  # the end of the tree (build and rows check what follows)
+            top = stack[-1]
+            top[2] += size
+            if top[2] > limit:
+                raise LimitError(
+                    f"the tree expands to more than max_nodes={limit} values through its "
+                    f"aliases at record #{top[0]} (shared objects, each counted once "
+                    f"per path that reaches it). Pass limits=Limits(max_nodes=...) to "
+                    f"accept it."
+                )
+            top[1] -= 1
+            if top[1]:
+                break
+            stack.pop()
+            k, _, size = top
+            if k in targets:
+                sizes[k] = size
 
 
 def _records_usual(raw: list[Any]) -> Records | None:
-    """``_records_strict``'s result, with the CRC32 strings checked and converted all at
+    """``_records_strict``'s result (``raw`` is emptied on the way), with the CRC32 strings checked and converted all at
     once after the loop (one regular expression over their concatenation, one
     ``bytes.fromhex``), or None when one of them is bad.
 
     Array and plain-scalar records, most of a file, are checked inline and made with
     tuple.__new__ (benchmarks/serialization.py, "many": 110,000 records); anything else
-    goes through _parse. Only ``_parse`` raises here (a ``FormatError``), and then
-    ``parse_records`` runs ``_records_strict``, so the error reported is always that of
-    the first bad record, with its message.
+    goes through _parse. Records are checked in order, so the first error raised here
+    (by ``_parse`` or the alias check) is that of the first bad record, as
+    ``_records_strict`` reports it, unless an earlier CRC32 string is bad: then None,
+    and ``parse_records`` runs ``_records_strict``, which reports that one.
     """
     out: list[Rec] = []
     names: list[str] = []
@@ -251,6 +337,10 @@ def _records_usual(raw: list[Any]) -> Records | None:
     add_hex = hexes.append
     new = tuple.__new__
     for j, r in enumerate(raw):
+        # Each parsed record is let go of once read, so that the records and their
+        # parsed JSON are not both held whole (half the memory of a tree of tiny
+        # records, tests/test_hardening.py); parse_records parses again on an error.
+        raw[j] = None
         if type(r) is list and len(r) == 3 and r[0] == "A":
             name, crc = r[1], r[2]
             if type(name) is str and type(crc) is str and len(crc) == 8:
@@ -264,7 +354,14 @@ def _records_usual(raw: list[Any]) -> Records | None:
             if tv is float or tv is str or tv is int or tv is bool:
                 append(new(Rec, ("S", 0, v)))
                 continue
-        rec = _parse(r, j)
+        try:
+            rec = _parse(r, j)
+            if rec.tag == "@":
+                _check_alias(out, rec.data, j)
+        except SerializationError:
+            if not _HEX("".join(hexes)):
+                return None  # an earlier record's CRC32 is bad: that is the first error
+            raise  # the first bad record: the error _records_strict would raise
         append(rec)
         if rec.tag == "A":
             add_name(rec.data)
@@ -291,8 +388,21 @@ def _records_strict(raw: list[Any]) -> Records:
             names.append(rec.data)
             crcs.append(int(r[2], 16))
         elif rec.tag == "@":
+            _check_alias(out, rec.data, j)
             targets.add(rec.data)
     return Records(out, names, crcs, targets)
+
+
+#: What an alias may point at: an array or a node that can be shared.
+_UNSHARABLE = {"S": "a scalar", "T": "a tuple", "N": "None", "@": "an alias"}
+
+
+def _check_alias(out: list[Rec], k: int, j: int) -> None:
+    """Refuse an alias to a record whose value is not shared by identity: the one check
+    of alias targets, made while parsing, so that load, inspect and diff agree."""
+    what = _UNSHARABLE.get(out[k].tag)
+    if what is not None:
+        raise _bad(j, f"is an alias to record #{k}, {what} record, which cannot be shared")
 
 
 _HEX8 = re.compile(r"[0-9a-f]{8}").fullmatch
@@ -352,7 +462,7 @@ def _evolve(
     children: dict[str, Any],
     meta: dict[str, Any],
     where: Callable[[], str],
-    problems: list[str],
+    problems: list[Problem],
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     cls = type_name(spec.cls)
     # the names the file holds, where a migration may have added others
@@ -380,6 +490,8 @@ def _evolve(
         children, meta = result
     values: dict[str, Any] = {}
     start = len(problems)
+    versions = f"(file version {version}, class version {spec.version})"
+    unknown: list[tuple[str, Any, bool]] = []  # name, value, is a child
     for source in (children, meta):
         for name, value in source.items():
             target = spec.renamed.get(name, name)
@@ -387,45 +499,135 @@ def _evolve(
                 continue
             if target not in spec.fields and in_file is not None and name not in in_file:
                 problems.append(
-                    f"the migrations of {cls} from version {version} to {spec.version} "
-                    f"returned an unknown field {name!r} at {where()}: a migration must "
-                    f"return the fields of the class (or old names listed in renamed=)"
+                    Problem(
+                        f"the migrations of {cls} from version {version} to {spec.version} "
+                        f"returned an unknown field {_shown(name)}",
+                        where(),
+                        "a migration must return the fields of the class (or old names "
+                        "listed in renamed=)",
+                    )
                 )
                 continue
             if target not in spec.fields:
-                problems.append(
-                    f"unknown field {name!r} in {cls} (file version {version}, class version "
-                    f"{spec.version}) at {where()}: add it to removed= to drop it, or to "
-                    f"renamed= if it is a field's old name"
-                )
+                unknown.append((name, value, source is children))
                 continue
             if target in values:
                 problems.append(
-                    f"field {cls}.{target} is in the file twice (as {name!r} and under "
-                    f"another name) at {where()}"
+                    Problem(
+                        f"field {cls}.{target} is in the file twice (as {_shown(name)} and under "
+                        f"another name)",
+                        where(),
+                        "",
+                    )
                 )
                 continue
             values[target] = value
+    missing: list[str] = []
+    defaulted: dict[str, Any] = {}
     for name in (*spec.children, *spec.keep):
         if name in values:
             continue
         default = _field_default(spec, name)
         if default is None:
-            fix = (
-                "its default is an attrs Factory(takes_self=True), which needs the object "
-                "before it is built; add a migration that fills it"
-                if _takes_self(spec, name)
-                else "give it a default, or add a migration that fills it"
-            )
-            problems.append(
-                f"missing field {cls}.{name} (file version {version}, class version "
-                f"{spec.version}) at {where()}: {fix}"
-            )
+            missing.append(name)
         else:
-            values[name] = default
+            values[name] = defaulted[name] = default
+    for name, value, child in unknown:
+        old = _renamed_hint(spec, name, value, child, missing, defaulted, len(unknown))
+        problems.append(
+            Problem(
+                f"unknown field {_shown(name)} in {cls} {versions}",
+                where(),
+                "add it to removed= to drop it, or to renamed= if it is a field's old name"
+                if old is None
+                else f"it looks like the old name of {cls}.{old}: add renamed={{{_shown(name)}: "
+                f"{old!r}}}, or add it to removed= to drop it",
+            )
+        )
+    for name in missing:
+        fix = (
+            "its default is an attrs Factory(takes_self=True), which needs the object "
+            "before it is built; add a migration that fills it"
+            if _takes_self(spec, name)
+            else "give it a default, or add a migration that fills it"
+        )
+        problems.append(Problem(f"missing field {cls}.{name} {versions}", where(), fix))
     if len(problems) > start:
         return None
     return {n: values[n] for n in spec.children}, {n: values[n] for n in spec.keep}
+
+
+class Problem(NamedTuple):
+    """One way a file does not fit a class: what, where (a path) and how to fix it.
+    Problems that differ only in where are grouped in the message."""
+
+    what: str
+    where: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.what} at {self.where}" + (f": {self.fix}" if self.fix else "")
+
+
+def _renamed_hint(
+    spec: ContainerSpec,
+    name: str,
+    value: Any,
+    child: bool,
+    missing: list[str],
+    defaulted: dict[str, Any],
+    n_unknown: int,
+) -> str | None:
+    """The field an unknown one is likely the old name of, or None: the one missing
+    field of its role (child or kept) when it is the one unknown field, else the one
+    field filled from a default of the same dtype and shape (an array), the trap of a
+    renamed child that its default hides."""
+    role = spec.children if child else spec.keep
+    same_role = [m for m in missing if m in role]
+    if n_unknown == 1 and len(same_role) == 1:
+        return same_role[0]
+    alike = [f for f, d in defaulted.items() if f in role and _alike(value, d.value)]
+    return alike[0] if len(alike) == 1 else None
+
+
+def _alike(a: Any, b: Any) -> bool:
+    """Two arrays of one dtype and shape."""
+    try:
+        return bool(a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape))
+    except Exception:  # not arrays
+        return False
+
+
+#: The most kinds of problems a SchemaError's message lists (the rest are counted).
+_MAX_KINDS = 20
+
+
+def schema_message(problems: list[Problem]) -> str:
+    """The message for ``problems``: those that differ only in their path grouped, with
+    their count and the first path, the first ``_MAX_KINDS`` kinds shown."""
+    groups: dict[tuple[str, str], list[Problem]] = {}
+    for p in problems:
+        groups.setdefault((p.what, p.fix), []).append(p)
+    lines = []
+    for (what, fix), group in itertools.islice(groups.items(), _MAX_KINDS):
+        first = group[0].where
+        head = (
+            f"{what}, {len(group):,} times, e.g. at {first}"
+            if len(group) > 1
+            else (f"{what} at {first}")
+        )
+        lines.append(f"  - {head}" + (f": {fix}" if fix else ""))
+    n = len(problems)
+    text = (
+        f"the file does not fit the declared classes ({n:,} problem{'s' if n > 1 else ''}):\n"
+        + "\n".join(lines)
+    )
+    if len(groups) > _MAX_KINDS:
+        text += (
+            f"\nand {len(groups) - _MAX_KINDS} more kinds of problems ({n:,} problems in "
+            f"all; the SchemaError's problems attribute lists them)."
+        )
+    return text
 
 
 def _field_default(spec: ContainerSpec, name: str) -> Any:
@@ -472,7 +674,7 @@ def _kind_for(name: str, tag: str, where: Callable[[], str]) -> NodeKind:
     cls = class_by_name(name)
     if cls is None:
         raise UnknownTypeError(
-            f"the file holds a type named {name!r} at {where()}, but no class is registered "
+            f"the file holds a type named {_shown(name)} at {where()}, but no class is registered "
             f"under that name. Import the module that declares it (with @container, "
             f"register or register_node) before loading."
         )
@@ -480,12 +682,12 @@ def _kind_for(name: str, tag: str, where: Callable[[], str]) -> NodeKind:
         kind = kind_for_type(cls)
     except Exception:
         raise UnknownTypeError(
-            f"{name!r} at {where()} is registered but is not a node type."
+            f"{_shown(name)} at {where()} is registered but is not a node type."
         ) from None
     if (kind.spec is not None) != (tag == "C"):
         what = "a declared container" if kind.spec is not None else "a register_node type"
         raise FormatError(
-            f"the file stores {name!r} at {where()} as a "
+            f"the file stores {_shown(name)} at {where()} as a "
             f"{'container' if tag == 'C' else 'register_node'} record, but it is {what} here."
         )
     return kind
@@ -508,7 +710,7 @@ def check_root(recs: list[Rec], expect: Any) -> None:
         rec = recs[0]
         desc = rec.data[0] if rec.tag in ("C", "R") else getattr(found, "__qualname__", "?")
         raise SchemaError(
-            f"expected a {type_name(expect)!r} at the root, but the file holds {desc!r} "
+            f"expected a {_shown(type_name(expect))} at the root, but the file holds {_shown(desc)} "
             f"there. Load it without expect= to see what it is, or pass the right class."
         )
 
@@ -534,7 +736,7 @@ def build(
     check_root(recs, expect)
     shared: dict[int, Any] = {}  # record index -> value, for arrays and mutable nodes
     used: set[str] = set()
-    problems: list[str] = []
+    problems: list[Problem] = []
     stack: list[list[Any]] = []  # [record index, values so far, kind or None]
     result: Any = None
     done = False
@@ -561,12 +763,12 @@ def build(
             name = rec.data
             if name not in arrays:
                 raise FormatError(
-                    f"the tree refers to a tensor {name!r} at {where()} that the "
+                    f"the tree refers to a tensor {_shown(name)} at {where()} that the "
                     f"file does not have. The file is corrupt."
                 )
             if name in used:
                 raise FormatError(
-                    f"the tree refers to tensor {name!r} twice (at {where()}); "
+                    f"the tree refers to tensor {_shown(name)} twice (at {where()}); "
                     f"shared arrays are stored once and referred to by alias records."
                 )
             used.add(name)
@@ -577,7 +779,8 @@ def build(
             if k not in shared:
                 raise _bad(
                     j,
-                    f"is an alias to record #{k}, which is not a finished array or mutable node",
+                    f"is an alias to record #{k}, which is not finished (an alias to an "
+                    f"enclosing node would make a cycle)",
                 )
             value = shared[k]
         else:
@@ -613,14 +816,12 @@ def build(
     if unused:
         raise FormatError(
             f"the file has {len(unused)} tensor(s) the tree never refers to, e.g. "
-            f"{sorted(unused)[0]!r}. The file is corrupt."
+            f"{_shown(sorted(unused)[0])}. The file is corrupt."
         )
     if problems:
-        lines = "\n".join(f"  - {p}" for p in problems)
-        raise SchemaError(
-            f"the file does not fit the declared classes ({len(problems)} problem"
-            f"{'s' if len(problems) > 1 else ''}):\n{lines}"
-        )
+        err = SchemaError(schema_message(problems))
+        err.problems = [str(p) for p in problems]
+        raise err
     return result
 
 
@@ -646,7 +847,7 @@ def _make(
     out: list[Any],
     kind: NodeKind | None,
     where: Callable[[], str],
-    problems: list[str],
+    problems: list[Problem],
     shared: dict[int, Any],
 ) -> Any:
     rec = recs[j]
@@ -690,13 +891,11 @@ def _make(
                     f"rebuilding {type_name(spec.cls)} at {where()} failed: "
                     f"{type(err).__name__}: {err}."
                 ) from None
-            if spec.frozen:
-                return value
         else:
             _, n, keys = rec.data
             if (keys is None) != (kind.keys is _no_keys):
                 raise FormatError(
-                    f"the file stores {rec.data[0]!r} at {where()} "
+                    f"the file stores {_shown(rec.data[0])} at {where()} "
                     f"{'without' if keys is None else 'with'} child keys, but its "
                     f"register_node declaration {'has' if keys is None else 'has no'} keys=."
                 )
@@ -707,11 +906,11 @@ def _make(
                 raise
             except Exception as err:
                 raise SchemaError(
-                    f"rebuilding {rec.data[0]!r} at {where()} failed: its unflatten raised "
+                    f"rebuilding {_shown(rec.data[0])} at {where()} failed: its unflatten raised "
                     f"{type(err).__name__}: {err}."
                 ) from None
-            if not kind.mutable:
-                return value
+    # Any container or register_node value may be the target of an alias (sharing an
+    # immutable one is harmless), as parse_records allows for inspect and load alike.
     shared[j] = value
     return value
 
@@ -762,7 +961,7 @@ def rows(records: Records, tensors: dict[str, Any], limits: Limits) -> list[Row]
             t = tensors.get(name)
             if t is None or name in used:
                 raise FormatError(
-                    f"the tree refers to tensor {name!r} "
+                    f"the tree refers to tensor {_shown(name)} "
                     f"{'twice' if t is not None else 'that the file does not have'}. "
                     f"The file is corrupt."
                 )
@@ -803,7 +1002,7 @@ def rows(records: Records, tensors: dict[str, Any], limits: Limits) -> list[Row]
     if unused:
         raise FormatError(
             f"the file has {len(unused)} tensor(s) the tree never refers to, e.g. "
-            f"{sorted(unused)[0]!r}. The file is corrupt."
+            f"{_shown(sorted(unused)[0])}. The file is corrupt."
         )
     return out
 

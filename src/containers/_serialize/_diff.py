@@ -15,7 +15,7 @@ import numpy as np
 
 from containers._serialize._api import FileInfo, PathLike, _in_file, inspect
 from containers._serialize._decode import RowPaths
-from containers._serialize._format import map_file, read_layout, view_arrays
+from containers._serialize._format import map_file, open_for_reading, read_layout, view_arrays
 from containers._serialize._limits import DEFAULT_LIMITS, Limits
 from containers._serialize._shards import ShardedArrays, is_sharded, open_sharded
 
@@ -24,12 +24,19 @@ __all__ = ["diff_entries", "diff_files"]
 _CHUNK = 1 << 20
 
 
-def _ids(info: FileInfo, table: dict[tuple[int, str], int]) -> list[int]:
-    """An id per row: equal ids in two files mean the same path (no path strings built)."""
+def _ids(info: FileInfo, table: dict[tuple[int, str, int], int]) -> list[int]:
+    """An id per row: equal ids in two files mean the same path (no path strings built).
+
+    A row is named by its parent, its key's text and how many earlier siblings have
+    that text: distinct keys that print alike (two NaN keys) are matched by position,
+    never merged into one row."""
     ids: list[int] = []
+    seen: dict[tuple[int, str], int] = {}
     for r in info.rows:
-        key = (ids[r.parent] if r.parent >= 0 else -1, r.key)
-        ids.append(table.setdefault(key, len(table)))
+        parent = ids[r.parent] if r.parent >= 0 else -1
+        nth = seen.get((r.parent, r.key), 0)
+        seen[(r.parent, r.key)] = nth + 1
+        ids.append(table.setdefault((parent, r.key, nth), len(table)))
     return ids
 
 
@@ -37,7 +44,7 @@ def _arrays(path: str, limits: Limits) -> Mapping[str, np.ndarray[Any, Any]]:
     # Errors name the file, as inspect's do: diff reads data (BOOL bytes) that inspect does not.
     if is_sharded(path):
         return ShardedArrays(open_sharded(path, limits))  # each tensor read when compared
-    with _in_file(path), open(path, "rb") as f:
+    with _in_file(path), open_for_reading(path) as f:
         layout = read_layout(f, limits)
         if layout.file_size == layout.data_start:
             return view_arrays(b"\0" * layout.data_start, layout, None, copy=False)
@@ -144,7 +151,7 @@ def diff_entries(
     limits = DEFAULT_LIMITS if limits is None else limits
     pa, pb = os.fspath(a), os.fspath(b)
     ia, ib = inspect(pa, limits=limits), inspect(pb, limits=limits)
-    table: dict[tuple[int, str], int] = {}
+    table: dict[tuple[int, str, int], int] = {}
     ids_a, ids_b = _ids(ia, table), _ids(ib, table)
     where_b = {i: j for j, i in enumerate(ids_b)}
     where_a = {i: j for j, i in enumerate(ids_a)}

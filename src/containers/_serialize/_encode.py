@@ -31,6 +31,7 @@ from containers._registry import (
     NodeKind,
     _KeyedAux,
     _no_keys,
+    kind_of,
     name_of,
 )
 from containers._serialize._format import (
@@ -41,6 +42,7 @@ from containers._serialize._format import (
     build_header,
     crc32,
 )
+from containers._serialize._limits import DEFAULT_LIMITS
 from containers._serialize._target import dotted_names as _dotted_names
 from containers._serialize._values import NotStorable, encode_key, encode_scalar
 
@@ -357,7 +359,14 @@ class _Encoder:
         if kind.keys is _no_keys:
             return ["R", name, n, None]
         keys = aux.keys if isinstance(aux, _KeyedAux) else kind.keys(aux, n)
-        return ["R", name, n, [_key_form(k) for k in keys]]
+        try:
+            return ["R", name, n, [_key_form(k) for k in keys]]
+        except NotStorable as err:  # what load refuses, save refuses
+            raise _fail(
+                _where(where()),
+                f"a register_node key that is {err}",
+                "Keys must be str, int, float, bool, None, bytes, complex or flat tuples of those.",
+            ) from None
 
     def tail(self, kind: NodeKind, aux: Any, where: Callable[[], str]) -> None:
         """The values that follow a node's children: kept values, or the aux."""
@@ -377,9 +386,32 @@ class _Encoder:
         """
         values: list[Any] = []
         see = values.append
+        seen: set[int] = set()
+        limit = DEFAULT_LIMITS.max_nodes
 
         def is_leaf(v: Any) -> bool:
+            # A mutable node met again is cut here, made a leaf that the walk below
+            # writes as an alias: flatten does not expand it, so a DAG of shared lists
+            # costs time linear in its distinct objects, not in its paths. What must be
+            # written in full (tuples, kept values) is bounded by what load accepts.
             see(v)
+            if len(values) > limit:
+                raise _fail(
+                    _where(base()),
+                    f"a tree of more than max_nodes={limit} values once its shared "
+                    f"tuples and kept values are written out in full, which load would "
+                    f"refuse",
+                    "Share lists or containers rather than tuples (they are written "
+                    "once), or save parts of the tree in several files.",
+                )
+            t = type(v)
+            if plain or t is np.ndarray or t in _SCALARS:
+                return False
+            k = id(v)
+            if k in seen:
+                kind = kind_of(v)
+                return kind is not None and kind.mutable
+            seen.add(k)
             return False
 
         records: list[Any] = []
@@ -391,8 +423,10 @@ class _Encoder:
         vi = 0
         ri = 0
         keystack: list[str] = []  # the rendered key of each open node below the root
-        # frames: [kind, aux, keys, mask, next child, where, path (built on first use)]
+        # frames: [kind, aux, keys, mask, next child, where, path (built on first use),
+        # the node's index in values]
         stack: list[list[Any]] = []
+        open_ids: dict[int, Callable[[], str]] = {}  # mutable nodes open on the stack
 
         def here(extra: str = "") -> Callable[[], str]:
             depth = len(keystack)
@@ -416,13 +450,14 @@ class _Encoder:
                         keystack.pop()
                     return
                 self.first[id(obj)] = len(out)
+                open_ids[id(obj)] = where
             out.append(self.node_record(kind, aux, n, where, plain))
             if n == 0:
                 self.tail(kind, aux, where)
                 if key is not None:
                     keystack.pop()
                 return
-            stack.append([kind, aux, kind.keys(aux, n), mask, 0, where, None])
+            stack.append([kind, aux, kind.keys(aux, n), mask, 0, where, None, vi - 1])
 
         def skip(n: int, mask: Any) -> None:
             nonlocal vi, ri
@@ -441,9 +476,10 @@ class _Encoder:
         open_node(None)
         while stack:
             fr = stack[-1]
-            kind, aux, keys, mask, i, where, prefix = fr
+            kind, aux, keys, mask, i, where, prefix, _ = fr
             if i == len(keys):
                 stack.pop()
+                open_ids.pop(id(values[fr[7]]), None)
                 self.tail(kind, aux, where)
                 if stack:
                     keystack.pop()
@@ -461,6 +497,8 @@ class _Encoder:
                 elif tv is float or tv is str or tv is int or tv is bool:
                     out.append(["S", encode_scalar(v)])
                 else:
+                    if id(v) in open_ids:  # cut by is_leaf: an ancestor of itself
+                        raise _cycle(here(str(keys[i]))(), open_ids[id(v)]())
                     self.leaf(v, here(str(keys[i])), plain)
                 vi += 1
             else:
@@ -468,6 +506,15 @@ class _Encoder:
 
 
 _BUILTIN_TYPES = (tuple, list, dict, OrderedDict, defaultdict, deque, type(None))
+
+
+def _cycle(path: str, first: str) -> StructureError:
+    """The engine's cycle error (``_core.cycle_error``) for paths already rendered."""
+    return StructureError(
+        f"save: the tree has a reference cycle: the object at {path!r} is the same "
+        f"object as its ancestor at {first!r}. Trees must be acyclic; break the cycle, or "
+        f"make the object a leaf (exclude=/is_leaf=, where the operation takes them)."
+    )
 
 
 def _key_form(k: Key) -> list[Any]:

@@ -17,6 +17,7 @@ import math
 import mmap
 import operator
 import os
+import stat
 import sys
 import tempfile
 import zlib
@@ -26,7 +27,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
-from containers._errors import FormatError, LimitError
+from containers._errors import FormatError, LimitError, short_repr
 from containers._serialize._limits import Limits
 
 __all__ = [
@@ -119,6 +120,12 @@ class Layout:
     file_size: int
 
 
+def _shown(value: Any) -> str:
+    """A value from a file in a message: its repr, cut to 200 characters (a name or a
+    field may be megabytes long)."""
+    return short_repr(value, 200)
+
+
 class _Duplicate(FormatError):
     pass
 
@@ -129,7 +136,7 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         for k, _ in pairs:
             if k in seen:
-                raise _Duplicate(f"duplicate key {k!r}")
+                raise _Duplicate(f"duplicate key {_shown(k)}")
             seen.add(k)
     return out
 
@@ -186,6 +193,102 @@ def strict_json(text: str | bytes, what: str) -> Any:
         raise FormatError(f"{what}: not valid JSON ({err}). The file is corrupt.") from None
 
 
+#: What parsing a JSON text may cost at most, in bytes per byte of the text.
+PARSE_FACTOR = 10
+
+
+def bound_json(text: str, what: str, budget: int, *, skip: tuple[int, int] = (0, 0)) -> None:
+    """Refuse ``text`` before ``json.loads`` builds it when the Python objects it would
+    make could take more than ``budget`` bytes.
+
+    A JSON text is cheap to write and dear to build: ``[]`` is 2 bytes and a list of
+    56, ``"ab"`` 4 bytes and a str of 51. The objects are bounded from token counts
+    (``_cost``): first counts over the whole text (C loops, no copy), leaving out
+    ``skip``, the span of one string known to hold no quote (the tree inside a header),
+    which any usual file meets; past that bound, the counts are made exactly, outside
+    strings (``_outside_strings``). A one-character string is one of Python's cached
+    singletons: the record tags (``"N"``, ``"S"``...) cost nothing.
+
+    Raises:
+        LimitError: the objects would exceed ``budget`` (junk nested in unknown fields,
+            thousands of empty records: a valid file cannot cost that much).
+    """
+    a, b = skip
+    n = len(text)
+
+    def count(sub: str) -> int:
+        return text.count(sub, 0, a) + text.count(sub, b, n)
+
+    opens = count("[") + count("{")
+    commas, colons, strings = count(","), count(":"), count('"') // 2
+    if _cost(opens, commas, colons, strings, n) <= budget:
+        return
+    singles = _singles(text)
+    if _cost(opens, commas, colons, strings - singles, n) <= budget:
+        return
+    opens, commas, colons, strings, chars = _outside_strings(text)
+    cost = _cost(opens, commas, colons, strings - singles, chars)
+    if cost > budget:
+        raise LimitError(
+            f"{what}: its JSON would take about {cost:,} bytes of memory to parse, more "
+            f"than {budget:,} ({budget // max(n, 1)} times its size): it holds {opens:,} "
+            f"arrays and objects and {strings:,} strings, far more than a valid file of "
+            f"that size needs. The file is corrupt or hostile."
+        )
+
+
+#: The one-character strings most frequent in trees (record tags, the float form).
+_SINGLE = ('"S"', '"A"', '"N"', '"L"', '"T"', '"f"')
+
+
+def _singles(text: str) -> int:
+    """How many strings of ``text`` are one of ``_SINGLE`` (in JSON, ``"N"`` cannot be
+    a part of a longer string: a quote inside one is escaped)."""
+    return sum(map(text.count, _SINGLE))
+
+
+#: Bytes of a text scanned at a time by ``_outside_strings`` (its temporaries: a few
+#: times this, whatever the size of the text).
+_SCAN = 1 << 16
+
+
+def _outside_strings(text: str) -> tuple[int, int, int, int, int]:
+    """Exact counts of ``[`` and ``{``, ``,`` and ``:`` outside strings, of strings and
+    of the characters inside them, in memory of the order of the text.
+
+    Escapes are blanked first (``\\\\`` then ``\\"`` become ``__``), so every quote
+    left opens or closes a string; a byte is inside a string when the quotes before it
+    are odd in number: a running sum, ``_SCAN`` bytes at a time, in numpy (no object per
+    string, as a regular expression's substitution would make).
+    """
+    data = text.encode("utf-8", "surrogatepass").replace(b"\\\\", b"__")
+    data = data.replace(b'\\"', b"__")
+    opens = commas = colons = quotes = inside = 0
+    carry = 0
+    for start in range(0, len(data), _SCAN):
+        b = np.frombuffer(data, np.uint8, min(_SCAN, len(data) - start), start)
+        is_quote = b == 34
+        parity = np.cumsum(is_quote, dtype=np.uint8)
+        parity += carry
+        parity &= 1  # 1 inside a string (from its opening quote on)
+        carry = int(parity[-1])
+        out = parity == 0
+        opens += int(np.count_nonzero(((b == 91) | (b == 123)) & out))
+        commas += int(np.count_nonzero((b == 44) & out))
+        colons += int(np.count_nonzero((b == 58) & out))
+        quotes += int(np.count_nonzero(is_quote))
+        inside += len(b) - int(np.count_nonzero(out))
+    return opens, commas, colons, quotes // 2, inside
+
+
+def _cost(opens: int, commas: int, colons: int, strings: int, chars: int) -> int:
+    """Bytes of the objects json builds: a list and its first slot (64), a slot and its
+    share of a list's growth per comma (10), a pair tuple and dict entry per colon
+    (104), a str per string (49) and its characters (CPython 3.11-3.13, 64-bit). A
+    constant 64 KiB covers the small objects of any text."""
+    return 64 * opens + 10 * commas + 104 * colons + 49 * strings + chars - (1 << 16)
+
+
 _ENTRY_KEYS = frozenset({"dtype", "shape", "data_offsets"})
 
 
@@ -210,6 +313,7 @@ def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Lay
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise FormatError(f"the header is not UTF-8 ({err.reason} at byte {err.start}).") from None
+    bound_json(text, "the header", PARSE_FACTOR * len(raw), skip=_tree_span(text))
     usual = _usual_layout(text, data_start, file_size, limits)
     if usual is not None:
         return usual
@@ -264,7 +368,7 @@ def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Lay
         if t.begin != pos:
             what = "overlaps the previous tensor" if t.begin < pos else "leaves a gap"
             raise FormatError(
-                f"tensor {t.name!r} starts at data offset {t.begin}, expected {pos}: it {what}. "
+                f"tensor {_shown(t.name)} starts at data offset {t.begin}, expected {pos}: it {what}. "
                 f"Tensors must cover the data section contiguously."
             )
         pos = t.end
@@ -280,6 +384,26 @@ def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Lay
 
 
 _META = "__metadata__"
+_TREE_AT = f'"{TREE_KEY}":"'
+
+
+def _tree_span(text: str) -> tuple[int, int]:
+    """Where the tree string of a header written by containers lies (its content), or
+    ``(0, 0)``: the span between ``"containers.tree":"`` and the first ``]"`` after it,
+    kept only when every quote in it is escaped and no backslash is escaped before a
+    quote, so that it is one string's content (it holds brackets and commas that
+    ``bound_json`` must not count as the header's)."""
+    at = text.find(_TREE_AT)
+    if at < 0:
+        return 0, 0
+    a = at + len(_TREE_AT)
+    b = text.find(']"', a)
+    if b < 0:
+        return 0, 0
+    b += 1
+    if text.count('"', a, b) != text.count('\\"', a, b) or text.count('\\\\"', a, b):
+        return 0, 0
+    return a, b
 
 
 def _usual_layout(text: str, data_start: int, file_size: int, limits: Limits) -> Layout | None:
@@ -370,42 +494,51 @@ def _tensor(name: str, entry: Any, limits: Limits) -> Tensor:
     # Runs once per tensor of a header (100,000 in benchmarks/serialization.py, "many"),
     # so the checks are written out rather than built from helpers.
     if type(entry) is not dict or len(entry) != 3 or not _ENTRY_KEYS.issuperset(entry):
-        keys = sorted(entry) if type(entry) is dict else type(entry).__name__
+        keys: Any = type(entry).__name__
+        if type(entry) is dict:  # at most 10 of them: a file may hold millions
+            keys = sorted(entry)[:10] + (
+                [f"and {len(entry) - 10} more"] if len(entry) > 10 else []
+            )
         raise FormatError(
-            f"tensor {name!r}: an entry must have exactly 'dtype', 'shape' and "
+            f"tensor {_shown(name)}: an entry must have exactly 'dtype', 'shape' and "
             f"'data_offsets', got {keys}."
         )
     code, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    # Every field's JSON type is checked before the field is used as a key or a number:
+    # a list or an object as a dtype made the set lookup raise "unhashable type".
     dtype = DTYPES.get(code) if type(code) is str else None
     if dtype is None:
-        if code in _OTHER_SAFETENSORS_DTYPES:
+        if type(code) is str and code in _OTHER_SAFETENSORS_DTYPES:
             raise FormatError(
-                f"tensor {name!r}: unsupported dtype {code!r}, a safetensors dtype that "
+                f"tensor {_shown(name)}: unsupported dtype {_shown(code)}, a safetensors dtype that "
                 f"containers does not read (it reads {', '.join(DTYPES)}). Open the file "
                 f"with safetensors.safe_open instead."
             )
         raise FormatError(
-            f"tensor {name!r}: unsupported dtype {code!r}. Supported: {', '.join(DTYPES)}."
+            f"tensor {name!r}: unsupported dtype {short_repr(code)}. Supported: "
+            f"{', '.join(DTYPES)}."
         )
     if type(shape) is not list:
-        raise FormatError(f"tensor {name!r}: the shape must be a list of non-negative integers.")
+        raise FormatError(
+            f"tensor {_shown(name)}: the shape must be a list of non-negative integers."
+        )
     if len(shape) > limits.max_ndim:
         raise LimitError(
-            f"tensor {name!r} has {len(shape)} dimensions, more than max_ndim="
+            f"tensor {_shown(name)} has {len(shape)} dimensions, more than max_ndim="
             f"{limits.max_ndim}. Pass limits=Limits(max_ndim=...) to accept it."
         )
     size = dtype.itemsize
     for d in shape:
         if type(d) is not int or not 0 <= d < _MAX_INT:
             raise FormatError(
-                f"tensor {name!r}: the shape must be a list of non-negative integers."
+                f"tensor {_shown(name)}: the shape must be a list of non-negative integers."
             )
         size *= d  # exact integers: no overflow
     if size == 0 and _addressed(dtype, shape) > sys.maxsize:
         # numpy multiplies the non-zero dimensions even of an empty array, and refuses
         # more bytes than a pointer can address (its "array is too big" ValueError).
         raise FormatError(
-            f"tensor {name!r}: {code}{shape} is empty, but its other dimensions describe "
+            f"tensor {_shown(name)}: {code}{shape} is empty, but its other dimensions describe "
             f"{_addressed(dtype, shape)} bytes, more than an array can address. The file "
             f"is corrupt."
         )
@@ -417,13 +550,15 @@ def _tensor(name: str, entry: Any, limits: Limits) -> Tensor:
         or not 0 <= offsets[0] < _MAX_INT
         or not 0 <= offsets[1] < _MAX_INT
     ):
-        raise FormatError(f"tensor {name!r}: data_offsets must be two non-negative integers.")
+        raise FormatError(
+            f"tensor {_shown(name)}: data_offsets must be two non-negative integers."
+        )
     begin, end = offsets
     if begin > end:
-        raise FormatError(f"tensor {name!r}: data_offsets begin {begin} is after end {end}.")
+        raise FormatError(f"tensor {_shown(name)}: data_offsets begin {begin} is after end {end}.")
     if size != end - begin:
         raise FormatError(
-            f"tensor {name!r}: {code}{shape} needs {size} bytes but its data_offsets span "
+            f"tensor {_shown(name)}: {code}{shape} needs {size} bytes but its data_offsets span "
             f"{end - begin}."
         )
     return Tensor(begin, end, name, code, tuple(shape), dtype)
@@ -574,7 +709,7 @@ def read_arrays(
             n = f.readinto(view[got : got + _CHUNK])
             if not n:
                 raise FormatError(
-                    f"truncated: the file ended while reading tensor {first.name!r}."
+                    f"truncated: the file ended while reading tensor {_shown(first.name)}."
                 )
             if alone:
                 value = crc(view[got : got + n], value)
@@ -654,7 +789,7 @@ def _check_bools(buffer: Any, run: list[Tensor], base: int) -> None:
     at = first.begin + int(np.argmax(raw > 1))
     t = next(u for u in run if u.begin <= at < u.end)
     raise FormatError(
-        f"tensor {t.name!r}: BOOL data holds the byte {raw[at - first.begin]} at element "
+        f"tensor {_shown(t.name)}: BOOL data holds the byte {raw[at - first.begin]} at element "
         f"{at - t.begin}; a bool is stored as 0 or 1. The file is corrupt."
     )
 
@@ -663,7 +798,7 @@ def _mismatch(t: Tensor, want: int, value: int) -> Exception:
     from containers._errors import IntegrityError
 
     return IntegrityError(
-        f"tensor {t.name!r}: CRC32 mismatch (the file says {want:08x}, the data gives "
+        f"tensor {_shown(t.name)}: CRC32 mismatch (the file says {want:08x}, the data gives "
         f"{value:08x}): the file is corrupted. Restore it from a good copy, or pass "
         f"verify=False to load the damaged values anyway."
     )
@@ -737,6 +872,99 @@ def _write(fd: int, data: Any) -> None:
         view = view[os.write(fd, view) :]
 
 
+def _check_writable(path: str, given: str) -> None:
+    """Refuse what ``open(path, "wb")`` would refuse of an existing file: one that is
+    write-protected for this user (the rename would ignore its mode), and anything that
+    is not a regular file (a FIFO or a device, which the rename would replace)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(
+            errno.EINVAL,
+            f"not a regular file ({_file_kind(st.st_mode)}): save writes files",
+            given,
+        )
+    try:  # opened for writing as open() would, without truncating it
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)))
+    except OSError as err:
+        raise OSError(err.errno, err.strerror, given) from None
+
+
+def _file_kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_for_reading(path: str) -> io.BufferedReader:
+    """Open a regular file for reading; refuse anything else before reading a byte
+    (``open_regular``, as a buffered file).
+
+    Raises:
+        FormatError: ``path`` is a FIFO, a device or a socket.
+        IsADirectoryError: ``path`` is a directory, as ``open`` says.
+        OSError: as ``open(path, "rb")`` raises it.
+    """
+    fd = open_regular(path)
+    try:
+        return open(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_regular(path: str, *, follow: bool = True) -> int:
+    """Open a regular file for reading and return its descriptor.
+
+    The path is checked before it is opened (a FIFO's open blocks until a writer
+    comes; a device's may act), then opened without blocking and checked again on its
+    descriptor, in case another file was swapped in meanwhile. ``follow=False`` refuses
+    a symbolic link as the last component (a shard whose link was checked and resolved
+    already).
+
+    Raises:
+        FormatError: ``path`` is a FIFO, a device or a socket, or became a link.
+        IsADirectoryError: ``path`` is a directory, as ``open`` says.
+        OSError: as ``open(path, "rb")`` raises it.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if follow:
+        _check_regular(os.stat(path).st_mode, path)  # before open: opening a device acts
+    else:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+        _check_regular(os.lstat(path).st_mode, path)
+    try:
+        fd = os.open(path, flags)
+    except OSError as err:
+        if err.errno != errno.ELOOP:
+            raise
+        raise FormatError("the file became a symbolic link while it was opened.") from None
+    try:
+        _check_regular(os.fstat(fd).st_mode, path)  # what was opened, if it was swapped
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _check_regular(mode: int, path: str) -> None:
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    if not stat.S_ISREG(mode):
+        raise FormatError(f"not a regular file ({_file_kind(mode)}): only regular files are read.")
+
+
 def atomic_write(path: str, write: Callable[[int], None], *, fsync: bool = True) -> None:
     """Write a file through ``write(fd)`` so that ``path`` holds the old or the new file.
 
@@ -755,6 +983,7 @@ def atomic_write(path: str, write: Callable[[int], None], *, fsync: bool = True)
     path = os.path.realpath(path)
     if os.path.isdir(path):
         raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), given)
+    _check_writable(path, given)
     directory = os.path.dirname(path)
     name = os.path.basename(path)
     # The temp name adds 14 bytes: a name that open() accepts (up to 255 bytes) must

@@ -28,7 +28,9 @@ class Limits:
 
     Args:
         max_header_bytes: The largest JSON header, in bytes (safetensors uses 100 MB).
-        max_nodes: The most records (nodes, leaves and kept values) in the tree.
+        max_nodes: The most records (nodes, leaves and kept values) in the tree, and
+            the most values it expands to, a subtree shared through aliases counted
+            once per path that reaches it.
         max_depth: The deepest nesting of nodes in the tree.
         max_tensors: The most tensors in the file.
         max_ndim: The most dimensions of one tensor.

@@ -29,6 +29,7 @@ from containers._serialize._format import (
     Tensor,
     _umask,
     build_header,
+    open_regular,
     read_layout,
     strict_json,
     write_all,
@@ -78,37 +79,9 @@ def is_sharded(path: str) -> bool:
     )
 
 
-def _open_regular(path: str, shown: str, *, follow: bool = True) -> int:
-    """Open a regular file for reading (no FIFO, device or directory is ever opened
-    for a read that would block or never end); ``follow=False`` refuses a symbolic link
-    as the last component (a shard whose link was checked and resolved already)."""
-    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
-    if not follow:
-        flags |= getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as err:
-        if err.errno != errno.ELOOP:
-            raise
-        raise FormatError("the file became a symbolic link while it was opened.") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):  # what open() says of a directory
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), shown)
-        if not stat.S_ISREG(mode):
-            raise FormatError(
-                "this is not a regular file (a FIFO, device or socket); a checkpoint is "
-                "read from regular files only."
-            )
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 def open_file(path: str, limits: Limits, *, follow: bool = True) -> Source:
     """Open one safetensors file and validate its header (nothing else is read)."""
-    fd = _open_regular(path, path, follow=follow)
+    fd = open_regular(path, follow=follow)
     try:
         with os.fdopen(os.dup(fd), "rb", buffering=0) as f:
             layout = read_layout(f, limits)
@@ -131,7 +104,7 @@ def _bad(index: str, what: str) -> FormatError:
 
 def _read_index(index: str, limits: Limits) -> Any:
     try:
-        fd = _open_regular(index, index)
+        fd = open_regular(index)
     except FormatError as err:
         raise FormatError(f"{index}: {err}") from None
     try:

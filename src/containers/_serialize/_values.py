@@ -11,6 +11,7 @@ import base64
 import binascii
 import math
 import re
+import struct
 from typing import Any
 
 import numpy as np
@@ -30,10 +31,17 @@ class NotStorable(Exception):
     """A value has no file form; the message says what it is."""
 
 
+_NAN_BITS = struct.pack(">d", math.nan)
+
+
 def _float(x: float) -> Any:
     if math.isfinite(x):
         return x
-    return {"f": "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")}
+    if not math.isnan(x):
+        return {"f": "inf" if x > 0 else "-inf"}
+    bits = struct.pack(">d", x)
+    # A NaN's sign and payload are kept: any NaN but the default one by its bits.
+    return {"f": "nan"} if bits == _NAN_BITS else {"fx": bits.hex()}
 
 
 def encode_scalar(v: Any) -> Any:
@@ -61,8 +69,15 @@ def encode_scalar(v: Any) -> Any:
 def _decode_float(x: Any) -> float:
     if type(x) is float:
         return x
-    if type(x) is dict and len(x) == 1 and x.get("f") in ("nan", "inf", "-inf"):
-        return float(x["f"])
+    if type(x) is dict and len(x) == 1:
+        if x.get("f") in ("nan", "inf", "-inf"):
+            return float(x["f"])
+        bits = x.get("fx")
+        if type(bits) is str and len(bits) == 16 and _HEX_INT(bits) and bits[0] != "-":
+            raw = bytes.fromhex(bits)
+            value: float = struct.unpack(">d", raw)[0]
+            if math.isnan(value) and raw != _NAN_BITS:  # one form per value
+                return value
     raise FormatError(f"{short_repr(x)} is not a float")
 
 
@@ -81,7 +96,7 @@ def decode_scalar(x: Any) -> Any:
             if type(s) is not str or not _HEX_INT(s):
                 raise ValueError(s)
             return int(s, 16)
-        if "f" in x:
+        if "f" in x or "fx" in x:
             return _decode_float(x)
         if "c" in x and len(x) == 1:
             c = x["c"]
