@@ -13,7 +13,7 @@ from typing import Any, TypeVar, overload
 
 from containers._engine._core import UNSET, Memo, collect, map_tree
 from containers._engine._fast import fast_collect, fast_map, fast_map_many
-from containers._engine._walks import CachedWalk, ExcludeWalk, Walk, execute
+from containers._engine._walks import CachedWalk, ExcludeWalk, Walk, run_walk
 from containers._errors import not_callable_error, short_repr
 from containers._paths import KeyPath
 from containers._protocol import isleaf
@@ -173,7 +173,7 @@ def fmap(
         if memo is not None:
             step = CachedWalk(step, prune=prune, cache=memo)
         try:
-            return execute(step, tree, *rest)
+            return run_walk(step, tree, rest, op="fmap")
         finally:
             if memo is not None:
                 memo.clear()  # the tree and the results must not outlive the call
