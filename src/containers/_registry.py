@@ -133,9 +133,7 @@ class NodeKind:
       to ``aux`` and ``n`` children (fmap's rules), or raise ``Mismatch``.
     - ``structural(aux, children)``: the node as fmapstructure gives it.
     - ``mutable``: cached by identity in fmap/fcollect.
-    - ``make_mapper``: for declared containers, the generated fmap fast path.
-    - ``make_pair_mapper``: for declared containers, the generated fast path of fmap
-      over two trees.
+    - ``mappers``: the engine's compiled fmap mappers of a declared class, once made.
     - ``iterate(x)``: ``flatten``'s children as an iterable that holds no reference to
       them of its own, and its aux; fmap's fast path reads children this way, so that
       a child's reference count shows its parent's references alone, as for the items
@@ -150,8 +148,7 @@ class NodeKind:
         "iterate",
         "keys",
         "label",
-        "make_mapper",
-        "make_pair_mapper",
+        "mappers",
         "mutable",
         "name",
         "read",
@@ -175,8 +172,6 @@ class NodeKind:
         aux_eq: Callable[[Any, Any], bool] = values_equal,
         aux_hash: Callable[[Any], int] = value_hash,
         spec: ContainerSpec | None = None,
-        make_mapper: Callable[..., Callable[[Any, int], Any]] | None = None,
-        make_pair_mapper: Callable[..., Callable[[Any, Any, int], Any]] | None = None,
         iterate: Callable[[Any], tuple[Iterable[Any], Any]] | None = None,
     ) -> None:
         self.type = type_
@@ -190,9 +185,10 @@ class NodeKind:
         self.aux_eq = aux_eq
         self.aux_hash = aux_hash
         self.spec = spec
-        self.make_mapper = make_mapper
-        self.make_pair_mapper = make_pair_mapper
         self.iterate = flatten if iterate is None else iterate
+        #: A declared class's fmap mapper factories, compiled by the engine on first use
+        #: (``_engine._mappers.mappers``); None until then and for other kinds.
+        self.mappers: Any = None
         #: The registered name (``Registry.add``); ``None`` for builtins and first-sight kinds.
         self.name: str | None = None
 
@@ -864,8 +860,6 @@ def container_kind(
     flatten: Any,
     unflatten: Any,
     children: Any,
-    make_mapper: Any,
-    make_pair_mapper: Any,
 ) -> NodeKind:
     """The kind of a declared container, from its generated functions."""
     cls = spec.cls
@@ -888,8 +882,6 @@ def container_kind(
         structural=lambda aux, ch: dict(zip(names, ch)),
         mutable=not spec.frozen,
         spec=spec,
-        make_mapper=make_mapper,
-        make_pair_mapper=make_pair_mapper,
     )
 
 

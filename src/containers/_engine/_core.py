@@ -373,10 +373,10 @@ def traverse(
     done, result = visit(cursor, x, ys)
     if done:
         return result
-    return resume(cursor, visit, leave, 0)
+    return _walk(cursor, visit, leave, 0)
 
 
-def resume(
+def _walk(
     cursor: Cursor, visit: Visit, leave: Leave, base: int, check_in: int = WALK_ROOM_CHECK_AFTER
 ) -> Any:
     """``traverse``'s loop, from the open nodes on ``cursor.stack``, until the frame at
@@ -401,7 +401,7 @@ def resume(
     while True:
         check_in -= 1
         if not check_in and frame_stack_room is not None and frame_stack_room() < WALK_FRAME_ROOM:
-            return in_new_chunk(resume, cursor, visit, leave, base, 0)  # counts past 0: once
+            return in_new_chunk(_walk, cursor, visit, leave, base, 0)  # counts past 0: once
         frame = stack[-1]
         out = frame.out
         i = len(out)
@@ -417,6 +417,10 @@ def resume(
         if len(stack) == base:
             return value
         stack[-1].out.append(value)
+
+
+#: ``resume(cursor, visit, leave, base)``: the loop, re-entered (see ``_walk``).
+resume = _walk
 
 
 class Align:
