@@ -17,6 +17,7 @@ from containers._engine._walks import CachedWalk, ExcludeWalk, Walk, run_walk
 from containers._errors import not_callable_error, short_repr
 from containers._paths import KeyPath
 from containers._protocol import isleaf
+from containers._where import fmap_where
 from containers.filters import Filter
 
 __all__ = ["fcollect", "fmap", "fmap_with_path", "fmapstructure"]
@@ -162,8 +163,6 @@ def fmap(
         raise not_callable_error(walk, "fmap", "walk", _WALK_USAGE)
     _check_cache("fmap", cache, prune)
     if where is not UNSET:
-        from containers._split import fmap_where  # _split is a later stage
-
         return fmap_where(
             f, tree, rest, where, exclude is not isleaf or walk is not None, cache, prune
         )
