@@ -12,7 +12,6 @@ builds it. ``node_plan`` says whether the compiled ``MapNode`` may run a mapper.
 from __future__ import annotations
 
 import linecache
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -24,9 +23,7 @@ from containers._codegen import (
     setattr_stores,
     unset_field_error,
 )
-from containers._compiled import exec_source, source_filename
 from containers._engine._loops import PAIR_MAPPER_ARGS, map_child, map_pair_child, mapper_factory
-from containers._errors import type_name
 from containers._registry import NodeKind
 from containers._spec import ContainerSpec
 
@@ -45,10 +42,16 @@ def mappers(kind: NodeKind) -> tuple[Factory, Factory]:
     spec = kind.spec
     assert spec is not None  # only declared classes have mappers
     source, g = mapper_source(spec)
-    filename = source_filename(f"{spec.cls.__module__}.{type_name(spec.cls)}")
-    exec_source(source, g, filename)
-    # The generated source leaves linecache with the class (notebooks redefine classes).
-    weakref.finalize(spec.cls, linecache.cache.pop, filename, None)
+    # Shown with the class's code: appended to its linecache entry, which leaves with
+    # the class (_decorator), and compiled under its filename at the lines past it.
+    filename = kind.flatten.__code__.co_filename
+    entry: Any = linecache.cache.get(filename)
+    lines = list(entry[2]) if entry is not None else []
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    exec(compile("\n" * len(lines) + source, filename, "exec"), g)
+    lines += source.splitlines(True)
+    linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
     kind.mappers = made = (g["make_mapper"], g["make_pair_mapper"])
     return made
 
