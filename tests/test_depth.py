@@ -351,3 +351,39 @@ def test_fmap_with_a_walk_reports_a_cycle():
     """fmap(walk=...) reports a reference cycle as StructureError, not RecursionError."""
     with pytest.raises(ct.StructureError, match="reference cycle"):
         ct.fmap(lambda v: v, cyclic(), walk=ct.DefaultWalk())
+
+
+def test_values_equal_and_value_hash_take_any_depth_and_cycles():
+    """values_equal and value_hash (kept values, Structure ==/hash) compare and hash
+    100,000-deep nests without RecursionError, and values_equal ends on cycles."""
+    from containers._registry import value_hash, values_equal
+
+    assert values_equal(nest(DEPTH, 1), nest(DEPTH, 1))
+    assert not values_equal(nest(DEPTH, 1), nest(DEPTH, 2))
+    a: list[Any] = [1.0, float("nan")]
+    a.append(a)
+    b: list[Any] = [1.0, float("nan")]
+    b.append(b)
+    assert values_equal(a, b)
+    b[0] = 2.0
+    assert not values_equal(a, b)
+    deep_tuple: Any = 0
+    for _ in range(DEPTH):
+        deep_tuple = (deep_tuple,)
+    assert value_hash(deep_tuple) == value_hash(deep_tuple)
+    assert value_hash((1, (2, float("nan")))) == value_hash((1, (2, float("nan"))))
+
+
+def test_safe_repr_takes_any_depth_and_cycles():
+    """safe_repr shows a 100,000-deep list by its first levels and a cycle holding an
+    int too long to print as [...], where repr alone would fail."""
+    from containers._errors import safe_repr
+
+    shown = safe_repr(nest(DEPTH, 1))
+    assert shown.startswith("[[[") and "..." in shown and len(shown) < 200
+    cyclic_list: list[Any] = [10**5000]
+    cyclic_list.append(cyclic_list)
+    assert safe_repr(cyclic_list) == "[int(16610 bits, crc32 c6d23d8d), [...]]"
+    assert safe_repr({"k": (10**5000,), "e": set()}) == (
+        "{'k': (int(16610 bits, crc32 c6d23d8d),), 'e': set()}"
+    )

@@ -63,11 +63,46 @@ def _no_keys(aux: Any, n: int) -> tuple[Key, ...]:
 
 def values_equal(a: Any, b: Any) -> bool:
     """Compare kept values and other static data: type-strict, arrays by content, and
-    NaN equal to NaN (a structure equals its own copy, as a pickled one)."""
+    NaN equal to NaN (a structure equals its own copy, as a pickled one).
+
+    Tuples, lists and dicts are compared item by item, in order, with a list of pairs
+    still to compare instead of recursion (any depth); a pair of them met again (a
+    reference cycle, or sharing) is not compared twice: the first difference found
+    ends the comparison, so a pair met again is equal unless another differs."""
     if a is b:
         return True
     if type(a) is not type(b):
         return False
+    if not isinstance(a, (tuple, list, dict)):
+        return _scalars_equal(a, b)
+    pending = [(a, b)]
+    seen: set[tuple[int, int]] = set()
+    while pending:
+        a, b = pending.pop()
+        if a is b:
+            continue
+        if type(a) is not type(b):
+            return False
+        if isinstance(a, (tuple, list, dict)):
+            if len(a) != len(b):
+                return False
+            pair = (id(a), id(b))
+            if pair in seen:
+                continue
+            seen.add(pair)
+            if isinstance(a, dict):
+                if a.keys() != b.keys():
+                    return False
+                pending.extend((a[k], b[k]) for k in reversed(list(a)))
+            else:
+                pending.extend(reversed(list(zip(a, b))))
+        elif not _scalars_equal(a, b):
+            return False
+    return True
+
+
+def _scalars_equal(a: Any, b: Any) -> bool:
+    """``values_equal`` for two values of one type that are not tuples, lists or dicts."""
     if isinstance(a, np.ndarray) or _other_array(a):
         if not isinstance(a, np.ndarray):
             try:
@@ -82,10 +117,6 @@ def values_equal(a: Any, b: Any) -> bool:
             return bool(np.array_equal(a, b))
     if _is_nan(a):
         return _is_nan(b)
-    if isinstance(a, (tuple, list)):
-        return len(a) == len(b) and all(values_equal(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(values_equal(a[k], b[k]) for k in a)
     try:
         return bool(a == b)
     except Exception:  # an == that raises or returns something without a truth value
@@ -110,9 +141,30 @@ def _is_nan(value: Any) -> bool:
 
 def value_hash(value: Any) -> int:
     """Hash static data consistently with ``values_equal``: unhashable values hash by
-    type, every NaN alike (Python hashes a NaN by identity), tuples item by item."""
-    if type(value) is tuple:
-        return hash(tuple(map(value_hash, value)))
+    type, every NaN alike (Python hashes a NaN by identity), tuples item by item (with
+    a stack of open tuples instead of recursion: any depth; a tuple cannot contain
+    itself)."""
+    if type(value) is not tuple:
+        return _scalar_hash(value)
+    stack: list[tuple[tuple[Any, ...], list[int]]] = [(value, [])]
+    while True:
+        items, hashes = stack[-1]
+        if len(hashes) < len(items):
+            item = items[len(hashes)]
+            if type(item) is tuple:
+                stack.append((item, []))
+            else:
+                hashes.append(_scalar_hash(item))
+            continue
+        stack.pop()
+        done = hash(tuple(hashes))
+        if not stack:
+            return done
+        stack[-1][1].append(done)
+
+
+def _scalar_hash(value: Any) -> int:
+    """``value_hash`` of a value that is not a tuple."""
     if _is_nan(value):
         return hash("nan")
     if _other_array(value):
