@@ -340,6 +340,50 @@ def test_structure_paths_match_the_iterative_engine(tree: Any) -> None:
     assert ct.structure(tree).paths() == seen
 
 
+def _stack_ends(records: Any) -> list[int]:
+    """The subtree ends of records by a stack of counters: the record cursor's twin."""
+    ends = [0] * len(records)
+    stack: list[list[int]] = []
+    for j, (_, _, n, mask) in enumerate(records):
+        stack.append([j, 0 if mask is None else n if mask is True else sum(mask)])
+        while stack and stack[-1][1] == 0:
+            ends[stack.pop()[0]] = j + 1
+            if stack:
+                stack[-1][1] -= 1
+    return ends
+
+
+@given(trees())
+def test_record_cursor_walks_the_records_in_pre_order(tree: Any) -> None:
+    """The record cursor opens every record in order, gives each leaf the path
+    Structure.paths gives it, closes each node past its subtree (the stack twin's
+    ends), and skipping a node's subtree passes over its records and leaves."""
+    from containers._records import CLOSE, LEAF, OPEN, RecordCursor, ends
+
+    structure = ct.structure(tree)
+    records = structure._records
+    cursor = RecordCursor(records)
+    opened, leaf_paths = [], []
+    while (event := cursor.step()) is not None:
+        if event == OPEN:
+            opened.append(cursor.index)
+            assert cursor.record is records[cursor.index]
+        elif event == LEAF:
+            assert cursor.index == len(leaf_paths)
+            leaf_paths.append(cursor.path())
+        else:
+            assert event == CLOSE and cursor.record is records[cursor.index]
+    assert opened == list(range(len(records)))
+    assert leaf_paths == structure.paths()
+    assert ends(records) == _stack_ends(records)
+    if records:
+        cursor = RecordCursor(records)
+        assert cursor.step() == OPEN
+        cursor.skip()
+        assert (cursor.next_record, cursor.next_leaf) == (len(records), structure.num_leaves)
+        assert cursor.step() is None
+
+
 @given(trees(), trees())
 def test_structures_equal_exactly_when_diff_is_empty(a: Any, b: Any) -> None:
     """diff(a, b) is empty exactly when their structures are equal."""

@@ -24,9 +24,13 @@ from containers._paths import AttrKey, Key, KeyPath
 from containers._registry import DICT, LIST, TUPLE, NodeKind
 
 __all__ = [
+    "CLOSE",
     "C_BUILD_CONTEXT",
+    "LEAF",
+    "OPEN",
     "PATHS_CONTEXT",
     "Record",
+    "RecordCursor",
     "build",
     "ends",
     "leaf_children",
@@ -148,16 +152,118 @@ def leaf_children(mask: Any, n: int) -> int:
 
 def ends(records: Sequence[Record]) -> list[int]:
     """For each record, the index just past its subtree's records."""
-    ends = [0] * len(records)
-    stack: list[list[int]] = []  # [record index, node children still to come]
-    for j, (_, _, n, mask) in enumerate(records):
-        stack.append([j, _node_children(mask, n)])
-        while stack and stack[-1][1] == 0:
-            done = stack.pop()[0]
-            ends[done] = j + 1
-            if stack:
-                stack[-1][1] -= 1
-    return ends
+    out = [0] * len(records)
+    cursor = RecordCursor(records)
+    while (event := cursor.step()) is not None:
+        if event == CLOSE:
+            out[cursor.index] = cursor.next_record
+    return out
+
+
+#: ``RecordCursor.step``'s events: a node opened, a leaf, a node closed.
+OPEN, LEAF, CLOSE = 0, 1, 2
+
+
+class RecordCursor:
+    """The walk over records in pre-order, one event at a time, with the path of the
+    current position built only when asked for.
+
+    ``step()`` returns ``OPEN`` (a node: ``record`` and its ``index`` in the records;
+    ``skip()`` then passes over its subtree), ``LEAF`` (``index``: the leaf's index in
+    flatten order), ``CLOSE`` (the node ``record`` at ``index`` is done) or None at
+    the end; a structure that is one leaf gives one ``LEAF``. ``path()`` is the key
+    path of the current position, from the open nodes' keys, computed for a node only
+    when a path below it is asked for; ``depth`` is its length. ``next_record`` and
+    ``next_leaf`` count what was read. A pass over records that has no faster loop of
+    its own is a client (``ends``; the file decoder's records and rows: its ``build``
+    opens a node at ``OPEN``, reads a value at ``LEAF``, rebuilds at ``CLOSE`` and
+    names ``path()`` in its errors, shortened by ``_paths.shorten``).
+    """
+
+    __slots__ = ("_event", "_frames", "index", "next_leaf", "next_record", "record", "records")
+
+    def __init__(self, records: Sequence[Record]) -> None:
+        self.records = records
+        #: per open node: [record index, n, mask, current child, keys or None]
+        self._frames: list[list[Any]] = []
+        self._event: int | None = None
+        self.record: Record | None = None
+        self.index = -1
+        self.next_record = 0
+        self.next_leaf = 0
+
+    def step(self) -> int | None:
+        """The next event (see the class), or None when the walk is done."""
+        frames = self._frames
+        if self._event is None and not self.next_record and not self.next_leaf:
+            if not self.records:  # the structure of a leaf
+                self.index, self.next_leaf = 0, 1
+                self._event = LEAF
+                return LEAF
+            return self._open()
+        while frames:
+            frame = frames[-1]
+            frame[3] += 1
+            i = frame[3]
+            if i < frame[1]:
+                mask = frame[2]
+                if mask is None or (mask is not True and not mask[i]):
+                    self.index = self.next_leaf
+                    self.next_leaf += 1
+                    self._event = LEAF
+                    return LEAF
+                return self._open()
+            frames.pop()
+            self.index = frame[0]
+            self.record = self.records[frame[0]]
+            self._event = CLOSE
+            return CLOSE
+        self._event = None
+        self.next_record = self.next_leaf = -1  # done: step() stays None
+        return None
+
+    def _open(self) -> int:
+        j = self.next_record
+        self.next_record = j + 1
+        record = self.records[j]
+        self.record, self.index = record, j
+        self._frames.append([j, record[2], record[3], -1, None])
+        self._event = OPEN
+        return OPEN
+
+    def skip(self) -> None:
+        """After ``OPEN``: pass over the node's subtree, without its events."""
+        frame = self._frames.pop()
+        _, _, n, mask = self.records[frame[0]]
+        nodes = 0 if mask is None else n if mask is True else sum(mask)
+        leaves = n - nodes
+        j = self.next_record
+        while nodes:
+            _, _, m, sub_mask = self.records[j]
+            j += 1
+            sub = 0 if sub_mask is None else m if sub_mask is True else sum(sub_mask)
+            nodes += sub - 1
+            leaves += m - sub
+        self.next_record = j
+        self.next_leaf += leaves
+        self._event = CLOSE
+
+    @property
+    def depth(self) -> int:
+        """The number of keys on the current position's path."""
+        return len(self._frames) - (self._event == OPEN)
+
+    def path(self) -> KeyPath:
+        """The key path of the current position (of the node, at ``OPEN``/``CLOSE``)."""
+        frames = self._frames[: self.depth]
+        return tuple(self._keys(frame)[frame[3]] for frame in frames)
+
+    def _keys(self, frame: list[Any]) -> Sequence[Key]:
+        if frame[4] is None:
+            kind, aux, n, _ = self.records[frame[0]]
+            frame[4] = kind.keys(aux, n)
+        keys: Sequence[Key] = frame[4]
+        return keys
 
 
 #: What the compiled twin of ``leaf_paths`` (``_speedups.leaf_paths``) reads besides
