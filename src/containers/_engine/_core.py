@@ -528,7 +528,7 @@ def collect(x: Any, exclude: Callable[[Any], bool] | None) -> list[Any]:
     ``StructureError`` with its path.
     """
     out: list[Any] = []
-    seen: dict[int, Any] = {}
+    seen = Memo()  # the one identity table: here a set of the objects met
 
     def visit(cursor: Cursor, value: Any, yvals: Sequence[Any]) -> tuple[bool, Any]:
         if exclude is not None and exclude(value):
@@ -537,9 +537,9 @@ def collect(x: Any, exclude: Callable[[Any], bool] | None) -> list[Any]:
         if kind is not None:
             cursor.check(value)
         if cacheable(value):
-            if id(value) in seen:
+            if id(value) in seen.results:
                 return True, None
-            seen[id(value)] = value
+            seen.store(value, None)
         out.append(value)
         if kind is None:
             return True, None
