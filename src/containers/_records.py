@@ -178,16 +178,39 @@ class RecordCursor:
     its own is a client (``ends``; the file decoder's records and rows: its ``build``
     opens a node at ``OPEN``, reads a value at ``LEAF``, rebuilds at ``CLOSE`` and
     names ``path()`` in its errors, shortened by ``_paths.shorten``).
+
+    ``shape(record) -> (n, mask)`` and ``keys(record) -> keys of its n children`` read
+    a record; by default a Structure's, ``(kind, aux, n, mask)``. Records of another
+    format plug in with their own: the file's records, one per node or leaf, are
+    ``(count, True)`` for a node and ``(0, None)`` for a leaf record (opened and closed
+    at once), keyed by their rendered keys.
     """
 
-    __slots__ = ("_event", "_frames", "index", "next_leaf", "next_record", "record", "records")
+    __slots__ = (
+        "_event",
+        "_frames",
+        "_keys_of",
+        "_shape",
+        "index",
+        "next_leaf",
+        "next_record",
+        "record",
+        "records",
+    )
 
-    def __init__(self, records: Sequence[Record]) -> None:
+    def __init__(
+        self,
+        records: Sequence[Any],
+        shape: Callable[[Any], tuple[int, Any]] = itemgetter(2, 3),
+        keys: Callable[[Any], Sequence[Any]] | None = None,
+    ) -> None:
         self.records = records
+        self._shape = shape
+        self._keys_of = _structure_keys if keys is None else keys
         #: per open node: [record index, n, mask, current child, keys or None]
         self._frames: list[list[Any]] = []
         self._event: int | None = None
-        self.record: Record | None = None
+        self.record: Any = None
         self.index = -1
         self.next_record = 0
         self.next_leaf = 0
@@ -227,19 +250,20 @@ class RecordCursor:
         self.next_record = j + 1
         record = self.records[j]
         self.record, self.index = record, j
-        self._frames.append([j, record[2], record[3], -1, None])
+        self._frames.append([j, *self._shape(record), -1, None])
         self._event = OPEN
         return OPEN
 
     def skip(self) -> None:
         """After ``OPEN``: pass over the node's subtree, without its events."""
         frame = self._frames.pop()
-        _, _, n, mask = self.records[frame[0]]
+        n, mask = frame[1], frame[2]
         nodes = 0 if mask is None else n if mask is True else sum(mask)
         leaves = n - nodes
         j = self.next_record
+        shape = self._shape
         while nodes:
-            _, _, m, sub_mask = self.records[j]
+            m, sub_mask = shape(self.records[j])
             j += 1
             sub = 0 if sub_mask is None else m if sub_mask is True else sum(sub_mask)
             nodes += sub - 1
@@ -253,17 +277,23 @@ class RecordCursor:
         """The number of keys on the current position's path."""
         return len(self._frames) - (self._event == OPEN)
 
-    def path(self) -> KeyPath:
+    def path(self) -> tuple[Any, ...]:
         """The key path of the current position (of the node, at ``OPEN``/``CLOSE``)."""
         frames = self._frames[: self.depth]
         return tuple(self._keys(frame)[frame[3]] for frame in frames)
 
-    def _keys(self, frame: list[Any]) -> Sequence[Key]:
+    def _keys(self, frame: list[Any]) -> Sequence[Any]:
         if frame[4] is None:
-            kind, aux, n, _ = self.records[frame[0]]
-            frame[4] = kind.keys(aux, n)
-        keys: Sequence[Key] = frame[4]
+            frame[4] = self._keys_of(self.records[frame[0]])
+        keys: Sequence[Any] = frame[4]
         return keys
+
+
+def _structure_keys(record: Record) -> Sequence[Key]:
+    """The keys of a Structure record's children: its kind's."""
+    kind, aux, n, _ = record
+    keys: Sequence[Key] = kind.keys(aux, n)
+    return keys
 
 
 #: What the compiled twin of ``leaf_paths`` (``_speedups.leaf_paths``) reads besides
