@@ -115,14 +115,18 @@ class Walk:
         own is called, with the engine's ``recurse``."""
         return True, self(cursor.client, x, *ys)
 
-    def _on_engine(self, recurse: Any, x: Any, ys: Sequence[Any]) -> tuple[bool, Any]:
+    def _on_engine(
+        self, step: Callable[..., tuple[bool, Any]], recurse: Any, x: Any, ys: Sequence[Any]
+    ) -> tuple[bool, Any]:
         """A stock walk called as ``walk(recurse, x, *ys)``: with the engine's
-        ``recurse``, its step and the engine's loop; ``(False, None)`` for another
-        ``recurse`` (the caller's own), which the recursive statement then serves."""
+        ``recurse``, its class's ``step`` (not ``self._step``: a subclass with a
+        ``__call__`` of its own that calls this one has the step that calls it) and
+        the engine's loop; ``(False, None)`` for another ``recurse`` (the caller's
+        own), which the recursive statement then serves."""
         if type(recurse) is not _Recurse or recurse.cursor is None:
             return False, None
         cursor = recurse.cursor
-        done, value = self._step(cursor, x, ys)
+        done, value = step(self, cursor, x, ys)
         if done:
             return True, value
         return True, resume(cursor, recurse.visit, _leave, len(cursor.stack) - 1)
@@ -140,7 +144,7 @@ class DefaultWalk(Walk):
     _build = "unflatten"
 
     def __call__(self, recurse: Callable[..., Any], x: Any, *ys: Any) -> Any:
-        engine, value = self._on_engine(recurse, x, ys)
+        engine, value = self._on_engine(DefaultWalk._step, recurse, x, ys)
         if engine:
             return value
         kind = kind_of(x)  # a recurse of the caller's own: the recursive statement
@@ -204,7 +208,7 @@ class ExcludeWalk(Walk):
         self.exclude = exclude
 
     def __call__(self, recurse: Callable[..., Any], x: Any, *ys: Any) -> Any:
-        engine, value = self._on_engine(recurse, x, ys)
+        engine, value = self._on_engine(ExcludeWalk._step, recurse, x, ys)
         if engine:
             return value
         if self.exclude(x):
@@ -245,7 +249,7 @@ class CachedWalk(Walk):
         self.cache = Memo() if cache is None else cache
 
     def __call__(self, recurse: Callable[..., Any], x: Any, *ys: Any) -> Any:
-        engine, value = self._on_engine(recurse, x, ys)
+        engine, value = self._on_engine(CachedWalk._step, recurse, x, ys)
         if engine:
             return value
         if not cacheable(x):
@@ -297,7 +301,7 @@ class CollectWalk(Walk):
         self._seen = Memo()
 
     def __call__(self, recurse: Callable[..., Any], x: Any, *ys: Any) -> None:
-        engine, _ = self._on_engine(recurse, x, ys)
+        engine, _ = self._on_engine(CollectWalk._step, recurse, x, ys)
         if engine or self.exclude(x):
             return
         if cacheable(x):
