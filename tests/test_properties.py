@@ -430,6 +430,47 @@ def test_multi_tree_fmap_agrees_with_engine(tree: Any) -> None:
 
 
 @pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
+def _mapped_or_error(run: Any) -> Any:
+    """``run()``'s result, or its error by type, message and path."""
+    try:
+        return run()
+    except ct.StructureError as err:
+        return (type(err), str(err), err.path)
+
+
+@given(shared_trees(), st.booleans(), st.booleans())
+@settings(suppress_health_check=[HealthCheck.too_slow])
+def test_walks_agree_with_fmap_on_shared_trees_and_cycles(
+    tree: Any, cyclic: bool, structural: bool
+) -> None:
+    """fmap(walk=DefaultWalk()/StructuralWalk()) runs on the engine: on trees with
+    shared objects it gives fmap's (fmapstructure's) result, sharing included, and on
+    a tree with a cycle fmap's error, message and path."""
+    if cyclic:
+        loop: list[Any] = [tree]
+        loop.append(loop)
+        tree = {"t": loop}
+    walk = ct.StructuralWalk() if structural else ct.DefaultWalk()
+    plain = ct.fmapstructure if structural else ct.fmap
+    calls: dict[str, list[int]] = {"walk": [], "plain": []}
+
+    def boxer(name: str) -> Any:
+        def box(v: Any) -> Any:
+            calls[name].append(id(v))
+            return ("mapped", v)
+
+        return box
+
+    walked = _mapped_or_error(lambda: ct.fmap(boxer("walk"), tree, walk=walk))
+    want = _mapped_or_error(lambda: plain(boxer("plain"), tree))
+    assert calls["walk"] == calls["plain"]  # mapped once per object, in one order
+    if cyclic:  # fmap(walk=...) names fmap where fmapstructure names itself
+        kind, message, path = want
+        assert walked == (kind, message.replace("fmapstructure:", "fmap:", 1), path)
+    else:
+        assert same(walked, want)
+
+
 @given(trees())
 def test_fmapstructure_matches_structural_walk(tree: Any) -> None:
     """fmapstructure equals executing StructuralWalk wrapped in the exclude walk."""
