@@ -398,6 +398,7 @@ def _walk(
     """
     stack = cursor.stack
     on_path = cursor.on_path
+    bottom = stack[base]  # the frame whose leaving ends this loop
     while True:
         check_in -= 1
         if not check_in and frame_stack_room is not None and frame_stack_room() < WALK_FRAME_ROOM:
@@ -414,7 +415,7 @@ def _walk(
         stack.pop()
         del on_path[id(frame.node)]
         value = leave(cursor, frame)
-        if len(stack) == base:
+        if frame is bottom:
             return value
         stack[-1].out.append(value)
 
