@@ -760,3 +760,28 @@ def test_the_record_cursor_reads_records_of_another_format():
     assert (cursor.step(), cursor.step()) == (OPEN, OPEN)
     cursor.skip()  # the list under 'a'
     assert (cursor.step(), cursor.index, cursor.path()) == (OPEN, 4, ("['b']",))
+    assert cursor.shown_path() == "['b']"
+
+
+def test_the_record_cursor_shows_a_deep_path_by_its_ends():
+    """shown_path gives a path deeper than 40 keys by its first and last 12 and the
+    depth, as where() shows a key path."""
+    from containers._records import LEAF, RecordCursor
+
+    structure = ct.structure(nest_lists(100))
+    cursor = RecordCursor(structure._records)
+    while cursor.step() != LEAF:
+        pass
+    path = ct.structure(nest_lists(100)).paths()[0]
+    assert cursor.path() == path
+    assert cursor.shown_path(str) == ct.keystr(path[:12]) + "..." + ct.keystr(path[-12:]) + (
+        f" (depth {len(path)})"
+    )
+
+
+def nest_lists(depth: int) -> list[Any]:
+    """[[...[0]...]], ``depth`` lists deep."""
+    tree: Any = 0
+    for _ in range(depth):
+        tree = [tree]
+    return tree

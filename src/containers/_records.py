@@ -20,7 +20,7 @@ from typing import Any
 from containers._engine import _fast
 from containers._engine._flat import MIN_RUN
 from containers._errors import type_name
-from containers._paths import AttrKey, Key, KeyPath
+from containers._paths import AttrKey, Key, KeyPath, shorten
 from containers._registry import DICT, LIST, TUPLE, NodeKind
 
 __all__ = [
@@ -281,6 +281,18 @@ class RecordCursor:
         """The key path of the current position (of the node, at ``OPEN``/``CLOSE``)."""
         frames = self._frames[: self.depth]
         return tuple(self._keys(frame)[frame[3]] for frame in frames)
+
+    def shown_path(self, render: Callable[[Any], str] = str) -> str:
+        """The current position's path as messages show it (``_paths.shorten``: whole
+        up to ``LONG_PATH`` keys, else both ends and the depth), each key rendered by
+        ``render``; reads only the frames it shows, so a line per position of a deep
+        structure costs linear time in all."""
+        frames = self._frames[: self.depth]
+
+        def text(start: int, stop: int) -> str:
+            return "".join(render(self._keys(fr)[fr[3]]) for fr in frames[start:stop])
+
+        return shorten(len(frames), text) or "the root"
 
     def _keys(self, frame: list[Any]) -> Sequence[Any]:
         if frame[4] is None:
