@@ -463,11 +463,11 @@ def test_walks_agree_with_fmap_on_shared_trees_and_cycles(
 
     walked = _mapped_or_error(lambda: ct.fmap(boxer("walk"), tree, walk=walk))
     want = _mapped_or_error(lambda: plain(boxer("plain"), tree))
-    assert calls["walk"] == calls["plain"]  # mapped once per object, in one order
-    if cyclic:  # fmap(walk=...) names fmap where fmapstructure names itself
-        kind, message, path = want
+    if cyclic:  # f's calls differ: fmap's fast path maps until it runs past its depth
+        kind, message, path = want  # fmap(walk=...) names fmap, fmapstructure itself
         assert walked == (kind, message.replace("fmapstructure:", "fmap:", 1), path)
     else:
+        assert calls["walk"] == calls["plain"]  # mapped once per object, in one order
         assert same(walked, want)
 
 
