@@ -96,6 +96,42 @@ def test_deep_list_fcollect(deep):
     assert unnest(out[-2]) == (1, 0)
 
 
+def test_deep_list_maps_with_the_stock_walks(deep):
+    """fmap(walk=...) and execute run the stock walks and their compositions on the
+    engine's loop: 100,000 levels, two trees included."""
+    assert unnest(ct.fmap(lambda v: v + 1, deep, walk=ct.DefaultWalk())) == (DEPTH, 1)
+    assert unnest(ct.fmap(str, deep, walk=ct.StructuralWalk(), cache=False)) == (DEPTH, "0")
+    two = ct.fmap(lambda a, b: a + b, deep, nest(DEPTH, 5), walk=ct.DefaultWalk())
+    assert unnest(two) == (DEPTH, 5)
+    composed = ct.CachedWalk(ct.ExcludeWalk(ct.DefaultWalk(), lambda v: v - 1, ct.isleaf))
+    assert unnest(ct.execute(composed, deep)) == (DEPTH, -1)
+    assert unnest(ct.execute(ct.DefaultWalk(), deep)) == (DEPTH, 0)
+    collected = ct.CollectWalk()
+    ct.execute(collected, deep)
+    assert len(collected.items) == DEPTH + 1 and collected.items[0] is deep
+
+
+def test_deep_mismatch_under_a_walk_names_its_path():
+    """A second tree that differs 100,000 levels down, under walk=, raises fmap's
+    mismatch error with the full path."""
+    with pytest.raises(ct.StructureError, match=r"^fmap: trees differ at ") as info:
+        ct.fmap(lambda a, b: a, nest(DEPTH, [1]), nest(DEPTH, 2), walk=ct.DefaultWalk())
+    assert info.value.path == (IndexKey(0),) * DEPTH
+
+
+def test_a_walk_of_ones_own_past_the_recursion_limit_names_its_path():
+    """A walk class defining __call__ nests Python calls per level: past the recursion
+    limit it raises StructureError with the path reached, not RecursionError."""
+
+    class Mine(ct.Walk):
+        def __call__(self, recurse, x, *ys):
+            return ct.DefaultWalk()(recurse, x, *ys)
+
+    with pytest.raises(ct.StructureError, match=r"^fmap: the tree is too deep, at .*\[0\]"):
+        ct.fmap(lambda v: v, nest(5000, 0), walk=Mine())
+    assert unnest(ct.fmap(lambda v: v + 1, nest(50, 0), walk=Mine())) == (50, 1)
+
+
 def test_deep_list_diff(deep):
     """diff compares two 100,000-deep lists and finds no difference."""
     assert ct.diff(deep, nest(DEPTH, "other leaf")) == []
@@ -205,6 +241,18 @@ CYCLE_OPERATIONS = {
     "fmapstructure": ("fmapstructure", lambda t: ct.fmapstructure(lambda v: v, t)),
     "fmap_with_path": (None, lambda t: ct.fmap_with_path(lambda p, v: v, t)),
     "fcollect": ("fcollect", ct.fcollect),
+    "fmap-walk": ("fmap", lambda t: ct.fmap(lambda v: v, t, walk=ct.DefaultWalk())),
+    "fmap-structural-walk": ("fmap", lambda t: ct.fmap(str, t, walk=ct.StructuralWalk())),
+    "fmap-walk-no-cache": (
+        "fmap",
+        lambda t: ct.fmap(lambda v: v, t, walk=ct.DefaultWalk(), cache=False),
+    ),
+    "execute": ("execute", lambda t: ct.execute(ct.DefaultWalk(), t)),
+    "execute-collect": ("execute", lambda t: ct.execute(ct.CollectWalk(), t)),
+    "execute-composed": (
+        "execute",
+        lambda t: ct.execute(ct.CachedWalk(ct.ExcludeWalk(ct.DefaultWalk(), str, ct.isleaf)), t),
+    ),
     "fcollect-exclude": ("fcollect", lambda t: ct.fcollect(t, exclude=lambda v: False)),
     "diff": ("diff", lambda t: ct.diff(t, cyclic())),
     "assert_same_structure": (None, lambda t: ct.assert_same_structure(t, cyclic())),
@@ -303,3 +351,39 @@ def test_fmap_with_a_walk_reports_a_cycle():
     """fmap(walk=...) reports a reference cycle as StructureError, not RecursionError."""
     with pytest.raises(ct.StructureError, match="reference cycle"):
         ct.fmap(lambda v: v, cyclic(), walk=ct.DefaultWalk())
+
+
+def test_values_equal_and_value_hash_take_any_depth_and_cycles():
+    """values_equal and value_hash (kept values, Structure ==/hash) compare and hash
+    100,000-deep nests without RecursionError, and values_equal ends on cycles."""
+    from containers._registry import value_hash, values_equal
+
+    assert values_equal(nest(DEPTH, 1), nest(DEPTH, 1))
+    assert not values_equal(nest(DEPTH, 1), nest(DEPTH, 2))
+    a: list[Any] = [1.0, float("nan")]
+    a.append(a)
+    b: list[Any] = [1.0, float("nan")]
+    b.append(b)
+    assert values_equal(a, b)
+    b[0] = 2.0
+    assert not values_equal(a, b)
+    deep_tuple: Any = 0
+    for _ in range(DEPTH):
+        deep_tuple = (deep_tuple,)
+    assert value_hash(deep_tuple) == value_hash(deep_tuple)
+    assert value_hash((1, (2, float("nan")))) == value_hash((1, (2, float("nan"))))
+
+
+def test_safe_repr_takes_any_depth_and_cycles():
+    """safe_repr shows a 100,000-deep list by its first levels and a cycle holding an
+    int too long to print as [...], where repr alone would fail."""
+    from containers._errors import safe_repr
+
+    shown = safe_repr(nest(DEPTH, 1))
+    assert shown.startswith("[[[") and "..." in shown and len(shown) < 200
+    cyclic_list: list[Any] = [10**5000]
+    cyclic_list.append(cyclic_list)
+    assert safe_repr(cyclic_list) == "[int(16610 bits, crc32 c6d23d8d), [...]]"
+    assert safe_repr({"k": (10**5000,), "e": set()}) == (
+        "{'k': (int(16610 bits, crc32 c6d23d8d),), 'e': set()}"
+    )

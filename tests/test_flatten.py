@@ -734,3 +734,54 @@ def test_is_leaf_that_is_not_a_function_is_named(call, op):
     Python's "'int' object is not callable" from inside the walk, or nothing at all)."""
     with pytest.raises(TypeError, match=f"{op}: is_leaf must be a function, got .*Pass is_leaf="):
         call()
+
+
+def test_the_record_cursor_reads_records_of_another_format():
+    """The record cursor walks records of the file's kind (one per node or leaf, its
+    children counted) with the shape and keys given, paths and skips included."""
+    from containers._records import CLOSE, OPEN, RecordCursor
+
+    # {"a": [1, 2], "b": 3} as pre-order records: (children, rendered keys)
+    records = [(2, ["['a']", "['b']"]), (2, ["[0]", "[1]"]), (0, []), (0, []), (0, [])]
+    cursor = RecordCursor(
+        records, shape=lambda r: (r[0], True if r[0] else None), keys=lambda r: r[1]
+    )
+    opened, closed = [], []
+    while (event := cursor.step()) is not None:
+        if event == OPEN:
+            opened.append((cursor.index, "".join(cursor.path())))
+        elif event == CLOSE:
+            closed.append(cursor.index)
+    assert opened == [(0, ""), (1, "['a']"), (2, "['a'][0]"), (3, "['a'][1]"), (4, "['b']")]
+    assert closed == [2, 3, 1, 4, 0]
+    cursor = RecordCursor(
+        records, shape=lambda r: (r[0], True if r[0] else None), keys=lambda r: r[1]
+    )
+    assert (cursor.step(), cursor.step()) == (OPEN, OPEN)
+    cursor.skip()  # the list under 'a'
+    assert (cursor.step(), cursor.index, cursor.path()) == (OPEN, 4, ("['b']",))
+    assert cursor.shown_path() == "['b']"
+
+
+def test_the_record_cursor_shows_a_deep_path_by_its_ends():
+    """shown_path gives a path deeper than 40 keys by its first and last 12 and the
+    depth, as where() shows a key path."""
+    from containers._records import LEAF, RecordCursor
+
+    structure = ct.structure(nest_lists(100))
+    cursor = RecordCursor(structure._records)
+    while cursor.step() != LEAF:
+        pass
+    path = ct.structure(nest_lists(100)).paths()[0]
+    assert cursor.path() == path
+    assert cursor.shown_path(str) == ct.keystr(path[:12]) + "..." + ct.keystr(path[-12:]) + (
+        f" (depth {len(path)})"
+    )
+
+
+def nest_lists(depth: int) -> list[Any]:
+    """[[...[0]...]], ``depth`` lists deep."""
+    tree: Any = 0
+    for _ in range(depth):
+        tree = [tree]
+    return tree

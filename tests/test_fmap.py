@@ -1074,6 +1074,23 @@ def test_custom_walk_is_called_on_nodes():
     assert walk.seen == [[1, [2]], [2]]
 
 
+def test_a_stock_walk_subclass_with_its_own_call_can_call_the_stock_one():
+    """A subclass of a stock walk whose __call__ calls super().__call__ maps as the
+    stock walk does (its own __call__ is its step; the stock one runs the engine)."""
+
+    class Logged(ct.StructuralWalk):
+        def __init__(self):
+            self.seen = []
+
+        def __call__(self, recurse, x, *ys):
+            self.seen.append(type(x).__name__)
+            return super().__call__(recurse, x, *ys)
+
+    walk = Logged()
+    assert ct.fmap(lambda v: v + 1, [1, (2, [3])], walk=walk) == [2, (3, [4])]
+    assert walk.seen == ["list", "tuple", "list"]
+
+
 def test_walk_keeps_the_cache():
     """fmap wraps a walk in the cache walk: shared objects map once and stay shared."""
     shared = [1]

@@ -340,6 +340,50 @@ def test_structure_paths_match_the_iterative_engine(tree: Any) -> None:
     assert ct.structure(tree).paths() == seen
 
 
+def _stack_ends(records: Any) -> list[int]:
+    """The subtree ends of records by a stack of counters: the record cursor's twin."""
+    ends = [0] * len(records)
+    stack: list[list[int]] = []
+    for j, (_, _, n, mask) in enumerate(records):
+        stack.append([j, 0 if mask is None else n if mask is True else sum(mask)])
+        while stack and stack[-1][1] == 0:
+            ends[stack.pop()[0]] = j + 1
+            if stack:
+                stack[-1][1] -= 1
+    return ends
+
+
+@given(trees())
+def test_record_cursor_walks_the_records_in_pre_order(tree: Any) -> None:
+    """The record cursor opens every record in order, gives each leaf the path
+    Structure.paths gives it, closes each node past its subtree (the stack twin's
+    ends), and skipping a node's subtree passes over its records and leaves."""
+    from containers._records import CLOSE, LEAF, OPEN, RecordCursor, ends
+
+    structure = ct.structure(tree)
+    records = structure._records
+    cursor = RecordCursor(records)
+    opened, leaf_paths = [], []
+    while (event := cursor.step()) is not None:
+        if event == OPEN:
+            opened.append(cursor.index)
+            assert cursor.record is records[cursor.index]
+        elif event == LEAF:
+            assert cursor.index == len(leaf_paths)
+            leaf_paths.append(cursor.path())
+        else:
+            assert event == CLOSE and cursor.record is records[cursor.index]
+    assert opened == list(range(len(records)))
+    assert leaf_paths == structure.paths()
+    assert ends(records) == _stack_ends(records)
+    if records:
+        cursor = RecordCursor(records)
+        assert cursor.step() == OPEN
+        cursor.skip()
+        assert (cursor.next_record, cursor.next_leaf) == (len(records), structure.num_leaves)
+        assert cursor.step() is None
+
+
 @given(trees(), trees())
 def test_structures_equal_exactly_when_diff_is_empty(a: Any, b: Any) -> None:
     """diff(a, b) is empty exactly when their structures are equal."""
@@ -386,6 +430,47 @@ def test_multi_tree_fmap_agrees_with_engine(tree: Any) -> None:
 
 
 @pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
+def _mapped_or_error(run: Any) -> Any:
+    """``run()``'s result, or its error by type, message and path."""
+    try:
+        return run()
+    except ct.StructureError as err:
+        return (type(err), str(err), err.path)
+
+
+@given(shared_trees(), st.booleans(), st.booleans())
+@settings(suppress_health_check=[HealthCheck.too_slow])
+def test_walks_agree_with_fmap_on_shared_trees_and_cycles(
+    tree: Any, cyclic: bool, structural: bool
+) -> None:
+    """fmap(walk=DefaultWalk()/StructuralWalk()) runs on the engine: on trees with
+    shared objects it gives fmap's (fmapstructure's) result, sharing included, and on
+    a tree with a cycle fmap's error, message and path."""
+    if cyclic:
+        loop: list[Any] = [tree]
+        loop.append(loop)
+        tree = {"t": loop}
+    walk = ct.StructuralWalk() if structural else ct.DefaultWalk()
+    plain = ct.fmapstructure if structural else ct.fmap
+    calls: dict[str, list[int]] = {"walk": [], "plain": []}
+
+    def boxer(name: str) -> Any:
+        def box(v: Any) -> Any:
+            calls[name].append(id(v))
+            return ("mapped", v)
+
+        return box
+
+    walked = _mapped_or_error(lambda: ct.fmap(boxer("walk"), tree, walk=walk))
+    want = _mapped_or_error(lambda: plain(boxer("plain"), tree))
+    if cyclic:  # f's calls differ: fmap's fast path maps until it runs past its depth
+        kind, message, path = want  # fmap(walk=...) names fmap, fmapstructure itself
+        assert walked == (kind, message.replace("fmapstructure:", "fmap:", 1), path)
+    else:
+        assert calls["walk"] == calls["plain"]  # mapped once per object, in one order
+        assert same(walked, want)
+
+
 @given(trees())
 def test_fmapstructure_matches_structural_walk(tree: Any) -> None:
     """fmapstructure equals executing StructuralWalk wrapped in the exclude walk."""

@@ -1,11 +1,13 @@
 """Generated per-class code: pure builders ``spec -> (source, globals)``, one exec per class.
 
-This stage turns a validated ContainerSpec into straight-line functions (flatten,
-unflatten, rebuild, fmap's mapper and the four protocol methods) and registers their
-source with ``linecache`` so tracebacks and ``inspect.getsource`` show it. It never
-validates (the spec is trusted), never registers classes, and holds no traversal: a
-mapper's child-mapping lines come from the engine (``_engine._loops.map_child``). The ``plain_*`` twins at the end
-say the same thing with getattr loops; property tests check that both agree.
+This stage turns a validated ContainerSpec into the node protocol as straight-line
+functions (flatten, children, unflatten, rebuild and the four protocol methods) and
+registers their source with ``linecache`` so tracebacks and ``inspect.getsource`` show
+it. It never validates (the spec is trusted), never registers classes, and holds no
+walk policy: fmap's per-class mappers are the engine's (``_engine._mappers``), which
+builds instances with the lines given here (``construct_lines``, ``unpack_lines``,
+``guarded_lines``), as interop's adapters do. The ``plain_*`` twins at the end say the
+same thing with getattr loops; property tests check that both agree.
 """
 
 from __future__ import annotations
@@ -13,24 +15,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
-from containers._engine._loops import (
-    PAIR_MAPPER_ARGS,
-    SPEEDUPS,
-    exec_source,
-    map_child,
-    map_pair_child,
-    mapper_factory,
-    source_filename,
-)
+from containers._compiled import SPEEDUPS, exec_source, source_filename
 from containers._errors import SchemaError, StructureError, type_name
 from containers._spec import ContainerSpec
 
 __all__ = [
     "Generated",
+    "base_globals",
     "build_source",
     "compile_spec",
+    "construct_lines",
     "field_sources",
-    "node_plan",
+    "guarded_lines",
     "plain_deserialize",
     "plain_flatten",
     "plain_rebuild",
@@ -39,6 +35,8 @@ __all__ = [
     "plain_traverse",
     "plain_unflatten",
     "setattr_stores",
+    "unpack_lines",
+    "unset_field_error",
 ]
 
 
@@ -46,8 +44,6 @@ class Generated(NamedTuple):
     """The compiled functions of one class (see ``build_source`` for their contracts)."""
 
     flatten: Callable[[Any], tuple[tuple[Any, ...], tuple[Any, ...]]]
-    make_mapper: Callable[..., Callable[[Any, int], Any]]
-    make_pair_mapper: Callable[..., Callable[[Any, Any, int], Any]]
     unflatten: Callable[[tuple[Any, ...], Sequence[Any]], Any]
     rebuild: Callable[[Any, Sequence[Any]], Any]
     children: Callable[[Any], tuple[Any, ...]]
@@ -59,7 +55,7 @@ class Generated(NamedTuple):
     filename: str
 
 
-def _construct(
+def construct_lines(
     spec: ContainerSpec, values: dict[str, str], g: dict[str, Any], returned: bool = True
 ) -> list[str]:
     """Lines building a new instance whose fields get the expressions in ``values``,
@@ -145,25 +141,7 @@ def field_sources(spec: ContainerSpec) -> tuple[tuple[str, str, Any], ...]:
     return tuple(fields)
 
 
-def node_plan(
-    spec: ContainerSpec,
-) -> tuple[type, tuple[tuple[str, str, Any], ...], tuple[str, ...], Callable[..., Any]] | None:
-    """What ``_speedups.MapNode`` takes after the generated mapper: the class, its
-    ``field_sources``, its children's names and the mapper's ``_ct_unset``; or None
-    where the mapper does not build the instance with ``new_instance`` (``_construct``:
-    a namedtuple, a reset factory that takes the instance, or stores that
-    ``setattr_stores`` refuses), so that the loop runs the mapper's own lines."""
-    fields = field_sources(spec)
-    if (
-        spec.flavor == "namedtuple"
-        or any(how == "factory_self" for _, how, _ in fields)
-        or not setattr_stores(spec)
-    ):
-        return None
-    return spec.cls, fields, tuple(spec.children), _unset_field_error(spec)
-
-
-def _guarded(obj: str, body: list[str]) -> list[str]:
+def guarded_lines(obj: str, body: list[str]) -> list[str]:
     """``body`` reading fields of ``obj``: an unset field (``init=False``, never
     assigned) is reported by name; try costs nothing until it catches. No lines for an
     empty body."""
@@ -184,11 +162,18 @@ def _slot_descriptor(cls: type, name: str) -> Any:
     raise AssertionError(name)  # the spec only lists slots it found
 
 
-def _unpack(names: Sequence[str], source: str) -> list[str]:
+def unpack_lines(names: Sequence[str], source: str) -> list[str]:
     if not names:
         return []
     targets = ", ".join(f"_c{i}" for i in range(len(names)))
     return [f"{targets}{',' if len(names) == 1 else ''} = {source}"]
+
+
+def base_globals(spec: ContainerSpec) -> dict[str, Any]:
+    """The globals every generated function of ``spec``'s class reads: the class, the
+    allocator ``construct_lines`` calls, and the unset-field error ``guarded_lines``
+    raises."""
+    return {"_ct_cls": spec.cls, "_ct_new": object.__new__, "_ct_unset": unset_field_error(spec)}
 
 
 def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
@@ -198,24 +183,11 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     - ``unflatten(kept, children) -> new``: children a sequence in visit order.
     - ``rebuild(x, children) -> new``: kept values read from ``x``.
     - ``children(x) -> tuple``: the children in visit order.
-    - ``make_mapper(mode) -> map_node``: fmap's fast path for this class (``mode`` is
-      ``_engine._fast._Mode``). ``map_node(x, depth)`` rebuilds ``x`` with each child ``c``
-      replaced by ``f(c)`` if its type is in ``immutable``, ``f(c)`` through the
-      identity cache if in ``leaf_types``, else by the mapper ``direct(type(c))`` or ``node(c, depth + 1)``;
-      past ``max_depth`` it returns ``deep(x)``; with ``structural`` (fmapstructure)
-      it returns a dict keyed by child name instead. The leaf test is inlined and a
-      node costs one call (benchmarks/run.py, W3, W3id and fmapstructure).
-    - ``make_pair_mapper(mode) -> map_pair_node``: two-tree fmap's fast path for this
-      class (``mode`` is ``_engine._fast._ManyMode``); see ``_pair_mapper_body``.
     - the four ``__container_*__`` protocol methods.
     """
-    g: dict[str, Any] = {
-        "_ct_cls": spec.cls,
-        "_ct_new": object.__new__,
-        "_ct_name": spec.name,
-        "_ct_missing": _missing_field_error(spec),
-        "_ct_unset": _unset_field_error(spec),
-    }
+    g = base_globals(spec)
+    g["_ct_name"] = spec.name
+    g["_ct_missing"] = _missing_field_error(spec)
     kids, kept = spec.children, spec.keep
     child_vars = {n: f"_c{i}" for i, n in enumerate(kids)}
 
@@ -232,42 +204,29 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
 
     emit(
         "def flatten(x):",
-        _guarded("x", [f"return {tup(f'x.{n}' for n in kids)}, {tup(f'x.{n}' for n in kept)}"]),
+        guarded_lines(
+            "x", [f"return {tup(f'x.{n}' for n in kids)}, {tup(f'x.{n}' for n in kept)}"]
+        ),
     )
-    emit("def children(x):", _guarded("x", [f"return {tup(f'x.{n}' for n in kids)}"]))
+    emit("def children(x):", guarded_lines("x", [f"return {tup(f'x.{n}' for n in kids)}"]))
     values = {**child_vars, **{n: f"kept[{i}]" for i, n in enumerate(kept)}}
     emit(
         "def unflatten(kept, children):",
-        _unpack(kids, "children") + _construct(spec, values, g),
+        unpack_lines(kids, "children") + construct_lines(spec, values, g),
     )
     values = {**child_vars, **{n: f"x.{n}" for n in kept}}
     emit(
         "def rebuild(x, children):",
-        _unpack(kids, "children")
-        + (_guarded("x", _construct(spec, values, g)) if kept else _construct(spec, values, g)),
-    )
-    body = []
-    for i, n in enumerate(kids):
-        body += [f"_v = x.{n}", *map_child("_v", f"_c{i}", "depth + 1")]
-    body += [
-        "if structural:",  # fmapstructure: the node as a dict keyed by child name
-        f"    return {{{', '.join(f'{n!r}: {child_vars[n]}' for n in kids)}}}",
-    ]
-    values = {**child_vars, **{n: f"x.{n}" for n in kept}}
-    body = _guarded("x", body + _construct(spec, values, g))
-    emit(
-        "def make_mapper(mode):",
-        mapper_factory("map_node", ["if depth > max_depth:", "    return deep(x)", *body]),
-    )
-    emit(
-        "def make_pair_mapper(mode):",
-        mapper_factory(
-            "map_pair_node", _pair_mapper_body(spec, g), "x, y, depth", PAIR_MAPPER_ARGS
+        unpack_lines(kids, "children")
+        + (
+            guarded_lines("x", construct_lines(spec, values, g))
+            if kept
+            else construct_lines(spec, values, g)
         ),
     )
     emit(
         "def __container_traverse__(self, acc, fun, /):",
-        _guarded(
+        guarded_lines(
             "self",
             [f"{child_vars[n]}, acc = fun(self.{n}, acc)" for n in kids]
             + [f"return rebuild(self, {tup(child_vars[n] for n in kids)}), acc"],
@@ -275,13 +234,13 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     )
     emit(
         "def __container_reduce__(self, acc, fun, /):",
-        _guarded("self", [f"acc = fun(self.{n}, acc)" for n in kids] + ["return acc"]),
+        guarded_lines("self", [f"acc = fun(self.{n}, acc)" for n in kids] + ["return acc"]),
     )
     pairs = ", ".join(f"({n!r}, self.{n})" for n in kids)
     meta = ", ".join(f"{n!r}: self.{n}" for n in kept)
     emit(
         "def __container_serialize__(self):",
-        _guarded("self", [f"return _ct_name, [{pairs}], {{{meta}}}"]),
+        guarded_lines("self", [f"return _ct_name, [{pairs}], {{{meta}}}"]),
     )
     emit(
         "def __container_deserialize__(cls, children, metadata, /):",
@@ -298,63 +257,6 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     return "\n".join(out), g
 
 
-def _pair_mapper_body(spec: ContainerSpec, g: dict[str, Any]) -> list[str]:
-    """The body of ``map_pair_node(x, y, depth)``: fmap(f, x, y) for an instance ``x``.
-
-    It does what ``_ManyMode.node``'s generic path does with ``flatten``, ``read``,
-    ``pair_loop`` and ``unflatten``, in the same order, without those calls
-    (benchmarks/instructions.py, W4c): a mutable class's instance is looked up in the
-    identity cache; past ``max_depth`` it returns ``deep(x, y)``; else it reads ``x``'s
-    children and kept fields, requires ``y`` to be of the same class (else raises
-    ``mismatch()``, which fmap turns into the error with its path), reads ``y``'s
-    children, maps each pair inline (``_loops.map_pair_child``) and rebuilds with
-    ``x``'s kept fields; a mutable class's result is stored in the identity cache.
-    """
-    kids, kept = spec.children, spec.keep
-    mutable = not spec.frozen
-
-    def assign(targets: list[str], values: list[str]) -> list[str]:
-        return [f"{', '.join(targets)} = {', '.join(values)}"] if targets else []
-
-    x_vars = [f"_x{i}" for i in range(len(kids))]
-    kept_vars = [f"_k{i}" for i in range(len(kept))]
-    y_vars = [f"_y{i}" for i in range(len(kids))]
-    walk = [
-        *_guarded("x", assign(x_vars + kept_vars, [f"x.{n}" for n in (*kids, *kept)])),
-        "if type(y) is not _ct_cls:",
-        "    raise mismatch()",
-        *_guarded("y", assign(y_vars, [f"y.{n}" for n in kids])),
-    ]
-    for i in range(len(kids)):
-        walk += map_pair_child(f"_x{i}", f"_y{i}", f"_c{i}", "depth + 1")
-    values = {n: f"_c{i}" for i, n in enumerate(kids)}
-    values.update({n: f"_k{i}" for i, n in enumerate(kept)})
-    walk += _construct(spec, values, g, returned=False)
-    body = [
-        "if cached:",
-        "    _key = id(x)",
-        "    if _key in results:",
-        "        return prune if use_prune else results[_key]",
-    ]
-    body = body if mutable else []
-    body += [
-        "if depth > max_depth:",
-        "    _i = deep(x, y)",
-        "else:",
-        *(f"    {line}" for line in walk),
-    ]
-    if mutable:
-        body += [
-            "if cached:",
-            "    if keep is None:",
-            "        results.store(x, _i)",
-            "    else:",
-            "        results[_key] = _i",
-            "        keep(x)",
-        ]
-    return [*body, "return _i"]
-
-
 def _missing_field_error(spec: ContainerSpec) -> Callable[[str, Any], SchemaError]:
     cls_name = type_name(spec.cls)
 
@@ -369,7 +271,7 @@ def _missing_field_error(spec: ContainerSpec) -> Callable[[str, Any], SchemaErro
     return missing
 
 
-def _unset_field_error(spec: ContainerSpec) -> Callable[[Any, AttributeError], Exception]:
+def unset_field_error(spec: ContainerSpec) -> Callable[[Any, AttributeError], Exception]:
     cls_name = type_name(spec.cls)
 
     def unset(obj: Any, err: AttributeError) -> Exception:
@@ -393,8 +295,6 @@ def compile_spec(spec: ContainerSpec) -> Generated:
     deserialize: Any = classmethod(g["__container_deserialize__"])
     return Generated(
         flatten=g["flatten"],
-        make_mapper=g["make_mapper"],
-        make_pair_mapper=g["make_pair_mapper"],
         unflatten=g["unflatten"],
         rebuild=g["rebuild"],
         children=g["children"],

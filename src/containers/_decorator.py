@@ -141,9 +141,7 @@ def _declare(
         migrations=migrations,
     )
     gen = compile_spec(the_spec)
-    kind = container_kind(
-        the_spec, gen.flatten, gen.unflatten, gen.children, gen.make_mapper, gen.make_pair_mapper
-    )
+    kind = container_kind(the_spec, gen.flatten, gen.unflatten, gen.children)
     REGISTRY.add(kind, the_spec.name, explicit_name=the_spec.explicit_name, where=where)
     # The generated source leaves linecache with the class (notebooks redefine classes).
     weakref.finalize(cls, linecache.cache.pop, gen.filename, None)

@@ -129,23 +129,56 @@ def safe_repr(value: object) -> str:
     try:
         return repr(value)
     except ValueError:
-        pass
+        pass  # an int too long to print, somewhere inside
+    except RecursionError:
+        pass  # nested deeper than repr recurses
+    return _bounded_repr(value, 0, set())
+
+
+#: Levels ``safe_repr``'s own rendering shows before it writes ``...``.
+_REPR_DEPTH = 50
+
+
+def _bounded_repr(value: object, depth: int, open_ids: set[int]) -> str:
+    """``safe_repr``'s rendering: ints too long for ``repr`` by their size and CRC32,
+    tuples, lists, dicts, sets and frozensets item by item down to ``_REPR_DEPTH``
+    levels (``...`` below), a container met again inside itself as ``repr`` shows it
+    (``[...]``, ``{...}``), anything else by ``repr``."""
     if type(value) is int:
-        size = abs(value)
-        digest = zlib.crc32(size.to_bytes((size.bit_length() + 7) // 8, "little"))
-        return f"{'-' if value < 0 else ''}int({size.bit_length()} bits, crc32 {digest:08x})"
-    if type(value) is tuple:
-        items = ", ".join(map(safe_repr, value))
-        return f"({items},)" if len(value) == 1 else f"({items})"
-    if type(value) is list:
-        return f"[{', '.join(map(safe_repr, value))}]"
-    if type(value) is dict:
-        return f"{{{', '.join(f'{safe_repr(k)}: {safe_repr(v)}' for k, v in value.items())}}}"
-    if type(value) is set:
-        return f"{{{', '.join(map(safe_repr, value))}}}"
-    if type(value) is frozenset:
-        return f"frozenset({{{', '.join(map(safe_repr, value))}}})"
-    return repr(value)  # the ValueError is not about an int: let it propagate
+        try:
+            return repr(value)
+        except ValueError:
+            size = abs(value)
+            digest = zlib.crc32(size.to_bytes((size.bit_length() + 7) // 8, "little"))
+            return f"{'-' if value < 0 else ''}int({size.bit_length()} bits, crc32 {digest:08x})"
+    t = type(value)
+    if t not in (tuple, list, dict, set, frozenset):
+        return repr(value)  # a ValueError not about an int propagates
+    if not value:
+        return repr(value)
+    if depth >= _REPR_DEPTH:
+        return "..."
+    if id(value) in open_ids:
+        return "[...]" if t is list else "{...}" if t is dict else "..."
+    open_ids.add(id(value))
+    try:
+
+        def inner(v: object) -> str:
+            return _bounded_repr(v, depth + 1, open_ids)
+
+        if t is dict:
+            pairs = value.items()  # type: ignore[attr-defined]
+            return f"{{{', '.join(f'{inner(k)}: {inner(v)}' for k, v in pairs)}}}"
+        items = ", ".join(map(inner, value))  # type: ignore[call-overload]
+        if t is tuple:
+            return f"({items},)" if len(value) == 1 else f"({items})"  # type: ignore[arg-type]
+        if t is list:
+            return f"[{items}]"
+        if t is set:
+            return f"{{{items}}}"
+        return f"frozenset({{{items}}})"
+    finally:
+        open_ids.discard(id(value))
 
 
 def short_repr(value: object, limit: int = 60) -> str:

@@ -10,314 +10,52 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import chain, compress, cycle, repeat
+from itertools import chain, compress
 from operator import itemgetter
 from typing import Any, Generic, TypeVar
 
 from containers._engine import _fast
 from containers._engine._core import UNSET, Cursor, _Unset, leave_nothing, traverse
-from containers._engine._flat import MIN_RUN, flatten_records
+from containers._engine._flat import flatten_records
 from containers._errors import StructureError, counted, short_repr, type_name
-from containers._paths import AttrKey, Key, KeyPath, where
+from containers._paths import KeyPath, where
+from containers._records import (
+    C_BUILD_CONTEXT,
+    PATHS_CONTEXT,
+    Record,
+    ends,
+    leaf_children,
+    leaf_paths,
+    ranked_paths,
+    render,
+)
+from containers._records import build as _build
 from containers._registry import (
-    DICT,
-    LIST,
-    TUPLE,
     NodeKind,
     distinct_labels,
     kind_for_type,
     kind_of,
     label,
 )
+from containers._where import leaves_where
 from containers.filters import Filter
 
 __all__ = [
+    "C_BUILD_CONTEXT",
+    "PATHS_CONTEXT",
     "Structure",
     "flatten",
     "flatten_with_path",
     "leaves",
     "leaves_with_path",
+    "ranked_paths",
     "structure",
     "unflatten",
 ]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
-Record = tuple[NodeKind, Any, int, Any]
 IsLeaf = Callable[[Any], bool] | None
-
-
-def _build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
-    """Rebuild a tree from pre-order records and leaves, with a stack of open nodes.
-
-    The innermost open node is kept in locals (``pkind``, ``paux``, ``pn``, ``pmask``,
-    ``pout``), the others on ``stack``: a node whose children are all leaves is built
-    from one slice and attached without touching the stack (benchmarks/run.py, W1u).
-    The plain twin of ``_speedups.build``, which ``Structure.unflatten`` runs where the
-    extension is built.
-    """
-    if not records:
-        return leaves[0]
-    # Slices must be fresh lists (a list node is its slice), so a tuple is copied. A
-    # node's unflatten may change the caller's list, so the list is copied before the
-    # first one runs while leaves remain to be read: what is read is what the compiled
-    # twin, which copies at the start, reads. Tuples and lists, built here, need no
-    # copy (benchmarks/instructions.py, W1u: a dict of lists of tuples, the dict last).
-    shared = type(leaves) is list
-    if not shared:
-        leaves = list(leaves)
-    total = len(leaves)
-    pos = 0
-    stack: list[tuple[Any, ...]] = []
-    pkind: Any = None
-    paux: Any = None
-    pn = 0
-    pmask: Any = None
-    pout: list[Any] | None = None  # None: no open node (the root is next, or done)
-    value: Any
-    j = 0
-    while True:
-        kind, aux, n, mask = records[j]
-        j += 1
-        if mask is None:  # a node whose children are all leaves: one slice
-            kids = leaves[pos : pos + n]
-            pos += n
-        elif mask is True and n and _same_sequences(records, j, n):
-            # n tuples (or lists) of m leaves each: cut by zip in C (benchmarks/run.py, W1u)
-            seq, _, m, _ = records[j]
-            j += n
-            chunk = leaves[pos : pos + n * m]
-            pos += n * m
-            kids = list(zip(*[iter(chunk)] * m)) if m else [()] * n
-            if seq is LIST:
-                kids = list(map(list, kids))
-        else:  # a node with node children: open it
-            if pout is not None:
-                stack.append((pkind, paux, pn, pmask, pout))
-            pkind, paux, pn, pmask, pout = kind, aux, n, mask, []
-            if mask is not True:
-                i = 0
-                while not mask[i]:
-                    pout.append(leaves[pos])
-                    pos += 1
-                    i += 1
-            continue
-        while True:  # close the node (kind, aux, kids), then the open nodes it completes
-            if kind is TUPLE:
-                value = tuple(kids)
-            elif kind is LIST:
-                value = kids
-            else:
-                if shared and pos < total:
-                    leaves, shared = list(leaves), False
-                value = kind.unflatten(aux, kids)
-            if pout is None:
-                return value
-            pout.append(value)
-            if pmask is not True:
-                i = len(pout)
-                while i < pn and not pmask[i]:
-                    pout.append(leaves[pos])
-                    pos += 1
-                    i += 1
-            if len(pout) < pn:
-                break
-            kind, aux, kids = pkind, paux, pout
-            if stack:
-                pkind, paux, pn, pmask, pout = stack.pop()
-            else:
-                pout = None
-
-
-#: What the compiled twin of ``_build`` (``_speedups.build``) reads besides the records
-#: and leaves: the kinds it builds itself, the dict kind's ``unflatten`` as imported (it
-#: builds dicts itself only while that is still the one), and ``_build``, to which it
-#: hands records that are not what flatten makes.
-C_BUILD_CONTEXT = (TUPLE, LIST, DICT, DICT.unflatten, _build)
-
-
-def _same_sequences(records: Sequence[Record], j: int, n: int) -> bool:
-    """Whether ``records[j:j + n]`` are n equal records of all-leaf tuples or lists."""
-    first = records[j]
-    return (
-        first[3] is None
-        and (first[0] is TUPLE or first[0] is LIST)
-        and records[j : j + n].count(first) == n
-    )
-
-
-def _node_children(mask: Any, n: int) -> int:
-    return 0 if mask is None else n if mask is True else sum(mask)
-
-
-def _leaf_children(mask: Any, n: int) -> int:
-    return n if mask is None else 0 if mask is True else n - sum(mask)
-
-
-def _ends(records: Sequence[Record]) -> list[int]:
-    """For each record, the index just past its subtree's records."""
-    ends = [0] * len(records)
-    stack: list[list[int]] = []  # [record index, node children still to come]
-    for j, (_, _, n, mask) in enumerate(records):
-        stack.append([j, _node_children(mask, n)])
-        while stack and stack[-1][1] == 0:
-            done = stack.pop()[0]
-            ends[done] = j + 1
-            if stack:
-                stack[-1][1] -= 1
-    return ends
-
-
-#: What the compiled twin of ``_leaf_paths`` (``_speedups.leaf_paths``) reads besides
-#: the records: the kinds whose keys depend on the length alone, and the method name.
-PATHS_CONTEXT = (TUPLE, LIST, "keys")
-
-
-def _leaf_paths(records: Sequence[Record]) -> list[KeyPath]:
-    """The key path of every leaf, in flatten order (in C where the extension is built)."""
-    speedups = _fast._speedups  # read per call: tests switch it
-    if speedups is not None:
-        paths: list[KeyPath] = speedups.leaf_paths(records, PATHS_CONTEXT)
-        return paths
-    return ranked_paths(records, None, 0)[0]
-
-
-def ranked_paths(
-    records: Sequence[Record], first: dict[str, int] | None, none: int
-) -> tuple[list[KeyPath], list[int]]:
-    """The key path of every leaf, in flatten order, and with ``first`` each leaf's rank.
-
-    A leaf's rank is the smallest ``first[tag]`` over the tags of the ``AttrKey`` s on
-    its path (``none`` if it passes no listed tag): which of several tag filters it
-    matches first, read from the tags of each node's keys once per node instead of once
-    per leaf (``split``/``state``, benchmarks/split.py). Without ``first`` the ranks are
-    not computed (an empty list). Node paths are never built: at depth d that would cost
-    O(d**2).
-    """
-    if not records:
-        return [()], [] if first is None else [none]
-    out: list[KeyPath] = []
-    ranks: list[int] = []
-    # (id(keys), rank above) -> (keys, ranks of the node's children); keys is kept so
-    # that its id cannot be reused while the entry lives.
-    patterns: dict[tuple[int, int], tuple[Sequence[Key], list[int]]] = {}
-    table = {} if first is None else first
-
-    def pattern(keys: Sequence[Key], above: int) -> list[int]:
-        hit = patterns.get((id(keys), above))
-        if hit is not None and hit[0] is keys:
-            return hit[1]
-        made = [above] * len(keys)
-        if AttrKey in set(map(type, keys)):  # only a field's key has tags
-            for i, key in enumerate(keys):
-                if type(key) is AttrKey:
-                    for tag in key.tags:
-                        j = table.get(tag, none)
-                        made[i] = min(made[i], j)
-        patterns[id(keys), above] = (keys, made)
-        return made
-
-    keys_above: list[Key] = []
-    nxt = 1
-    kind, aux, n, mask = records[0]
-    keys = kind.keys(aux, n)
-    pat = None if first is None else pattern(keys, none)
-    if mask is None:
-        return list(zip(keys)), [] if pat is None else list(pat)
-    if mask is True and n >= MIN_RUN and _leaf_run(records, 1, n):
-        _emit_run(records[1], (), keys, pat, pattern, out, ranks)
-        return out, ranks
-    stack = [[keys, mask, 0, pat]]
-    while stack:
-        fr = stack[-1]
-        keys, mask, i, pat = fr
-        if i == len(keys):
-            stack.pop()
-            if keys_above:
-                keys_above.pop()
-            continue
-        fr[2] = i + 1
-        if mask is not True and not mask[i]:
-            out.append((*keys_above, keys[i]))
-            if pat is not None:
-                ranks.append(pat[i])
-            continue
-        kind, aux, n, child_mask = records[nxt]
-        nxt += 1
-        child_keys = kind.keys(aux, n)
-        child_pat = None if pat is None else pattern(child_keys, pat[i])
-        if child_mask is None:
-            # A node of leaves: all its paths at once, built in C (benchmarks/run.py,
-            # flatten_with_path), and its ranks as one extend (benchmarks/split.py).
-            out += map((*keys_above, keys[i]).__add__, zip(child_keys))
-            if child_pat is not None:
-                ranks += child_pat
-        elif (
-            child_mask is True
-            and n >= MIN_RUN
-            and records[nxt][3] is None
-            and _leaf_run(records, nxt, n)
-        ):
-            above = (*keys_above, keys[i])
-            _emit_run(records[nxt], above, child_keys, child_pat, pattern, out, ranks)
-            nxt += n
-        else:
-            keys_above.append(keys[i])
-            stack.append([child_keys, child_mask, 0, child_pat])
-    return out, ranks
-
-
-def _leaf_run(records: Sequence[Record], j: int, n: int) -> bool:
-    """Whether ``records[j:j + n]`` are n nodes of leaves of one kind and size, with
-    the same keys: a list of layers. A declared container's keys are its fields; other
-    kinds' keys may come from their aux, which must then be one object (compared by
-    identity: no aux's ``__eq__`` runs)."""
-    sub = records[j : j + n]
-    kind, _, m, mask = sub[0]
-    if mask is not None:
-        return False
-    if kind.spec is not None and not kind.spec.keep:
-        # The aux of a container without kept fields is always (): == compares the
-        # records' fields by identity (a list of layers; benchmarks/split.py).
-        return sub.count(sub[0]) == n
-    if list(map(_KIND_SIZE_MASK, sub)).count((kind, m, None)) != n:
-        return False
-    return kind.spec is not None or len(set(map(id, map(itemgetter(1), sub)))) == 1
-
-
-_KIND_SIZE_MASK = itemgetter(0, 2, 3)
-
-
-def _emit_run(
-    record: Record,
-    above: KeyPath,
-    keys: Sequence[Key],
-    pat: list[int] | None,
-    pattern: Callable[[Sequence[Key], int], list[int]],
-    out: list[KeyPath],
-    ranks: list[int],
-) -> None:
-    """The paths (and ranks) of the leaves of a run of nodes (``_leaf_run``) under the
-    keys ``keys`` at ``above``: one loop in C for the whole run (benchmarks/split.py;
-    a list of layers)."""
-    kind, aux, m, _ = record
-    inner = kind.keys(aux, m)
-    if len(above) == 1:  # .layers[i].w: a comprehension beats zip by a third
-        (a,) = above
-        out += [(a, k, t) for k in keys for t in inner]
-    elif not above:
-        out += [(k, t) for k in keys for t in inner]
-    else:
-        out += zip(
-            *map(repeat, above), chain.from_iterable(map(repeat, keys, repeat(m))), cycle(inner)
-        )
-    if pat is None:
-        return
-    if pat.count(pat[0]) == len(pat):
-        ranks += pattern(inner, pat[0]) * len(pat)
-    else:
-        for above_rank in pat:
-            ranks += pattern(inner, above_rank)
 
 
 def _snapshot(records: tuple[Record, ...], force: bool = False) -> tuple[tuple[Record, ...], bool]:
@@ -452,21 +190,21 @@ class Structure(Generic[T_co]):
         if not self._records:
             return []
         _, _, n, mask = self._records[0]
-        ends = _ends(self._records)
+        ends_at = ends(self._records)
         out: list[Structure[Any]] = []
         j = 1
         for i in range(n):
             if mask is None or (mask is not True and not mask[i]):
                 out.append(Structure((), 1))
             else:
-                sub = self._records[j : ends[j]]
-                out.append(Structure(sub, sum(_leaf_children(r[3], r[2]) for r in sub)))
-                j = ends[j]
+                sub = self._records[j : ends_at[j]]
+                out.append(Structure(sub, sum(leaf_children(r[3], r[2]) for r in sub)))
+                j = ends_at[j]
         return out
 
     def paths(self) -> list[KeyPath]:
         """The key path of every leaf, in flatten order."""
-        return _leaf_paths(self._records)
+        return leaf_paths(self._records)
 
     def flatten_up_to(self, tree: Any, /) -> list[Any]:
         """Cut ``tree`` at this structure: the subtrees at this structure's leaves.
@@ -517,58 +255,13 @@ class Structure(Generic[T_co]):
         return (_restore, (refs, self._num_leaves))
 
     def __repr__(self) -> str:
-        return f"Structure({_render(self._records)})"
+        return f"Structure({render(self._records)})"
 
     def _repr_html_(self) -> str:
         """The HTML view of the tree, ``*`` at each leaf position (notebooks show it)."""
         from containers._html import structure_html
 
         return structure_html(self)
-
-
-_REPR_LIMIT = 2000
-
-
-def _render(records: Sequence[Record]) -> str:
-    """Render records like the tree, with ``*`` for leaves; summarize huge structures."""
-    if not records:
-        return "*"
-    parts: list[str] = []  # reversed pre-order fold: children results sit on the stack
-    size = 0
-    for kind, aux, n, mask in reversed(records):
-        keys = kind.keys(aux, n)
-        items = []
-        for i in range(n):
-            if mask is None or (mask is not True and not mask[i]):
-                items.append("*")
-            else:
-                items.append(parts.pop())
-        text = _render_node(kind, aux, keys, items)
-        size += len(text)
-        if size > _REPR_LIMIT * 4:
-            return f"<{len(records)} nodes; root: {records[0][0].label}>"
-        parts.append(text)
-    text = parts[0]
-    return text if len(text) <= _REPR_LIMIT else text[: _REPR_LIMIT - 3] + "..."
-
-
-def _render_node(kind: NodeKind, aux: Any, keys: Sequence[Key], items: list[str]) -> str:
-    t = kind.type
-    if t is tuple:
-        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
-    if t is list:
-        return f"[{', '.join(items)}]"
-    if t is type(None):
-        return "None"
-    if t is dict:
-        return "{" + ", ".join(f"{k.raw!r}: {v}" for k, v in zip(keys, items)) + "}"
-    fields = [
-        f"{k.raw}={v}" if isinstance(k, AttrKey) else f"{k.raw!r}: {v}" if hasattr(k, "key") else v
-        for k, v in zip(keys, items)
-    ]
-    if kind.spec is not None:
-        fields += [f"{name}={value!r}" for name, value in zip(kind.spec.keep, aux)]
-    return f"{type_name(t)}({', '.join(fields)})"
 
 
 def _up_to(records: Sequence[Record], tree: Any, op: str, prefix: KeyPath = ()) -> list[Any]:
@@ -741,8 +434,6 @@ def leaves(
         StructureError: The tree contains a reference cycle.
     """
     if where is not UNSET:
-        from containers._split import leaves_where  # _split is a later stage
-
         return leaves_where(tree, where, is_leaf, none_is_leaf)
     return flatten_records(tree, is_leaf, none_is_leaf, "leaves", None)
 

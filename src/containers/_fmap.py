@@ -13,10 +13,19 @@ from typing import Any, TypeVar, overload
 
 from containers._engine._core import UNSET, Memo, collect, map_tree
 from containers._engine._fast import fast_collect, fast_map, fast_map_many
-from containers._engine._walks import CachedWalk, ExcludeWalk, Walk, execute
+from containers._engine._walks import CachedWalk, ExcludeWalk, Walk, run_walk
 from containers._errors import not_callable_error, short_repr
+from containers._parallel import (
+    ONE,
+    PRUNED,
+    STAR,
+    check_options,
+    executor_map,
+    fmap_with_path_on_executor,
+)
 from containers._paths import KeyPath
 from containers._protocol import isleaf
+from containers._where import fmap_where
 from containers.filters import Filter
 
 __all__ = ["fcollect", "fmap", "fmap_with_path", "fmapstructure"]
@@ -178,14 +187,10 @@ def fmap(
         raise not_callable_error(walk, "fmap", "walk", _WALK_USAGE)
     _check_cache("fmap", cache, prune)
     if executor is not None or chunksize is not None or progress is not None:
-        from containers._parallel import fmap_on_executor  # a later stage
-
-        return fmap_on_executor(
+        return _on_executor(
             f, tree, rest, exclude, walk, cache, prune, where, executor, chunksize, progress
         )
     if where is not UNSET:
-        from containers._split import fmap_where  # _split is a later stage
-
         return fmap_where(
             f, tree, rest, where, exclude is not isleaf or walk is not None, cache, prune
         )
@@ -195,7 +200,7 @@ def fmap(
         if memo is not None:
             step = CachedWalk(step, prune=prune, cache=memo)
         try:
-            return execute(step, tree, *rest)
+            return run_walk(step, tree, rest, op="fmap")
         finally:
             if memo is not None:
                 memo.clear()  # the tree and the results must not outlive the call
@@ -208,6 +213,48 @@ def fmap(
     finally:
         if memo is not None:
             memo.clear()
+
+
+def _on_executor(
+    f: Callable[..., Any],
+    tree: Any,
+    rest: tuple[Any, ...],
+    exclude: Callable[[Any], bool],
+    walk: Any,
+    cache: bool,
+    prune: Any,
+    where_: Any,
+    executor: Any,
+    chunksize: Any,
+    progress: Any,
+) -> Any:
+    """``fmap(f, tree, *rest, ..., executor=executor)`` (options checked by ``fmap``)."""
+    check_options("fmap", executor, chunksize, progress)
+    if walk is not None:
+        raise TypeError(
+            "fmap: executor= cannot be combined with walk=: a walk object calls f "
+            "itself. Use exclude= or where= to choose the values f is called on."
+        )
+    default = exclude is isleaf and where_ is UNSET
+
+    def serial(g: Callable[..., Any], plain: bool) -> Any:
+        if plain and default:  # the accelerations do not locate; their twin does
+            return map_tree(g, tree, rest, exclude=None, cache=Memo() if cache else None)
+        options: dict[str, Any] = {} if where_ is UNSET else {"where": where_}
+        return fmap(
+            g,
+            tree,
+            *rest,
+            exclude=exclude,
+            cache=cache,
+            prune=PRUNED if prune is not UNSET and not plain else UNSET,
+            **options,
+        )
+
+    shape = STAR if rest else ONE
+    return executor_map(
+        "fmap", f, executor, chunksize, progress, shape, serial, slots=not default, prune=prune
+    )
 
 
 @overload
@@ -272,8 +319,6 @@ def fmap_with_path(
         raise not_callable_error(exclude, "fmap_with_path", "exclude", _PATH_EXCLUDE_USAGE)
     _check_cache("fmap_with_path", cache, prune)
     if executor is not None or chunksize is not None or progress is not None:
-        from containers._parallel import fmap_with_path_on_executor  # a later stage
-
         return fmap_with_path_on_executor(
             f, tree, rest, exclude, cache, prune, executor, chunksize, progress
         )

@@ -1,11 +1,12 @@
 """Executor maps (fmap, fmap_with_path, treelize over concurrent.futures or dask) and
 ``compute``/``persist`` for trees with dask leaves.
 
-A stage after the operations it serves: each runs its own serial map with ``f``
-replaced by a recorder (``record``), so that the engine's one walk, with its identity
-cache, ``exclude=`` and ``where=``, decides what is submitted exactly as it decides
-what ``f`` is called on; the recorded calls go to the executor in chunks; a second map
-over the recorded tree puts the results in place. It never walks a tree itself and
+A stage below the operations it serves (``_fmap``, ``_treelize``), which hand it their
+own serial map: each runs it with ``f`` replaced by a recorder (``record``), so that
+the engine's one walk, with its identity cache, ``exclude=`` and ``where=``, decides
+what is submitted exactly as it decides what ``f`` is called on; the recorded calls go
+to the executor in chunks; a second map over the recorded tree (the engine's) puts the
+results in place. It never walks a tree itself, imports no operation module and
 schedules nothing: the executor does.
 """
 
@@ -21,11 +22,23 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from containers._engine._core import UNSET, Locate, add_note, path_note
+from containers._engine._core import UNSET, Locate, Memo, add_note, map_tree, path_note
+from containers._engine._fast import fast_map
 from containers._errors import counted, short_repr
 from containers._paths import KeyPath, where
 
-__all__ = ["ONE", "STAR", "WITH_KEYWORDS", "compute", "executor_map", "persist"]
+__all__ = [
+    "ONE",
+    "PRUNED",
+    "STAR",
+    "WITH_KEYWORDS",
+    "check_options",
+    "compute",
+    "executor_map",
+    "fill",
+    "fmap_with_path_on_executor",
+    "persist",
+]
 
 #: How a recorded call is made again: ``f(x)``, ``f(*args)`` or ``f(*args, **kwargs)``.
 ONE, STAR, WITH_KEYWORDS = 0, 1, 2
@@ -299,16 +312,13 @@ def executor_map(
     if rebuild is not None:
         return rebuild(recorded, results)
     if not slots and prune is UNSET:
-        from containers._fmap import fmap  # an earlier stage
-
-        return fmap(results.__getitem__, recorded)
+        return _map(results.__getitem__, recorded)
     return fill(recorded, results, prune)
 
 
 def fill(recorded: Any, results: list[Any], prune: Any = UNSET) -> Any:
     """``recorded`` with each ``_Slot`` replaced by its result (and ``PRUNED`` by
-    ``prune``): an fmap, whose identity cache keeps the recorded tree's sharing."""
-    from containers._fmap import fmap  # an earlier stage
+    ``prune``): a map whose identity cache keeps the recorded tree's sharing."""
 
     def put(value: Any) -> Any:
         if type(value) is _Slot:
@@ -317,7 +327,17 @@ def fill(recorded: Any, results: list[Any], prune: Any = UNSET) -> Any:
             return prune
         return value
 
-    return fmap(put, recorded)
+    return _map(put, recorded)
+
+
+def _map(f: Callable[[Any], Any], tree: Any) -> Any:
+    """``fmap(f, tree)``: the engine's map with the default exclude and the identity
+    cache, as ``fmap`` runs it."""
+    memo = Memo()
+    try:
+        return fast_map(f, tree, memo, UNSET)
+    finally:
+        memo.clear()
 
 
 def _run(
@@ -503,11 +523,10 @@ def _dask(op: str) -> Any:
 def _over_dask_leaves(op: str, tree: Any, run: Callable[..., tuple[Any, ...]]) -> Any:
     """``tree`` with its dask collections replaced by ``run(*collections)``'s results:
     one call for them all, each shared collection passed once."""
-    from containers._fmap import fmap  # an earlier stage
 
     is_collection = _dask(op).is_dask_collection
     calls, recorder = record(ONE, True)
-    recorded = fmap(lambda v: recorder(v) if is_collection(v) else v, tree)
+    recorded = _map(lambda v: recorder(v) if is_collection(v) else v, tree)
     return fill(recorded, list(run(*calls)) if calls else [])
 
 
@@ -572,52 +591,6 @@ def persist(tree: Any, /, **kwargs: Any) -> Any:
 # --- the entry points' executor branches -------------------------------------------------
 
 
-def fmap_on_executor(
-    f: Callable[..., Any],
-    tree: Any,
-    rest: tuple[Any, ...],
-    exclude: Callable[[Any], bool],
-    walk: Any,
-    cache: bool,
-    prune: Any,
-    where_: Any,
-    executor: Any,
-    chunksize: Any,
-    progress: Any,
-) -> Any:
-    """``fmap(f, tree, *rest, ..., executor=executor)`` (options checked by ``fmap``)."""
-    from containers._engine._core import Memo, map_tree
-    from containers._fmap import fmap
-    from containers._protocol import isleaf
-
-    check_options("fmap", executor, chunksize, progress)
-    if walk is not None:
-        raise TypeError(
-            "fmap: executor= cannot be combined with walk=: a walk object calls f "
-            "itself. Use exclude= or where= to choose the values f is called on."
-        )
-    default = exclude is isleaf and where_ is UNSET
-
-    def serial(g: Callable[..., Any], plain: bool) -> Any:
-        if plain and default:  # the accelerations do not locate; their twin does
-            return map_tree(g, tree, rest, exclude=None, cache=Memo() if cache else None)
-        options: dict[str, Any] = {} if where_ is UNSET else {"where": where_}
-        return fmap(
-            g,
-            tree,
-            *rest,
-            exclude=exclude,
-            cache=cache,
-            prune=PRUNED if prune is not UNSET and not plain else UNSET,
-            **options,
-        )
-
-    shape = STAR if rest else ONE
-    return executor_map(
-        "fmap", f, executor, chunksize, progress, shape, serial, slots=not default, prune=prune
-    )
-
-
 def fmap_with_path_on_executor(
     f: Callable[..., Any],
     tree: Any,
@@ -630,7 +603,6 @@ def fmap_with_path_on_executor(
     progress: Any,
 ) -> Any:
     """``fmap_with_path(f, tree, *rest, ..., executor=executor)``."""
-    from containers._engine._core import Memo, map_tree
 
     check_options("fmap_with_path", executor, chunksize, progress)
 
@@ -656,32 +628,4 @@ def fmap_with_path_on_executor(
         serial,
         slots=exclude is not None,
         prune=prune,
-    )
-
-
-def treelize_on_executor(
-    func: Callable[..., Any],
-    serial: Callable[[Callable[..., Any], bool], Any],
-    rise: bool,
-    executor: Any,
-    chunksize: Any,
-    progress: Any,
-) -> Any:
-    """A treelized ``func`` called with ``executor=``: ``serial(g, plain)`` lifts ``g``
-    over the call's arguments (without rising); ``rise`` lifts the results after."""
-    from containers._treelize import rise_results  # an earlier stage
-
-    def rebuild(recorded: Any, results: list[Any]) -> Any:
-        return rise_results(recorded, results) if rise else fill(recorded, results)
-
-    return executor_map(
-        "treelize",
-        func,
-        executor,
-        chunksize,
-        progress,
-        WITH_KEYWORDS,
-        serial,
-        slots=rise,
-        rebuild=rebuild if rise else None,
     )

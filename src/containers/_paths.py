@@ -10,7 +10,7 @@ import ast
 import operator
 import sys
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from itertools import repeat
 from typing import Any, TypeAlias
 
@@ -310,10 +310,27 @@ def where(path: Sequence[Key]) -> str:
     """
     if not path:
         return "the root"
-    if len(path) > 40:
-        head, tail = keystr(path[:12]), keystr(path[-12:])
-        return f"{head + '...' + tail!r} (depth {len(path)})"
-    return repr(keystr(path))
+    return shorten(len(path), lambda start, stop: keystr(path[start:stop]), repr)
+
+
+#: Paths deeper than this many keys are shown in messages by their ends (``shorten``).
+LONG_PATH = 40
+#: The keys shown at each end of a path deeper than ``LONG_PATH``.
+PATH_END = 12
+
+
+def shorten(
+    depth: int, keys_text: Callable[[int, int], str], quote: Callable[[str], str] = str
+) -> str:
+    """A path of ``depth`` keys as messages show it, ``keys_text(start, stop)``
+    rendering its keys ``start:stop``: whole up to ``LONG_PATH`` keys, else its first
+    and last ``PATH_END`` keys and the depth, so that a message about a node of a deep
+    tree costs time that does not grow with the depth. The one rule for every path
+    shown (``where``; the file decoder's paths of records and rows)."""
+    if depth <= LONG_PATH:
+        return quote(keys_text(0, depth))
+    ends = keys_text(0, PATH_END) + "..." + keys_text(depth - PATH_END, depth)
+    return f"{quote(ends)} (depth {depth})"
 
 
 def parse_keystr(text: str) -> KeyPath:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from containers._equality import value_hash, values_equal
 from containers._errors import (
     ContainerDefinitionError,
     counted,
@@ -50,6 +51,7 @@ __all__ = [
     "name_of",
     "same_order",
     "sort_keys",
+    "value_hash",
     "values_equal",
 ]
 
@@ -62,68 +64,6 @@ def _no_keys(aux: Any, n: int) -> tuple[Key, ...]:
     return index_keys(n)
 
 
-def values_equal(a: Any, b: Any) -> bool:
-    """Compare kept values and other static data: type-strict, arrays by content, and
-    NaN equal to NaN (a structure equals its own copy, as a pickled one)."""
-    if a is b:
-        return True
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, np.ndarray) or _other_array(a):
-        if not isinstance(a, np.ndarray):
-            try:
-                a, b = np.asarray(a), np.asarray(b)
-            except Exception:  # a tensor that requires grad, a tracer: only itself
-                return False
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return False
-        try:
-            return bool(np.array_equal(a, b, equal_nan=True))
-        except TypeError:  # dtypes without NaN (objects, strings)
-            return bool(np.array_equal(a, b))
-    if _is_nan(a):
-        return _is_nan(b)
-    if isinstance(a, (tuple, list)):
-        return len(a) == len(b) and all(values_equal(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(values_equal(a[k], b[k]) for k in a)
-    try:
-        return bool(a == b)
-    except Exception:  # an == that raises or returns something without a truth value
-        return False
-
-
-def _other_array(value: Any) -> bool:
-    """Whether ``value`` is an array of another library (jax, torch) that numpy reads:
-    compared by content as numpy arrays are, never by its own ``==`` (an array) or
-    ``hash`` (torch's is by identity)."""
-    return (
-        hasattr(type(value), "__array__")
-        and not isinstance(value, np.generic)
-        and hasattr(value, "shape")
-        and hasattr(value, "dtype")
-    )
-
-
-def _is_nan(value: Any) -> bool:
-    return isinstance(value, (float, complex, np.inexact)) and bool(np.isnan(value))
-
-
-def value_hash(value: Any) -> int:
-    """Hash static data consistently with ``values_equal``: unhashable values hash by
-    type, every NaN alike (Python hashes a NaN by identity), tuples item by item."""
-    if type(value) is tuple:
-        return hash(tuple(map(value_hash, value)))
-    if _is_nan(value):
-        return hash("nan")
-    if _other_array(value):
-        return hash(type(value).__qualname__)
-    try:
-        return hash(value)
-    except TypeError:
-        return hash(type(value).__qualname__)
-
-
 class NodeKind:
     """How the engine handles one node type, one level deep.
 
@@ -134,9 +74,7 @@ class NodeKind:
       to ``aux`` and ``n`` children (fmap's rules), or raise ``Mismatch``.
     - ``structural(aux, children)``: the node as fmapstructure gives it.
     - ``mutable``: cached by identity in fmap/fcollect.
-    - ``make_mapper``: for declared containers, the generated fmap fast path.
-    - ``make_pair_mapper``: for declared containers, the generated fast path of fmap
-      over two trees.
+    - ``mappers``: the engine's compiled fmap mappers of a declared class, once made.
     - ``iterate(x)``: ``flatten``'s children as an iterable that holds no reference to
       them of its own, and its aux; fmap's fast path reads children this way, so that
       a child's reference count shows its parent's references alone, as for the items
@@ -151,8 +89,7 @@ class NodeKind:
         "iterate",
         "keys",
         "label",
-        "make_mapper",
-        "make_pair_mapper",
+        "mappers",
         "mutable",
         "name",
         "read",
@@ -176,8 +113,6 @@ class NodeKind:
         aux_eq: Callable[[Any, Any], bool] = values_equal,
         aux_hash: Callable[[Any], int] = value_hash,
         spec: ContainerSpec | None = None,
-        make_mapper: Callable[..., Callable[[Any, int], Any]] | None = None,
-        make_pair_mapper: Callable[..., Callable[[Any, Any, int], Any]] | None = None,
         iterate: Callable[[Any], tuple[Iterable[Any], Any]] | None = None,
     ) -> None:
         self.type = type_
@@ -191,9 +126,10 @@ class NodeKind:
         self.aux_eq = aux_eq
         self.aux_hash = aux_hash
         self.spec = spec
-        self.make_mapper = make_mapper
-        self.make_pair_mapper = make_pair_mapper
         self.iterate = flatten if iterate is None else iterate
+        #: A declared class's fmap mapper factories, compiled by the engine on first use
+        #: (``_engine._mappers.mappers``); None until then and for other kinds.
+        self.mappers: Any = None
         #: The registered name (``Registry.add``); ``None`` for builtins and first-sight kinds.
         self.name: str | None = None
 
@@ -871,8 +807,6 @@ def container_kind(
     flatten: Any,
     unflatten: Any,
     children: Any,
-    make_mapper: Any,
-    make_pair_mapper: Any,
 ) -> NodeKind:
     """The kind of a declared container, from its generated functions."""
     cls = spec.cls
@@ -895,8 +829,6 @@ def container_kind(
         structural=lambda aux, ch: dict(zip(names, ch)),
         mutable=not spec.frozen,
         spec=spec,
-        make_mapper=make_mapper,
-        make_pair_mapper=make_pair_mapper,
     )
 
 

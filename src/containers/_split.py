@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import enum
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import compress, repeat
 from operator import eq, not_
 from typing import Any, TypeAlias, TypeVar, overload
 
-from containers._engine._core import Memo, map_tree
 from containers._errors import ContainerDefinitionError, StructureError, short_repr
-from containers._flatten import Structure, flatten, ranked_paths
+from containers._flatten import Structure, flatten
 from containers._paths import AttrKey, DictKey, IndexKey, KeyPath, keystr, where
+from containers._records import ranked_paths
 from containers.filters import (
     _EVERYTHING,
     Filter,
-    FilterError,
     NoMatchWarning,
     PathContains,
     PathPattern,
@@ -603,45 +602,3 @@ def combine(*trees: T) -> T:
             if v is MISSING:
                 out[j] = theirs[j]
     return s.unflatten(out)  # type: ignore[no-any-return]
-
-
-def fmap_where(
-    f: Callable[..., Any],
-    tree: Any,
-    rest: Sequence[Any],
-    where: Filter,
-    custom: bool,
-    cache: bool,
-    prune: Any,
-) -> Any:
-    """``fmap(f, tree, *rest, where=where)``: the engine with paths, ``f`` on matching leaves.
-
-    Paths are built for leaves only (as ``flatten_with_path`` does), and the identity
-    cache keeps sharing as in ``fmap``.
-    """
-    if custom:
-        raise FilterError(
-            "fmap: where= cannot be combined with exclude= or walk=. where= maps the "
-            "leaves it matches; to map other values, put the test in exclude= instead."
-        )
-    pred = bind(to_predicate(where), lambda: [p for p, _ in _pairs("fmap", tree)[0]])
-
-    def step(path: KeyPath, value: Any, *ys: Any) -> Any:
-        return f(value, *ys) if pred(path, value) else value
-
-    memo = Memo() if cache else None
-    try:
-        return map_tree(
-            step, tree, rest, exclude=None, cache=memo, prune=prune, with_path=True, op="fmap"
-        )
-    finally:
-        if memo is not None:
-            memo.clear()
-
-
-def leaves_where(tree: Any, where: Filter, is_leaf: Any, none_is_leaf: bool) -> list[Any]:
-    """``leaves(tree, where=where)``: the leaves of ``flatten_with_path`` that match."""
-    pred = to_predicate(where)
-    pairs = _pairs("leaves", tree, is_leaf=is_leaf, none_is_leaf=none_is_leaf)[0]
-    pred = bind(pred, lambda: [p for p, _ in pairs])
-    return [v for p, v in pairs if pred(p, v)]

@@ -39,6 +39,7 @@ __all__ = [
     "mismatch_error",
     "noop",
     "path_note",
+    "resume",
     "traverse",
 ]
 
@@ -238,9 +239,11 @@ class Cursor:
     (``path``), and errors raised where the walk is (``fail``, ``kind_of``).
     """
 
-    __slots__ = ("on_path", "op", "prefix", "relocate", "stack")
+    __slots__ = ("client", "on_path", "op", "prefix", "relocate", "stack")
 
     def __init__(self, op: str, relocate: bool, prefix: KeyPath) -> None:
+        #: The client's own state for the whole walk (``_walks``: its ``recurse``).
+        self.client: Any = None
         self.op = op
         self.relocate = relocate
         self.prefix = prefix
@@ -267,14 +270,22 @@ class Cursor:
     def fail(self, error: Exception) -> NoReturn:
         """Raise an error the walk found itself: as is, or as ``Relocate`` when the walk
         runs on a subtree handed over by an acceleration (its paths are relative)."""
-        raise (Relocate(error) if self.relocate else error) from None
+        try:
+            raise (Relocate(error) if self.relocate else error) from None
+        finally:
+            del error  # the traceback holds this frame: no cycle through the error
 
     def kind_of(self, value: Any) -> Any:
         """``kind_of(value)``, with the path added to an undeclared-subclass error."""
         try:
             return kind_of(value)
         except ContainerDefinitionError as err:
-            self.fail(ContainerDefinitionError(f"{self.op}: at {where(self.path())}: {err}"))
+            message = str(err)
+        # raised outside the except clause: the error holds no context whose traceback
+        # holds this frame, and so the tree (a cycle the GC alone would free)
+        return self.fail(
+            ContainerDefinitionError(f"{self.op}: at {where(self.path())}: {message}")
+        )
 
     def read(self, kind: Any, ys: Sequence[Any], aux: Any, n: int) -> list[Any]:
         """The children of each other tree in ``ys`` at a node like ``(kind, aux, n)``."""
@@ -282,8 +293,11 @@ class Cursor:
         for i, y in enumerate(ys):
             try:
                 out.append(kind.read(y, aux, n))
+                continue
             except Mismatch as e:
-                self.fail(mismatch_error(self.op, self.path(), tree_index=i + 1, what=str(e)))
+                what = str(e)
+            # outside the except clause, as in kind_of
+            self.fail(mismatch_error(self.op, self.path(), tree_index=i + 1, what=what))
         return out
 
     def push(
@@ -388,7 +402,7 @@ def traverse(
         done, result = visit(cursor, x, ys)
         if done:
             return result
-        return _walk(cursor, visit, leave, WALK_ROOM_CHECK_AFTER)
+        return _walk(cursor, visit, leave, 0)
     except Exception as err:
         if not relocate:
             if isinstance(err, Locate):
@@ -399,8 +413,14 @@ def traverse(
         raise
 
 
-def _walk(cursor: Cursor, visit: Visit, leave: Leave, check_in: int) -> Any:
-    """``traverse``'s loop, from the open nodes on ``cursor.stack``.
+def _walk(
+    cursor: Cursor, visit: Visit, leave: Leave, base: int, check_in: int = WALK_ROOM_CHECK_AFTER
+) -> Any:
+    """``traverse``'s loop, from the open nodes on ``cursor.stack``, until the frame at
+    depth ``base`` is left (0: the root's); its result. A ``visit`` that opened a node
+    (the top frame) walks it to its result with ``resume(cursor, visit, leave,
+    cursor.depth - 1)``: the re-entry a walk object's ``recurse`` needs (``_walks``).
+    The frames below stay open, so cycles and paths run through them.
 
     The loop calls ``visit`` and ``leave`` at every node from one depth of CPython's
     frame stack, which CPython 3.11 to 3.13 allocate in 16 KB chunks and free as soon as
@@ -415,10 +435,11 @@ def _walk(cursor: Cursor, visit: Visit, leave: Leave, check_in: int) -> Any:
     """
     stack = cursor.stack
     on_path = cursor.on_path
+    bottom = stack[base]  # the frame whose leaving ends this loop
     while True:
         check_in -= 1
         if not check_in and frame_stack_room is not None and frame_stack_room() < WALK_FRAME_ROOM:
-            return in_new_chunk(_walk, cursor, visit, leave, 0)  # counts down past 0: once
+            return in_new_chunk(_walk, cursor, visit, leave, base, 0)  # counts past 0: once
         frame = stack[-1]
         out = frame.out
         i = len(out)
@@ -431,9 +452,13 @@ def _walk(cursor: Cursor, visit: Visit, leave: Leave, check_in: int) -> Any:
         stack.pop()
         del on_path[id(frame.node)]
         value = leave(cursor, frame)
-        if not stack:
+        if frame is bottom:
             return value
         stack[-1].out.append(value)
+
+
+#: ``resume(cursor, visit, leave, base)``: the loop, re-entered (see ``_walk``).
+resume = _walk
 
 
 class Align:
@@ -541,7 +566,7 @@ def collect(x: Any, exclude: Callable[[Any], bool] | None) -> list[Any]:
     ``StructureError`` with its path.
     """
     out: list[Any] = []
-    seen: dict[int, Any] = {}
+    seen = Memo()  # the one identity table: here a set of the objects met
 
     def visit(cursor: Cursor, value: Any, yvals: Sequence[Any]) -> tuple[bool, Any]:
         if exclude is not None and exclude(value):
@@ -550,9 +575,9 @@ def collect(x: Any, exclude: Callable[[Any], bool] | None) -> list[Any]:
         if kind is not None:
             cursor.check(value)
         if cacheable(value):
-            if id(value) in seen:
+            if id(value) in seen.results:
                 return True, None
-            seen[id(value)] = value
+            seen.store(value, None)
         out.append(value)
         if kind is None:
             return True, None

@@ -14,7 +14,6 @@ import weakref
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from containers._codegen import node_plan
 from containers._engine._core import (
     MAX_FAST_DEPTH,
     UNSET,
@@ -34,6 +33,8 @@ from containers._engine._loops import (
     compile_tuple_mapper,
     rebind,
 )
+from containers._engine._mappers import mappers as class_mappers
+from containers._engine._mappers import node_plan
 from containers._errors import ContainerDefinitionError, StructureError
 from containers._registry import (
     IMMUTABLE_LEAVES,
@@ -156,11 +157,11 @@ class _Mode:
 
         map_node: Callable[..., Any] | None = None if _speedups is None else _speedups.MapNode
 
-        def declared(make_mapper: Callable[..., Any], spec: ContainerSpec | None) -> Any:
+        def declared(kind: NodeKind, spec: ContainerSpec) -> Any:
             # A frozen declared class's generated mapper, or with the C loop, where the
             # mapper builds with new_instance, the same mapper in C (MapNode: W3id).
-            mapper = rebind(make_mapper(self), cells)
-            if map_node is None or spec is None:
+            mapper = rebind(class_mappers(kind)[0](self), cells)
+            if map_node is None:
                 return mapper
             plan = node_plan(spec)
             return mapper if plan is None else map_node(mapper, compiled, *plan, structural)
@@ -176,8 +177,8 @@ class _Mode:
                     ckey = id(x)
                     if ckey in results:
                         return prune if use_prune else results[ckey]
-            elif kind.make_mapper is not None:
-                mapper = direct[t] = declared(kind.make_mapper, kind.spec)
+            elif kind.spec is not None:
+                mapper = direct[t] = declared(kind, kind.spec)
                 return mapper(x, depth)
             if depth > MAX_FAST_DEPTH:
                 value = deep(x)
@@ -454,8 +455,8 @@ class _ManyMode:
             kind = kinds_get(t) or _kind_of(x)
             if kind is None:
                 return leaf(x, ys)
-            if generate and kind.make_pair_mapper is not None and len(ys) == 1:
-                mapper = mappers[t] = rebind(kind.make_pair_mapper(self), per_call)
+            if generate and kind.spec is not None and len(ys) == 1:
+                mapper = mappers[t] = rebind(class_mappers(kind)[1](self), per_call)
                 return mapper(x, ys[0], depth)
             ckey = None
             if cache is not None and kind.mutable:

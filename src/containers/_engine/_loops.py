@@ -4,18 +4,17 @@ This stage holds the source templates of fmap's child loop, tuple mapper and two
 pair loop and mapper (whose C twins are ``_speedups.Loop`` and ``PairLoop``), the
 child-mapping lines that generated per-class mappers inline, and ``MAPPER_ARGS`` and
 ``PAIR_MAPPER_ARGS``, the one list each of what a mapper factory and a two-tree pair
-mapper factory receive. It never reads a spec: ``_codegen`` asks it for the
+mapper factory receive. It never reads a spec: ``_mappers`` asks it for the
 child-mapping lines of a class's mappers.
 """
 
 from __future__ import annotations
 
-import itertools
-import linecache
-import os
 from collections.abc import Callable, Mapping
-from types import CellType, FunctionType, ModuleType
+from types import CellType, FunctionType
 from typing import Any, TypeVar
+
+from containers._compiled import SPEEDUPS, exec_source, source_filename
 
 __all__ = [
     "MAPPER_ARGS",
@@ -39,23 +38,6 @@ __all__ = [
 ]
 
 
-def _load_speedups() -> ModuleType | None:
-    """The compiled engine (``_speedups.c``), unless it was not built (no compiler,
-    another interpreter) or ``CONTAINERS_PURE_PYTHON`` is set: then the generated
-    Python code, its plain twin, runs. Both pass the same tests."""
-    if os.environ.get("CONTAINERS_PURE_PYTHON"):
-        return None
-    try:
-        from containers._engine import _speedups
-    except ImportError:
-        return None
-    return _speedups
-
-
-#: The module of the compiled engine, or None (read by ``_fast`` and ``_codegen``).
-SPEEDUPS = _load_speedups()
-
-_counter = itertools.count()
 F = TypeVar("F", bound=Callable[..., Any])
 
 # What fmap's fast path hands a generated mapper factory, in this order (``_fast._Mode``
@@ -371,14 +353,3 @@ def _compile_factory(source: str, label: str, name: str) -> Any:
     g: dict[str, Any] = {}
     exec_source(source, g, source_filename(label))
     return g[name]
-
-
-def source_filename(label: str) -> str:
-    """A unique linecache filename for generated code: ``<containers generated label #n>``."""
-    return f"<containers generated {label} #{next(_counter)}>"
-
-
-def exec_source(source: str, g: dict[str, Any], filename: str) -> None:
-    """Run generated ``source`` in ``g`` and register it in linecache (tracebacks)."""
-    exec(compile(source, filename, "exec"), g)
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)

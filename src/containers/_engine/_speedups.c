@@ -3334,7 +3334,7 @@ static struct PyModuleDef speedups_module = {
     .m_name = "containers._engine._speedups",
     .m_doc = PyDoc_STR("fmap's child loops and declared classes' mappers, flatten's walk, "
                        "unflatten's rebuild and interop's rebuild in C (optional; see "
-                       "_fast._Mode, _fast._ManyMode, _codegen.node_plan, _flat.flatten_fast, "
+                       "_fast._Mode, _fast._ManyMode, _mappers.node_plan, _flat.flatten_fast, "
                        "_flatten._build and interop._generated)."),
     .m_size = sizeof(ModuleState),
     .m_methods = speedups_methods,

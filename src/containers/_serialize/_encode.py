@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from containers._engine._core import Memo
 from containers._engine._flat import flatten_records
 from containers._errors import SerializationError, StructureError, short_repr, type_name
 from containers._paths import AttrKey, IndexKey, Key
@@ -203,13 +204,15 @@ def _torch_numpy(x: Any) -> np.ndarray[Any, Any]:
 class _Encoder:
     def __init__(self) -> None:
         self.plan = Plan()
-        self.first: dict[int, int] = {}  # id of an array or mutable node -> its record
+        # id of an array or mutable node -> its record; the Memo keeps each object
+        # alive while the file is written, so that no id is reused (a temporary array)
+        self.first = Memo()
         self.names: set[str] = set()  # tensor names taken
 
     def array(self, v: np.ndarray[Any, Any], path: str) -> None:
         """An ndarray leaf at ``path``: an alias if seen before, else a new tensor."""
         out = self.plan.records
-        k = self.first.get(id(v))
+        k = self.first.results.get(id(v))
         if k is not None:
             out.append(["@", k])
             return
@@ -240,7 +243,7 @@ class _Encoder:
             )
         self.names.add(path)
         out = self.plan.records
-        self.first[id(v)] = len(out)
+        self.first.store(v, len(out))
         rec = ["A", path, "00000000"]
         out.append(rec)
         self.plan.names.append(path)
@@ -267,7 +270,7 @@ class _Encoder:
                 )
             a = None
         else:
-            k = self.first.get(id(v))
+            k = self.first.results.get(id(v))
             if k is not None:
                 out.append(["@", k])
                 return
@@ -442,14 +445,14 @@ class _Encoder:
                 keystack.append(key)
             where = here()
             if kind.mutable and not plain:
-                k = self.first.get(id(obj))
+                k = self.first.results.get(id(obj))
                 if k is not None:
                     out.append(["@", k])
                     skip(n, mask)
                     if key is not None:
                         keystack.pop()
                     return
-                self.first[id(obj)] = len(out)
+                self.first.store(obj, len(out))
                 open_ids[id(obj)] = where
             out.append(self.node_record(kind, aux, n, where, plain))
             if n == 0:

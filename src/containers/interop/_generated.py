@@ -18,7 +18,7 @@ import linecache
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from containers._codegen import _construct, _unpack, field_sources, setattr_stores
+from containers._codegen import construct_lines, field_sources, setattr_stores, unpack_lines
 from containers._codegen import plain_unflatten as _plain_unflatten
 from containers._engine import _fast
 from containers._errors import type_name
@@ -216,14 +216,14 @@ def adapter_source(
     # kept[i], not unpacking: a KeptValues is a tuple subclass, which unpacks through
     # an iterator (benchmarks/interop.py, tree_unflatten)
     values.update({n: f"kept[{i}]" for i, n in enumerate(spec.keep)})
-    construct = _direct_construct(spec, dict(values), g) or _construct(spec, values, g)
+    construct = _direct_construct(spec, dict(values), g) or construct_lines(spec, values, g)
     header = "unflatten(children, kept)" if library == "torch" else "unflatten(kept, children)"
-    emit(f"def {header}:", _unpack(spec.children, "children") + construct)
+    emit(f"def {header}:", unpack_lines(spec.children, "children") + construct)
     if spec.children:  # _speedups.Rebuild's unpacking of anything but a list or tuple
         unpacked = _tup([f"_c{i}" for i in range(len(spec.children))])
         emit(
             "def _ct_unpack(children):",
-            [*_unpack(spec.children, "children"), f"return {unpacked}"],
+            [*unpack_lines(spec.children, "children"), f"return {unpacked}"],
         )
     return "\n".join(out), g
 
