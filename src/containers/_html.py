@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from containers._display import Item, outline, paths, pformat
-from containers._errors import StructureError, safe_repr, type_name
+from containers._errors import StructureError, safe_repr, short_repr, type_name
 from containers._paths import AttrKey
 from containers._registry import REGISTRY, NodeKind
 from containers._summary import Stats, format_bytes, format_count, stats
@@ -38,6 +38,12 @@ _HISTOGRAM_LIMIT = 1 << 20
 _HEATMAP_SIDE = 128
 #: Nodes with more children than this are folded, whatever their depth.
 _FOLD_WIDE = 64
+#: Nodes this deep show no children: each level nests two elements, and browsers stop
+#: nesting past a few hundred (Chromium's parser at 512), which would scramble the view.
+MAX_NESTING = 100
+#: Paths longer than this (a key of a huge string) are not put on every row below it:
+#: the row's path is not copyable, and the page stays small.
+_PATH_LIMIT = 2000
 
 #: Ids of views and rows: unique in a page that holds outputs of several kernels' runs.
 _PREFIX = secrets.token_hex(3)
@@ -230,7 +236,7 @@ def _shown(items: list[Item], max_nodes: int) -> list[int]:
     while queue and budget > 0:
         i = queue.popleft()
         kids = items[i].kids
-        take = min(len(kids), budget)
+        take = 0 if items[i].depth >= MAX_NESTING else min(len(kids), budget)
         shown[i] = take
         budget -= take
         queue.extend(k for k in kids[:take] if items[k].kind is not None)
@@ -266,6 +272,11 @@ class _Renderer:
         text = _key_text(parent, item)
         path = self.path(i)
         label = text if text else "(root)"
+        if len(path) > _PATH_LIMIT:
+            return (
+                f'<span class="ct-key" title="{_esc(_cut(path, _TITLE_WIDTH))} (a path of '
+                f'{len(path):,} characters, too long to copy)">{_esc(label)}</span> '
+            )
         return (
             f'<span class="ct-key" data-path="{_esc(path)}" title="{_esc(path or "the root")}'
             f' (click to copy the path)">{_esc(label)}</span> '
@@ -288,7 +299,7 @@ class _Renderer:
         if item.same is not None or item.cycle is not None:
             target = item.same if item.same is not None else item.cycle
             assert target is not None
-            where = self.path(target) or "the root"
+            where = _cut(self.path(target), _TEXT_WIDTH) or "the root"
             what = "same as" if item.same is not None else "cycle: back to"
             css = "ct-ref" if item.same is not None else "ct-ref ct-cycle"
             return (
@@ -405,9 +416,14 @@ class _Renderer:
         params = sum(r.params for r in rest)
         nbytes = sum(r.nbytes for r in rest)
         size = f" ({format_count(params)}, {format_bytes(nbytes)})" if params or nbytes else ""
+        how = (
+            f"nested deeper than {MAX_NESTING} levels, which browsers cannot lay out: "
+            f"ct.html(the subtree at this path) shows them"
+            if item.depth >= MAX_NESTING
+            else "ct.html(tree, max_nodes=...) shows more"
+        )
         return (
-            f'<div class="ct-row ct-more">\u2026 {len(rest):,} more not shown{size}: '
-            f"ct.html(tree, max_nodes=...) shows more</div>"
+            f'<div class="ct-row ct-more">\u2026 {len(rest):,} more not shown{size}: {how}</div>'
         )
 
     def render(self) -> str:
@@ -439,6 +455,21 @@ class _Renderer:
             i += 1
         close(len(items))
         return "".join(out)
+
+
+def check_options(op: str, expand_depth: Any, max_nodes: Any, stats: Any) -> None:
+    """Refuse options of the wrong type, which would fail deep in the renderer or (a
+    string for ``stats``) be silently true."""
+    for name, value, how in (
+        ("expand_depth", expand_depth, "0 opens the root only"),
+        ("max_nodes", max_nodes, "the most rows to render; the default is 1000"),
+    ):
+        if type(value) is not int:
+            raise TypeError(f"{op}: {name}= must be an int ({how}), got {short_repr(value)}.")
+        if value < 0:
+            raise ValueError(f"{op}: {name}= must be >= 0 ({how}), got {value}.")
+    if stats not in (True, False):
+        raise TypeError(f"{op}: stats= must be True or False, got {short_repr(stats)}.")
 
 
 def html(tree: Any, /, *, expand_depth: int = 2, max_nodes: int = 1000, stats: bool = True) -> str:
@@ -473,6 +504,7 @@ def html(tree: Any, /, *, expand_depth: int = 2, max_nodes: int = 1000, stats: b
     Returns:
         An HTML fragment (a ``<div>``) that works in notebooks and in any page.
     """
+    check_options("html", expand_depth, max_nodes, stats)
     items = outline(tree, op="html", cycles=True)
     return _page(
         _Renderer(items, expand_depth=expand_depth, max_nodes=max_nodes, stats=stats).render()
@@ -528,6 +560,7 @@ def display(
     Returns:
         An object with ``_repr_html_``, ``_repr_pretty_`` and a ``pformat`` repr.
     """
+    check_options("display", expand_depth, max_nodes, stats)
     return Display(tree, {"expand_depth": expand_depth, "max_nodes": max_nodes, "stats": stats})
 
 
