@@ -415,3 +415,23 @@ def test_bad_view_options_are_refused_with_how_to_fix():
         ct.html([1], stats="no")
     with pytest.raises(TypeError, match="display: max_nodes= must be an int"):
         ct.display([1], max_nodes=1.5)
+
+
+class BrokenRepr:
+    """A half-built object: its repr raises."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("not initialized")
+
+
+def test_a_leaf_or_key_whose_repr_raises_is_shown_not_fatal():
+    """html and pformat show a stand-in for an object whose __repr__ raises, as a leaf,
+    as a dict key (in the path too) and in a preview, and render the rest."""
+    tree = {"a": BrokenRepr(), BrokenRepr(): [1.0], "n": {"x": BrokenRepr()}}
+    stand_in = "&lt;BrokenRepr object: repr raised RuntimeError&gt;"
+    page = ct.html(tree)
+    assert stand_in in page
+    assert "[&lt;BrokenRepr object: repr raised RuntimeError&gt;][0]" in page  # a path
+    text = pformat(tree)
+    assert "'a': <BrokenRepr object: repr raised RuntimeError>" in text
+    assert "<BrokenRepr object: repr raised RuntimeError>: [1.0]" in text

@@ -594,3 +594,16 @@ def test_a_tree_changed_by_f_during_the_map_is_an_error(threads: Any) -> None:
 
     with pytest.raises(RuntimeError, match="the tree changed while the executor ran f"):
         ct.fmap(f, {"a": grow}, executor=threads)
+
+
+def test_an_error_in_the_progress_function_says_it_is_not_f(threads: Any) -> None:
+    """progress= raising: its own error, with a note naming progress= and its arguments."""
+
+    def progress(done: int, total: int) -> None:
+        raise ZeroDivisionError("bar broke")
+
+    with pytest.raises(ZeroDivisionError, match="bar broke") as info:
+        ct.fmap(negate, [1, 2], executor=threads, progress=progress)
+    assert info.value.__notes__ == [
+        "fmap: raised by the progress= function, called as progress(0, 2)"
+    ]

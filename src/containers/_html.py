@@ -19,8 +19,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from containers._display import Item, outline, paths, pformat
-from containers._errors import StructureError, safe_repr, short_repr, type_name
+from containers._display import Item, outline, paths, pformat, view_repr
+from containers._errors import StructureError, short_repr, type_name
 from containers._paths import AttrKey
 from containers._registry import REGISTRY, NodeKind
 from containers._summary import Stats, format_bytes, format_count, stats
@@ -218,7 +218,7 @@ def _key_text(parent: NodeKind | None, item: Item) -> str:
         return key.name
     if parent.type in (list, tuple, deque):
         return f"[{key.raw}]"
-    return _cut(safe_repr(key.raw), 60)
+    return _cut(view_repr(key.raw), 60)
 
 
 def _type_text(kind: NodeKind, aux: Any, n: int) -> str:
@@ -308,7 +308,7 @@ class _Renderer:
             )
         if item.info is not None:
             return f"{head}{self.array(item)}</div>"
-        text = "None" if item.value is None else safe_repr(item.value)
+        text = "None" if item.value is None else view_repr(item.value)
         return (
             f'{head}<span class="ct-val" title="{_esc(_cut(text, _TITLE_WIDTH))}">'
             f"{_esc(_cut(text, _TEXT_WIDTH))}</span></div>"
@@ -363,7 +363,7 @@ class _Renderer:
             elif kid.info is not None:
                 value = kid.info.text
             else:
-                value = _cut(safe_repr(kid.value), 24)
+                value = _cut(view_repr(kid.value), 24)
             parts.append(label + value)
         if len(item.kids) > 8:
             parts.append("\u2026")
@@ -390,7 +390,7 @@ class _Renderer:
             return ""
         out = []
         for name, value in zip(spec.keep, item.aux):
-            text = safe_repr(value)
+            text = view_repr(value)
             out.append(
                 f'<div class="ct-row ct-kept"><span class="ct-key">{_esc(name)}</span> '
                 f'<span class="ct-badge" title="kept: part of the structure, carried by '
@@ -400,7 +400,7 @@ class _Renderer:
             )
         for name in spec.reset:
             try:
-                text = safe_repr(getattr(item.value, name))
+                text = view_repr(getattr(item.value, name))
             except Exception:  # an unset or failing attribute
                 text = "(unset)"
             out.append(

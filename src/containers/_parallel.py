@@ -211,7 +211,18 @@ class _Bar:
                 f"{op}: progress= must be True (a bar on stderr), a function called as "
                 f"progress(done, total), or None, got {short_repr(progress)}."
             )
-        self.update = lambda done: progress(done, total)
+
+        def update(done: int) -> None:
+            try:
+                progress(done, total)
+            except Exception as err:  # not f's: say whose, or it reads as f's error
+                add_note(
+                    err,
+                    f"{op}: raised by the progress= function, called as progress({done}, {total})",
+                )
+                raise
+
+        self.update = update
 
 
 def _nothing() -> None:
