@@ -131,8 +131,10 @@ class _Futures:
     def send(self, chunks: list[list[Any]]) -> list[Any]:
         return chunks  # pickled with each task, by the pool
 
-    def as_completed(self, futures: list[Any]) -> Iterable[Any]:
-        return cf.as_completed(futures)
+    def as_completed(self, futures: list[Any]) -> Iterable[tuple[Any, Callable[[], Any]]]:
+        """Each future as it finishes, with the function that returns its result or
+        raises its exception."""
+        return ((fut, fut.result) for fut in cf.as_completed(futures))
 
     def cancel(self, futures: Iterable[Any]) -> None:
         for fut in futures:
@@ -166,8 +168,12 @@ class _Dask:
         # about from 10 MB on ("Sending large graph"); each task runs where its chunk is.
         return self.client.scatter(chunks, hash=False)  # type: ignore[no-any-return]
 
-    def as_completed(self, futures: list[Any]) -> Iterable[Any]:
-        return self.distributed.as_completed(futures)  # type: ignore[no-untyped-call, no-any-return, unused-ignore]
+    def as_completed(self, futures: list[Any]) -> Iterable[tuple[Any, Callable[[], Any]]]:
+        # with_results: the client fetches each result as its task finishes, in its
+        # event loop, instead of one blocking round trip per future here.
+        done = self.distributed.as_completed(futures, with_results=True, raise_errors=False)  # type: ignore[no-untyped-call, unused-ignore]
+        for fut, result in done:
+            yield fut, _outcome(fut.status == "error", result)
 
     def cancel(self, futures: Iterable[Any]) -> None:
         self.client.cancel(list(futures))
@@ -179,6 +185,26 @@ class _Dask:
         from distributed.protocol import pickle as dask_pickle
 
         dask_pickle.dumps(value)  # type: ignore[no-untyped-call, unused-ignore]
+
+
+def _outcome(failed: bool, result: Any) -> Callable[[], Any]:
+    """A function returning ``result``, or raising the exception of a failed dask task
+    (``result`` is then dask's ``(type, exception, traceback)``)."""
+    if failed:
+        _, exc, tb = result
+
+        def fail() -> Any:
+            raise exc.with_traceback(tb)
+
+        return fail
+    if isinstance(result, BaseException):  # a cancelled task: its CancelledError
+        exc = result
+
+        def cancelled() -> Any:
+            raise exc
+
+        return cancelled
+    return lambda: result
 
 
 def _backend(op: str, executor: Any) -> _Futures | _Dask:
@@ -414,10 +440,10 @@ def _run(
             bar.update(0)
             done = 0
             finished: set[int] = set()
-            for fut in backend.as_completed(list(starts)):
+            for fut, outcome in backend.as_completed(list(starts)):
                 start = starts[fut]
                 try:
-                    out = fut.result()
+                    out = outcome()
                 except BaseException as err:
                     located = _located(op, backend, err, f, calls, start, size, finished, serial)
                     if located is err:
