@@ -435,3 +435,15 @@ def test_a_leaf_or_key_whose_repr_raises_is_shown_not_fatal():
     text = pformat(tree)
     assert "'a': <BrokenRepr object: repr raised RuntimeError>" in text
     assert "<BrokenRepr object: repr raised RuntimeError>: [1.0]" in text
+
+
+def test_statistics_stop_at_the_views_budget():
+    """Arrays each under STATS_LIMIT but many together: statistics read at most
+    STATS_BUDGET elements in all; the arrays after say they have none, and why."""
+    from containers._html import STATS_BUDGET, STATS_LIMIT
+
+    n = STATS_BUDGET // STATS_LIMIT + 1
+    tree = {f"w{i}": np.full(STATS_LIMIT, i, dtype=np.uint8) for i in range(n)}
+    page = ct.html(tree)
+    assert page.count("\u03bc=") == n - 1
+    assert page.count("the view's budget is spent") == 1

@@ -33,6 +33,10 @@ _TEXT_WIDTH = 120
 _TITLE_WIDTH = 1000
 #: Arrays up to this many elements get statistics; larger ones dtype and shape only.
 STATS_LIMIT = 1 << 24
+#: Statistics of one view read at most this many elements in all (about a second):
+#: later arrays show dtype and shape only, and say why (a 7B model's 4096x4096
+#: matrices each pass STATS_LIMIT, and would take tens of seconds together).
+STATS_BUDGET = 1 << 26
 #: 1-D arrays up to this size get a histogram; 2-D arrays up to this side a heatmap.
 _HISTOGRAM_LIMIT = 1 << 20
 _HEATMAP_SIDE = 128
@@ -249,6 +253,7 @@ class _Renderer:
         self.expand_depth = expand_depth
         self.stats = stats
         self.shown = _shown(items, max_nodes)
+        self.budget = STATS_BUDGET  # elements statistics may still read
         rendered = [0]
         for i, n in enumerate(self.shown):
             rendered.extend(items[i].kids[:n])
@@ -319,8 +324,19 @@ class _Renderer:
         assert info is not None
         out = [f'<span class="ct-arr">{_esc(info.text)}</span>']
         s: Stats | None = None
-        if self.stats:
-            s = stats(item.value, info, limit=STATS_LIMIT, plot_limit=_HISTOGRAM_LIMIT)
+        spent = False
+        if self.stats and info.size <= STATS_LIMIT and not info.lazy:
+            if info.size <= self.budget:
+                s = stats(item.value, info, limit=STATS_LIMIT, plot_limit=_HISTOGRAM_LIMIT)
+                self.budget -= info.size if s is not None else 0
+            else:
+                spent = True
+        if spent:
+            out.append(
+                f'<span class="ct-dim" title="statistics stop after {STATS_BUDGET:,} elements '
+                f'per view, to render in about a second; ct.html of a subtree shows them">'
+                f" (no statistics: the view's budget is spent)</span>"
+            )
         if s is not None and info.size == 1 and not (s.nan or s.inf):
             out.append(f'<span class="ct-dim"> = {_num(s.mean)}</span>')
         elif s is not None:
