@@ -4,7 +4,6 @@ process pools and a real dask LocalCluster, and compute/persist for dask leaves
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures as cf
 import itertools
 import math
@@ -579,10 +578,7 @@ def test_results_that_cannot_be_pickled_back_are_explained(processes: Any) -> No
     """A process pool's f returning what cannot be pickled: a note says the results
     of the chunk (named by its first path) could not be sent back, and how to fix."""
     with pytest.raises(TypeError, match="memoryview") as info:
-        within(
-            TIMEOUT,
-            lambda: ct.fmap(memoryview, {"a": [b"x", b"y"]}, executor=processes, chunksize=2),
-        )
+        within(TIMEOUT, lambda: ct.fmap(memoryview, {"a": [b"x", b"y"]}, executor=processes))
     (text,) = info.value.__notes__
     assert text.startswith("fmap: f's results for the chunk of leaves that starts at \"['a'][0]\"")
     assert "return picklable values" in text
@@ -611,96 +607,3 @@ def test_an_error_in_the_progress_function_says_it_is_not_f(threads: Any) -> Non
     assert info.value.__notes__ == [
         "fmap: raised by the progress= function, called as progress(0, 2)"
     ]
-
-
-# --- the flat path: flatten, the executor, unflatten ------------------------------------
-
-
-@ct.container(children=["w", "b"], keep=["name"])
-class FlatDense:
-    w: Any
-    b: Any
-    name: str = "dense"
-    cache: dict = ct.field(default_factory=dict)
-
-
-Pair = collections.namedtuple("Pair", "x y")
-
-
-def fresh_tree() -> Any:
-    """A tree of every common node type whose leaves are fresh objects, none shared."""
-    v = iter([float(i) + 0.25 for i in range(12)])
-    dense = FlatDense(next(v), np.arange(3.0), "first")
-    dense.cache["seen"] = 1  # a reset field: the rebuilt instance gets its default
-    return {
-        "z": dense,
-        "a": Pair(next(v), [next(v), None, ()]),
-        "od": collections.OrderedDict(b=next(v), a=next(v)),
-        "dd": collections.defaultdict(list, {"q": next(v)}),
-        "dq": collections.deque([next(v)]),
-        "t": (next(v), {"y": next(v), "x": next(v)}),
-    }
-
-
-def flat(tree: Any, cache: bool = True) -> Any:
-    """What the flat path gives for ``plus_one`` over ``tree`` (or ``_NOT_FLAT``)."""
-    from containers import _parallel
-
-    with cf.ThreadPoolExecutor(2) as pool:
-        backend = _parallel._backend("fmap", pool)
-        return _parallel._flat("fmap", backend, plus_one, tree, cache, None, None)
-
-
-def plus_one(v: Any) -> Any:
-    return v + 1
-
-
-def test_an_unshared_tree_takes_the_flat_path_with_the_serial_result() -> None:
-    """A tree with nothing shared is mapped by flatten/unflatten (no call per leaf
-    here), with exactly the serial result: types, kept and reset fields, dict order."""
-    from containers._parallel import _NOT_FLAT
-
-    tree = fresh_tree()
-    out = flat(tree)
-    assert out is not _NOT_FLAT
-    expected = ct.fmap(plus_one, tree)
-    assert same(out, expected) and repr(out) == repr(expected)
-    assert list(out["t"][1]) == ["y", "x"] and out["z"].cache == {}
-    assert out["dd"].default_factory is list
-
-
-@pytest.mark.parametrize(
-    "shared",
-    [
-        np.arange(2.0),  # a mutable leaf at two places
-        [float("0.5"), float("1.5")],  # a node at two places: its leaves are met twice
-        [],  # a node without leaves, shared: no leaf tells
-        [None, ()],  # the same, with empty immutable nodes inside
-    ],
-)
-def test_a_shared_object_sends_the_tree_to_fmaps_walk(shared: Any) -> None:
-    """Anything shared (a leaf, a node, a node without leaves) is proved by the
-    reference counts or the structure: the flat path declines, and fmap's walk keeps
-    the sharing; with cache=False (nothing kept shared) the flat path maps it."""
-    from containers._parallel import _NOT_FLAT
-
-    tree = {"a": shared, "b": [float("nan"), shared], "c": float("2.5")}
-    control = {"a": [float("0.5")], "b": [float("nan"), (None,)], "c": float("2.5")}
-    assert flat(control) is not _NOT_FLAT  # the same tree with nothing shared
-    assert flat(tree) is _NOT_FLAT
-    if isinstance(shared, np.ndarray) or shared:
-        assert flat(tree, cache=False) is not _NOT_FLAT
-    with cf.ThreadPoolExecutor(2) as pool:
-        out = ct.fmap(plus_one, tree, executor=pool)
-    assert out["a"] is out["b"][1]
-
-
-def test_the_flat_path_names_the_failing_leaf_in_dict_order(threads: Any) -> None:
-    """flatten orders dict keys; the note still names the path f failed at."""
-    from containers._parallel import _NOT_FLAT
-
-    tree = {"b": [float("4"), float("-1")], "a": [float("1")]}
-    assert flat({"b": [float("4")], "a": [float("1")]}) is not _NOT_FLAT
-    with pytest.raises(ValueError, match=r"^math domain error\n") as info:
-        ct.fmap(math.sqrt, tree, executor=threads, chunksize=1)
-    assert info.value.__notes__ == [note("['b'][1]")]

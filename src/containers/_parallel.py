@@ -341,7 +341,7 @@ def executor_map(
         return _replayed(op, backend, f, chunksize, progress, serial)
     calls, recorder = record(shape, slots or prune is not UNSET)
     recorded = serial(recorder, False)
-    results = _run(op, backend, f, shape, calls, chunksize, progress, partial(call_path, serial))
+    results = _run(op, backend, f, shape, calls, chunksize, progress, serial)
     if rebuild is not None:
         return rebuild(recorded, results)
     if not slots and prune is UNSET:
@@ -349,81 +349,6 @@ def executor_map(
 
         return fmap(results.__getitem__, recorded)
     return fill(recorded, results, prune)
-
-
-def _one_holder() -> int:
-    """What ``sys.getrefcount`` says, through ``map``, of an object held by one
-    container and listed once: a leaf in one place of a tree, in flatten's list."""
-    held = [object()]
-    return next(map(sys.getrefcount, held[:]))
-
-
-_ONE_HOLDER = _one_holder()
-
-#: ``_flat``'s answer when the tree may share objects: the caller maps it by fmap's walk.
-_NOT_FLAT: Any = object()
-
-
-def _flat(
-    op: str,
-    backend: _Futures | _Dask,
-    f: Callable[..., Any],
-    tree: Any,
-    cache: bool,
-    chunksize: int | None,
-    progress: Any,
-) -> Any:
-    """``fmap(f, tree)``'s default map as ``flatten``, the executor, ``unflatten``: no
-    call per leaf here, the cost of the hand-written equivalent (benchmarks/parallel.py,
-    light). Only where it is the same map: with ``cache=False`` always; with the
-    identity cache only if nothing in the tree is shared, which the reference counts
-    prove (a leaf held by two containers, or met twice through a shared node, has more
-    references than one container and flatten's list give it; immortal and externally
-    held objects too, which only sends those trees to the walk) along with the
-    structure (no mutable node without leaves below, whose sharing the counts miss).
-    Else, or if flatten fails, ``_NOT_FLAT``: fmap's walk decides, and says what is
-    wrong in fmap's words."""
-    from containers._flatten import flatten  # an earlier stage
-
-    try:
-        leaves, structure = flatten(tree)
-    except Exception:
-        return _NOT_FLAT
-    if cache and (
-        operator.countOf(map(sys.getrefcount, leaves), _ONE_HOLDER) != len(leaves)
-        or _leafless_mutable(structure)
-    ):
-        return _NOT_FLAT
-    paths: list[KeyPath] = []
-
-    def path_of(k: int) -> KeyPath:
-        if not paths:
-            paths.extend(structure.paths())
-        return paths[k]
-
-    results = _run(op, backend, f, ONE, leaves, chunksize, progress, path_of)
-    return structure.unflatten(results)
-
-
-def _leafless_mutable(structure: Any) -> bool:
-    """Whether ``structure`` has a mutable node with no leaf below it (or a record
-    format this does not know: then it answers True, the safe side)."""
-    try:
-        records = structure._records
-        if not any(r[2] == 0 for r in records):
-            return False  # a subtree without leaves ends in a node without children
-        below: list[int] = []  # leaves under each subtree met, right to left
-        for kind, _, n, mask in reversed(records):
-            nodes = 0 if mask is None else n if mask is True else sum(mask)
-            count = n - nodes
-            for _ in range(nodes):
-                count += below.pop()
-            if count == 0 and kind.mutable:
-                return True
-            below.append(count)
-    except (AttributeError, IndexError, TypeError, ValueError):
-        return True
-    return False
 
 
 #: The value after the last result in ``_replayed``'s iterator: the fill's call that
@@ -448,7 +373,7 @@ def _replayed(
     changed in between (by ``f``, which must not) gives a different count: an error."""
     calls: list[Any] = []
     serial(calls.append, False)
-    results = _run(op, backend, f, ONE, calls, chunksize, progress, partial(call_path, serial))
+    results = _run(op, backend, f, ONE, calls, chunksize, progress, serial)
     results.append(_END)
     rest = iter(results)
     out = serial(partial(next, rest), False)
@@ -484,7 +409,7 @@ def _run(
     calls: list[Any],
     chunksize: int | None,
     progress: Any,
-    path_of: Callable[[int], KeyPath | None],
+    serial: Callable[[Callable[..., Any], bool], Any],
 ) -> list[Any]:
     """The results of ``calls``, made by the executor in chunks, in order."""
     n = len(calls)
@@ -508,7 +433,7 @@ def _run(
             except Exception as err:
                 if not backend.remote:  # threads pickle nothing: the executor's error
                     raise
-                bad = _unpicklable(op, backend, f, calls, 0, n, path_of)
+                bad = _unpicklable(op, backend, f, calls, 0, n, serial)
                 if bad is None:
                     raise
                 raise bad from err
@@ -520,7 +445,7 @@ def _run(
                 try:
                     out = outcome()
                 except BaseException as err:
-                    located = _located(op, backend, err, f, calls, start, size, finished, path_of)
+                    located = _located(op, backend, err, f, calls, start, size, finished, serial)
                     if located is err:
                         raise
                     raise located from err
@@ -564,14 +489,14 @@ def _located(
     start: int,
     size: int,
     finished: set[int],
-    path_of: Callable[[int], KeyPath | None],
+    serial: Callable[[Callable[..., Any], bool], Any],
 ) -> BaseException:
     """``err``, raised by a chunk's future, with the path it concerns: the leaf ``f``
     raised it on (a note), a leaf or an ``f`` that cannot be pickled (a TypeError that
     says so), or the leaves of a chunk whose worker died (a note)."""
     k = err.__dict__.pop(_CALL, None) if isinstance(err, Exception) else None
     if k is not None:
-        path = path_of(k)
+        path = call_path(serial, k)
         add_note(
             err,
             path_note(op, path)
@@ -587,10 +512,10 @@ def _located(
             # is the first that may have run when the worker died.
             start = min(s for s in range(0, len(calls), size) if s not in finished)
         last = min(start + size, len(calls)) - 1
-        first_path = path_of(start)
+        first_path = call_path(serial, start)
         span = where(first_path) if first_path is not None else "?"
         if last > start:
-            last_path = path_of(last)
+            last_path = call_path(serial, last)
             span += f" to {where(last_path) if last_path is not None else '?'}"
         which = "the first unfinished chunk" if isinstance(backend, _Futures) else "a chunk"
         add_note(
@@ -601,9 +526,9 @@ def _located(
             f"see the error.",
         )
         return err
-    first = where(path_of(start) or ())
+    first = where(call_path(serial, start) or ())
     if backend.remote:
-        unpicklable = _unpicklable(op, backend, f, calls, start, size, path_of)
+        unpicklable = _unpicklable(op, backend, f, calls, start, size, serial)
         if unpicklable is not None:
             return unpicklable
         if _is_pickling_error(err):  # f and the leaves pickle: the results did not
@@ -633,7 +558,7 @@ def _unpicklable(
     calls: list[Any],
     start: int,
     size: int,
-    path_of: Callable[[int], KeyPath | None],
+    serial: Callable[[Callable[..., Any], bool], Any],
 ) -> TypeError | None:
     """A TypeError naming ``f`` or the leaf that cannot be pickled, if one cannot."""
     how = (
@@ -651,7 +576,7 @@ def _unpicklable(
         try:
             backend.dumps(calls[k])
         except Exception as bad:
-            path = path_of(k)
+            path = call_path(serial, k)
             return TypeError(
                 f"{op}: the leaf at {where(path or ())} cannot be pickled, so it cannot "
                 f"be sent to a worker process: {type(bad).__name__}: {bad}. Exclude it "
@@ -787,10 +712,6 @@ def fmap_on_executor(
             **options,
         )
 
-    if default and not rest and prune is UNSET:
-        out = _flat("fmap", _backend("fmap", executor), f, tree, cache, chunksize, progress)
-        if out is not _NOT_FLAT:
-            return out
     shape = STAR if rest else ONE
     return executor_map(
         "fmap", f, executor, chunksize, progress, shape, serial, slots=not default, prune=prune
