@@ -8,9 +8,9 @@ Workloads:
   about 20 ms per leaf that releases the GIL (calibrated at start);
 - ``heavy-python``: 64 int leaves, ``f`` a pure-Python loop of about 20 ms per leaf;
 - ``light``: 100,000 distinct float leaves (1,000 lists of 100), ``f = x + 1``, 2
-  threads. Nothing is shared, so ``containers`` maps it by flatten and unflatten; a
-  tree with shared objects (or the same float object at many places) takes fmap's walk,
-  about two walks more (docs/parallel.md, How it works).
+  threads: what an executor map adds to the executor's own cost (two walks of fmap's
+  engine, one recording the calls, one placing the results, against the hand-written
+  flatten and unflatten).
 
 Contenders: ``serial`` (``ct.fmap(f, tree)``), ``containers`` (``executor=``, automatic
 chunksize), ``hand`` (``ct.flatten``, ``list(ex.map(f, leaves, chunksize=...))``,
