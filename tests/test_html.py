@@ -358,3 +358,92 @@ def test_a_recursive_repr_does_not_loop():
     box = Box(None)
     box.x = [box]
     assert repr(box) == "test_a_recursive_repr_does_not_loop.<locals>.Box(x=[...])"
+
+
+# --- review fixes ----------------------------------------------------------------------
+
+
+class Nesting(html.parser.HTMLParser):
+    """The deepest nesting of elements in a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = self.deepest = 0
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        self.depth += 1
+        self.deepest = max(self.deepest, self.depth)
+
+    def handle_endtag(self, tag: str) -> None:
+        self.depth -= 1
+
+
+def test_a_deep_tree_nests_no_deeper_than_browsers_lay_out():
+    """A chain of 10,000 lists: the page nests at most MAX_NESTING levels (Chromium's
+    parser stops at 512 elements), and says where the rest is and how to see it."""
+    from containers._html import MAX_NESTING
+
+    deep: list[Any] = []
+    cur = deep
+    for _ in range(10_000):
+        cur.append([])
+        cur = cur[0]
+    cur.append(1.0)
+    page = ct.html(deep, expand_depth=10**6, max_nodes=10**6)
+    nesting = Nesting()
+    nesting.feed(page)
+    assert nesting.deepest < 512
+    assert page.count("<details") == MAX_NESTING + 1
+    assert f"nested deeper than {MAX_NESTING} levels" in page
+
+
+def test_a_huge_key_does_not_repeat_on_every_row_below_it():
+    """A key of 100,000 characters above 1,000 leaves: the page stays small (its rows'
+    paths are cut in their tooltips, and not copyable), not 200 MB."""
+    page = ct.html({"x" * 100_000: [float(i) for i in range(1000)]})
+    assert len(page) < 3_000_000
+    assert "too long to copy" in page
+
+
+def test_bad_view_options_are_refused_with_how_to_fix():
+    """max_nodes=, expand_depth= and stats= of the wrong type or sign: clear errors."""
+    with pytest.raises(TypeError, match=r"html: max_nodes= must be an int \(the most rows"):
+        ct.html([1], max_nodes="10")
+    with pytest.raises(ValueError, match=r"html: expand_depth= must be >= 0 \(0 opens"):
+        ct.html([1], expand_depth=-1)
+    with pytest.raises(TypeError, match="html: stats= must be True or False, got 'no'"):
+        ct.html([1], stats="no")
+    with pytest.raises(TypeError, match="display: max_nodes= must be an int"):
+        ct.display([1], max_nodes=1.5)
+
+
+class BrokenRepr:
+    """A half-built object: its repr raises."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("not initialized")
+
+
+def test_a_leaf_or_key_whose_repr_raises_is_shown_not_fatal():
+    """html and pformat show a stand-in for an object whose __repr__ raises, as a leaf,
+    as a dict key (in the path too) and in a preview, and render the rest."""
+    tree = {"a": BrokenRepr(), BrokenRepr(): [1.0], "n": {"x": BrokenRepr()}}
+    stand_in = "&lt;BrokenRepr object: repr raised RuntimeError&gt;"
+    page = ct.html(tree)
+    assert stand_in in page
+    assert "[&lt;BrokenRepr object: repr raised RuntimeError&gt;][0]" in page  # a path
+    text = pformat(tree)
+    assert "'a': <BrokenRepr object: repr raised RuntimeError>" in text
+    assert "<BrokenRepr object: repr raised RuntimeError>: [1.0]" in text
+
+
+def test_statistics_stop_at_the_views_budget():
+    """Arrays each under STATS_LIMIT but many together: statistics read at most
+    STATS_BUDGET elements in all; the arrays after say they have none, and why."""
+    from containers._html import STATS_BUDGET, STATS_LIMIT
+
+    n = STATS_BUDGET // STATS_LIMIT + 1
+    tree = {f"w{i}": np.full(STATS_LIMIT, i, dtype=np.uint8) for i in range(n)}
+    page = ct.html(tree)
+    assert page.count("\u03bc=") == n - 1
+    assert page.count("the view's budget is spent") == 1

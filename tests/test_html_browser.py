@@ -223,3 +223,26 @@ def test_an_executed_notebook_holds_the_html_view():
     assert nb.cells[3].outputs[0]["text"].startswith("Dense(w=array([[1., 1., 1., 1.],")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, str(ARTIFACTS / "html_view.ipynb"))
+
+
+def test_a_deep_tree_is_one_chain_of_folds_in_the_browser(browser: Any):
+    """A chain of 10,000 lists: Chromium's parser keeps every fold inside its parent
+    (past 512 nested elements it would hang them elsewhere), and the deepest says how
+    to see the rest."""
+    deep: list[Any] = []
+    cur = deep
+    for _ in range(10_000):
+        cur.append([])
+        cur = cur[0]
+    browser.get(page(deep, expand_depth=10**6, max_nodes=10**6).as_uri())
+    count, deepest = browser.execute_script(
+        "var all = document.querySelectorAll('details'), best = 0;"
+        "all.forEach(function (d) { var n = 0, p = d.parentElement;"
+        "  while (p) { if (p.tagName === 'DETAILS') n++; p = p.parentElement; }"
+        "  if (n > best) best = n; });"
+        "return [all.length, best];"
+    )
+    assert deepest == count - 1  # each fold inside the one before
+    last = browser.find_elements("css selector", "details")[-1]
+    assert "nested deeper than" in last.get_attribute("textContent")
+    assert console_errors(browser) == []

@@ -553,3 +553,60 @@ def test_the_docs_dask_example_runs() -> None:
     namespace: dict[str, Any] = {"__name__": "__main__"}
     within(TIMEOUT * 2, lambda: exec(compile(code, "docs/parallel.md", "exec"), namespace))
     assert namespace["checked"] is True
+
+
+# --- review fixes ----------------------------------------------------------------------
+
+
+def test_a_numpy_integer_chunksize_is_accepted(threads: Any) -> None:
+    """chunksize= takes any integer type (np.int64 from a computation), not only int."""
+    out = ct.fmap(negate, [1, 2, 3], executor=threads, chunksize=np.int64(2))
+    assert out == [-1, -2, -3]
+    with pytest.raises(ValueError, match="chunksize= must be a positive int"):
+        ct.fmap(negate, [1], executor=threads, chunksize=np.float64(2.0))
+
+
+def test_a_shut_down_thread_pool_raises_its_own_error() -> None:
+    """A pool already shut down raises its own RuntimeError, not a pickling error about f."""
+    pool = cf.ThreadPoolExecutor(1)
+    pool.shutdown()
+    with pytest.raises(RuntimeError, match="cannot schedule new futures after shutdown"):
+        ct.fmap(lambda v: v, [1.0], executor=pool)
+
+
+def test_results_that_cannot_be_pickled_back_are_explained(processes: Any) -> None:
+    """A process pool's f returning what cannot be pickled: a note says the results
+    of the chunk (named by its first path) could not be sent back, and how to fix."""
+    with pytest.raises(TypeError, match="memoryview") as info:
+        within(TIMEOUT, lambda: ct.fmap(memoryview, {"a": [b"x", b"y"]}, executor=processes))
+    (text,) = info.value.__notes__
+    # either chunk may be the first to come back: both hold an unpicklable result
+    assert re.match(
+        r"fmap: f's results for the chunk of leaves that starts at \"\['a'\]\[[01]\]\"", text
+    )
+    assert "return picklable values" in text
+
+
+def test_a_tree_changed_by_f_during_the_map_is_an_error(threads: Any) -> None:
+    """f that adds leaves to the tree it maps: a RuntimeError, not misplaced results."""
+    grow = [1.0, 2.0]
+
+    def f(v: float) -> float:
+        grow.append(0.0)
+        return v
+
+    with pytest.raises(RuntimeError, match="the tree changed while the executor ran f"):
+        ct.fmap(f, {"a": grow}, executor=threads)
+
+
+def test_an_error_in_the_progress_function_says_it_is_not_f(threads: Any) -> None:
+    """progress= raising: its own error, with a note naming progress= and its arguments."""
+
+    def progress(done: int, total: int) -> None:
+        raise ZeroDivisionError("bar broke")
+
+    with pytest.raises(ZeroDivisionError, match="bar broke") as info:
+        ct.fmap(negate, [1, 2], executor=threads, progress=progress)
+    assert info.value.__notes__ == [
+        "fmap: raised by the progress= function, called as progress(0, 2)"
+    ]

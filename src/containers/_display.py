@@ -28,13 +28,30 @@ _REPR_WIDTH = 60
 MAX_INDENT_DEPTH = 20
 
 
+def view_repr(value: Any) -> str:
+    """``safe_repr(value)``, or a stand-in when the object's ``__repr__`` raises (a
+    half-built object): a view shows the rest of the tree rather than fail."""
+    try:
+        return safe_repr(value)
+    except Exception as err:
+        return f"<{type_name(type(value))} object: repr raised {type(err).__name__}>"
+
+
+def _key_str(key: Key) -> str:
+    """``str(key)`` (its keystr step), with ``view_repr`` for a key whose repr raises."""
+    try:
+        return str(key)
+    except Exception:
+        return f"[{view_repr(key.raw)}]"
+
+
 def _short(text: str) -> str:
     return text if len(text) <= _REPR_WIDTH else text[: _REPR_WIDTH - 3] + "..."
 
 
 def _leaf(value: Any) -> str:
     info = array_info(value)
-    return info.text if info is not None else _short(safe_repr(value))
+    return info.text if info is not None else _short(view_repr(value))
 
 
 def _label(kind: NodeKind, key: Key | None) -> str:
@@ -44,7 +61,7 @@ def _label(kind: NodeKind, key: Key | None) -> str:
         return f"{key.name}="
     if kind.type is list or kind.type is tuple or kind.type is deque:
         return ""
-    return f"{_short(safe_repr(key.raw))}: "
+    return f"{_short(view_repr(key.raw))}: "
 
 
 _BRACKETS: dict[type, tuple[str, str]] = {
@@ -216,7 +233,7 @@ def paths(items: list[Item], wanted: Iterable[int]) -> dict[int, str]:
             j = items[j].parent
         for j in reversed(chain):
             item = items[j]
-            out[j] = out[item.parent] + (str(item.key) if item.key is not None else "")
+            out[j] = out[item.parent] + (_key_str(item.key) if item.key is not None else "")
     return out
 
 
@@ -287,7 +304,7 @@ def pformat(tree: Any, /, *, width: int = 88, indent: int = 2) -> str:
             return _mark(items, item, path_of)
         if item.info is not None:
             return item.info.text
-        return "None" if item.value is None else _short(safe_repr(item.value))
+        return "None" if item.value is None else _short(view_repr(item.value))
 
     def close(to: int) -> None:
         while open_ and open_[-1][0] <= to:

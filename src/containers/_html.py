@@ -19,8 +19,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from containers._display import Item, outline, paths, pformat
-from containers._errors import StructureError, safe_repr, type_name
+from containers._display import Item, outline, paths, pformat, view_repr
+from containers._errors import StructureError, short_repr, type_name
 from containers._paths import AttrKey
 from containers._registry import REGISTRY, NodeKind
 from containers._summary import Stats, format_bytes, format_count, stats
@@ -33,11 +33,21 @@ _TEXT_WIDTH = 120
 _TITLE_WIDTH = 1000
 #: Arrays up to this many elements get statistics; larger ones dtype and shape only.
 STATS_LIMIT = 1 << 24
+#: Statistics of one view read at most this many elements in all (about a second):
+#: later arrays show dtype and shape only, and say why (a 7B model's 4096x4096
+#: matrices each pass STATS_LIMIT, and would take tens of seconds together).
+STATS_BUDGET = 1 << 26
 #: 1-D arrays up to this size get a histogram; 2-D arrays up to this side a heatmap.
 _HISTOGRAM_LIMIT = 1 << 20
 _HEATMAP_SIDE = 128
 #: Nodes with more children than this are folded, whatever their depth.
 _FOLD_WIDE = 64
+#: Nodes this deep show no children: each level nests two elements, and browsers stop
+#: nesting past a few hundred (Chromium's parser at 512), which would scramble the view.
+MAX_NESTING = 100
+#: Paths longer than this (a key of a huge string) are not put on every row below it:
+#: the row's path is not copyable, and the page stays small.
+_PATH_LIMIT = 2000
 
 #: Ids of views and rows: unique in a page that holds outputs of several kernels' runs.
 _PREFIX = secrets.token_hex(3)
@@ -212,7 +222,7 @@ def _key_text(parent: NodeKind | None, item: Item) -> str:
         return key.name
     if parent.type in (list, tuple, deque):
         return f"[{key.raw}]"
-    return _cut(safe_repr(key.raw), 60)
+    return _cut(view_repr(key.raw), 60)
 
 
 def _type_text(kind: NodeKind, aux: Any, n: int) -> str:
@@ -230,7 +240,7 @@ def _shown(items: list[Item], max_nodes: int) -> list[int]:
     while queue and budget > 0:
         i = queue.popleft()
         kids = items[i].kids
-        take = min(len(kids), budget)
+        take = 0 if items[i].depth >= MAX_NESTING else min(len(kids), budget)
         shown[i] = take
         budget -= take
         queue.extend(k for k in kids[:take] if items[k].kind is not None)
@@ -243,6 +253,7 @@ class _Renderer:
         self.expand_depth = expand_depth
         self.stats = stats
         self.shown = _shown(items, max_nodes)
+        self.budget = STATS_BUDGET  # elements statistics may still read
         rendered = [0]
         for i, n in enumerate(self.shown):
             rendered.extend(items[i].kids[:n])
@@ -266,6 +277,11 @@ class _Renderer:
         text = _key_text(parent, item)
         path = self.path(i)
         label = text if text else "(root)"
+        if len(path) > _PATH_LIMIT:
+            return (
+                f'<span class="ct-key" title="{_esc(_cut(path, _TITLE_WIDTH))} (a path of '
+                f'{len(path):,} characters, too long to copy)">{_esc(label)}</span> '
+            )
         return (
             f'<span class="ct-key" data-path="{_esc(path)}" title="{_esc(path or "the root")}'
             f' (click to copy the path)">{_esc(label)}</span> '
@@ -288,7 +304,7 @@ class _Renderer:
         if item.same is not None or item.cycle is not None:
             target = item.same if item.same is not None else item.cycle
             assert target is not None
-            where = self.path(target) or "the root"
+            where = _cut(self.path(target), _TEXT_WIDTH) or "the root"
             what = "same as" if item.same is not None else "cycle: back to"
             css = "ct-ref" if item.same is not None else "ct-ref ct-cycle"
             return (
@@ -297,7 +313,7 @@ class _Renderer:
             )
         if item.info is not None:
             return f"{head}{self.array(item)}</div>"
-        text = "None" if item.value is None else safe_repr(item.value)
+        text = "None" if item.value is None else view_repr(item.value)
         return (
             f'{head}<span class="ct-val" title="{_esc(_cut(text, _TITLE_WIDTH))}">'
             f"{_esc(_cut(text, _TEXT_WIDTH))}</span></div>"
@@ -308,8 +324,19 @@ class _Renderer:
         assert info is not None
         out = [f'<span class="ct-arr">{_esc(info.text)}</span>']
         s: Stats | None = None
-        if self.stats:
-            s = stats(item.value, info, limit=STATS_LIMIT, plot_limit=_HISTOGRAM_LIMIT)
+        spent = False
+        if self.stats and info.size <= STATS_LIMIT and not info.lazy:
+            if info.size <= self.budget:
+                s = stats(item.value, info, limit=STATS_LIMIT, plot_limit=_HISTOGRAM_LIMIT)
+                self.budget -= info.size if s is not None else 0
+            else:
+                spent = True
+        if spent:
+            out.append(
+                f'<span class="ct-dim" title="statistics stop after {STATS_BUDGET:,} elements '
+                f'per view, to render in about a second; ct.html of a subtree shows them">'
+                f" (no statistics: the view's budget is spent)</span>"
+            )
         if s is not None and info.size == 1 and not (s.nan or s.inf):
             out.append(f'<span class="ct-dim"> = {_num(s.mean)}</span>')
         elif s is not None:
@@ -352,7 +379,7 @@ class _Renderer:
             elif kid.info is not None:
                 value = kid.info.text
             else:
-                value = _cut(safe_repr(kid.value), 24)
+                value = _cut(view_repr(kid.value), 24)
             parts.append(label + value)
         if len(item.kids) > 8:
             parts.append("\u2026")
@@ -379,7 +406,7 @@ class _Renderer:
             return ""
         out = []
         for name, value in zip(spec.keep, item.aux):
-            text = safe_repr(value)
+            text = view_repr(value)
             out.append(
                 f'<div class="ct-row ct-kept"><span class="ct-key">{_esc(name)}</span> '
                 f'<span class="ct-badge" title="kept: part of the structure, carried by '
@@ -389,7 +416,7 @@ class _Renderer:
             )
         for name in spec.reset:
             try:
-                text = safe_repr(getattr(item.value, name))
+                text = view_repr(getattr(item.value, name))
             except Exception:  # an unset or failing attribute
                 text = "(unset)"
             out.append(
@@ -405,9 +432,14 @@ class _Renderer:
         params = sum(r.params for r in rest)
         nbytes = sum(r.nbytes for r in rest)
         size = f" ({format_count(params)}, {format_bytes(nbytes)})" if params or nbytes else ""
+        how = (
+            f"nested deeper than {MAX_NESTING} levels, which browsers cannot lay out: "
+            f"ct.html(the subtree at this path) shows them"
+            if item.depth >= MAX_NESTING
+            else "ct.html(tree, max_nodes=...) shows more"
+        )
         return (
-            f'<div class="ct-row ct-more">\u2026 {len(rest):,} more not shown{size}: '
-            f"ct.html(tree, max_nodes=...) shows more</div>"
+            f'<div class="ct-row ct-more">\u2026 {len(rest):,} more not shown{size}: {how}</div>'
         )
 
     def render(self) -> str:
@@ -439,6 +471,21 @@ class _Renderer:
             i += 1
         close(len(items))
         return "".join(out)
+
+
+def check_options(op: str, expand_depth: Any, max_nodes: Any, stats: Any) -> None:
+    """Refuse options of the wrong type, which would fail deep in the renderer or (a
+    string for ``stats``) be silently true."""
+    for name, value, how in (
+        ("expand_depth", expand_depth, "0 opens the root only"),
+        ("max_nodes", max_nodes, "the most rows to render; the default is 1000"),
+    ):
+        if type(value) is not int:
+            raise TypeError(f"{op}: {name}= must be an int ({how}), got {short_repr(value)}.")
+        if value < 0:
+            raise ValueError(f"{op}: {name}= must be >= 0 ({how}), got {value}.")
+    if stats not in (True, False):
+        raise TypeError(f"{op}: stats= must be True or False, got {short_repr(stats)}.")
 
 
 def html(tree: Any, /, *, expand_depth: int = 2, max_nodes: int = 1000, stats: bool = True) -> str:
@@ -473,6 +520,7 @@ def html(tree: Any, /, *, expand_depth: int = 2, max_nodes: int = 1000, stats: b
     Returns:
         An HTML fragment (a ``<div>``) that works in notebooks and in any page.
     """
+    check_options("html", expand_depth, max_nodes, stats)
     items = outline(tree, op="html", cycles=True)
     return _page(
         _Renderer(items, expand_depth=expand_depth, max_nodes=max_nodes, stats=stats).render()
@@ -528,6 +576,7 @@ def display(
     Returns:
         An object with ``_repr_html_``, ``_repr_pretty_`` and a ``pformat`` repr.
     """
+    check_options("display", expand_depth, max_nodes, stats)
     return Display(tree, {"expand_depth": expand_depth, "max_nodes": max_nodes, "stats": stats})
 
 

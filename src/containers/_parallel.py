@@ -16,10 +16,12 @@ import concurrent.futures as cf
 import enum
 import itertools
 import math
+import operator
 import os
 import pickle
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 from containers._engine._core import UNSET, Locate, Memo, add_note, map_tree, path_note
@@ -78,15 +80,11 @@ PRUNED = _Pruned.PRUNED
 def record(shape: int, slots: bool) -> tuple[list[Any], Callable[..., Any]]:
     """A list of calls and the recorder that appends to it and returns the call's
     index: a ``_Slot``, or with ``slots=False`` a plain int, for maps whose every leaf
-    is a result (nothing kept), which the fill reads with ``results.__getitem__``: no
-    Python frame per leaf (benchmarks/parallel.py, light)."""
+    is a result (nothing kept), which the fill reads with ``results.__getitem__``.
+    (One-tree maps of every leaf record with ``list.append``: ``_replayed``.)"""
     calls: list[Any] = []
     append = calls.append
     index: Callable[[int], Any] = _Slot if slots else int
-
-    def one_index(x: Any) -> Any:
-        append(x)
-        return len(calls) - 1
 
     def one(x: Any) -> Any:
         append(x)
@@ -102,7 +100,7 @@ def record(shape: int, slots: bool) -> tuple[list[Any], Callable[..., Any]]:
 
     recorder: Callable[..., Any]
     if shape == ONE:
-        recorder = one if slots else one_index
+        recorder = one
     else:
         recorder = star if shape == STAR else with_keywords
     return calls, recorder
@@ -146,8 +144,10 @@ class _Futures:
     def send(self, chunks: list[list[Any]]) -> list[Any]:
         return chunks  # pickled with each task, by the pool
 
-    def as_completed(self, futures: list[Any]) -> Iterable[Any]:
-        return cf.as_completed(futures)
+    def as_completed(self, futures: list[Any]) -> Iterable[tuple[Any, Callable[[], Any]]]:
+        """Each future as it finishes, with the function that returns its result or
+        raises its exception."""
+        return ((fut, fut.result) for fut in cf.as_completed(futures))
 
     def cancel(self, futures: Iterable[Any]) -> None:
         for fut in futures:
@@ -181,8 +181,12 @@ class _Dask:
         # about from 10 MB on ("Sending large graph"); each task runs where its chunk is.
         return self.client.scatter(chunks, hash=False)  # type: ignore[no-any-return]
 
-    def as_completed(self, futures: list[Any]) -> Iterable[Any]:
-        return self.distributed.as_completed(futures)  # type: ignore[no-untyped-call, no-any-return, unused-ignore]
+    def as_completed(self, futures: list[Any]) -> Iterable[tuple[Any, Callable[[], Any]]]:
+        # with_results: the client fetches each result as its task finishes, in its
+        # event loop, instead of one blocking round trip per future here.
+        done = self.distributed.as_completed(futures, with_results=True, raise_errors=False)  # type: ignore[no-untyped-call, unused-ignore]
+        for fut, result in done:
+            yield fut, _outcome(fut.status == "error", result)
 
     def cancel(self, futures: Iterable[Any]) -> None:
         self.client.cancel(list(futures))
@@ -194,6 +198,26 @@ class _Dask:
         from distributed.protocol import pickle as dask_pickle
 
         dask_pickle.dumps(value)  # type: ignore[no-untyped-call, unused-ignore]
+
+
+def _outcome(failed: bool, result: Any) -> Callable[[], Any]:
+    """A function returning ``result``, or raising the exception of a failed dask task
+    (``result`` is then dask's ``(type, exception, traceback)``)."""
+    if failed:
+        _, exc, tb = result
+
+        def fail() -> Any:
+            raise exc.with_traceback(tb)
+
+        return fail
+    if isinstance(result, BaseException):  # a cancelled task: its CancelledError
+        exc = result
+
+        def cancelled() -> Any:
+            raise exc
+
+        return cancelled
+    return lambda: result
 
 
 def _backend(op: str, executor: Any) -> _Futures | _Dask:
@@ -226,7 +250,18 @@ class _Bar:
                 f"{op}: progress= must be True (a bar on stderr), a function called as "
                 f"progress(done, total), or None, got {short_repr(progress)}."
             )
-        self.update = lambda done: progress(done, total)
+
+        def update(done: int) -> None:
+            try:
+                progress(done, total)
+            except Exception as err:  # not f's: say whose, or it reads as f's error
+                add_note(
+                    err,
+                    f"{op}: raised by the progress= function, called as progress({done}, {total})",
+                )
+                raise
+
+        self.update = update
 
 
 def _nothing() -> None:
@@ -263,6 +298,15 @@ def _stderr_bar(op: str, total: int) -> tuple[Callable[[int], None], Callable[[]
     return (lambda done: rich_bar.update(task, completed=done)), rich_bar.stop
 
 
+def _is_integer(value: Any) -> bool:
+    """An int or an integer type that says so (``__index__``: numpy's integers)."""
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
+
+
 def check_options(op: str, executor: Any, chunksize: Any, progress: Any) -> bool:
     """True when an executor map is asked for; the options alone are an error."""
     if executor is None:
@@ -273,7 +317,7 @@ def check_options(op: str, executor: Any, chunksize: Any, progress: Any) -> bool
             )
         return False
     if chunksize is not None and (
-        type(chunksize) is not int or chunksize < 1  # bool is not an int here
+        isinstance(chunksize, bool) or not _is_integer(chunksize) or chunksize < 1
     ):
         raise ValueError(
             f"{op}: chunksize= must be a positive int (leaves per task), or None for an "
@@ -306,6 +350,8 @@ def executor_map(
     ``slots=False``: every leaf of the recorded tree is a call's index (see ``record``).
     """
     backend = _backend(op, executor)
+    if shape == ONE and not slots and prune is UNSET and rebuild is None:
+        return _replayed(op, backend, f, chunksize, progress, serial)
     calls, recorder = record(shape, slots or prune is not UNSET)
     recorded = serial(recorder, False)
     results = _run(op, backend, f, shape, calls, chunksize, progress, serial)
@@ -314,6 +360,41 @@ def executor_map(
     if not slots and prune is UNSET:
         return _map(results.__getitem__, recorded)
     return fill(recorded, results, prune)
+
+
+#: The value after the last result in ``_replayed``'s iterator: the fill's call that
+#: gets it is one more than the recording made.
+_END = object()
+
+
+def _replayed(
+    op: str,
+    backend: _Futures | _Dask,
+    f: Callable[..., Any],
+    chunksize: int | None,
+    progress: Any,
+    serial: Callable[[Callable[..., Any], bool], Any],
+) -> Any:
+    """A one-tree map whose calls are exactly the leaves (fmap's default), made with no
+    Python frame per leaf (benchmarks/parallel.py, light): the operation's own map
+    records the calls with ``list.append`` (the identity cache decides them, as for
+    ``f``); the executor runs them; the same map again, with ``next`` over the
+    results in place of ``f``, puts each where its call was, keeping sharing. The walk
+    is deterministic, so the k-th call of both maps is at the same place; a tree
+    changed in between (by ``f``, which must not) gives a different count: an error."""
+    calls: list[Any] = []
+    serial(calls.append, False)
+    results = _run(op, backend, f, ONE, calls, chunksize, progress, serial)
+    results.append(_END)
+    rest = iter(results)
+    out = serial(partial(next, rest), False)
+    if next(rest, None) is not _END:
+        raise RuntimeError(
+            f"{op}: the tree changed while the executor ran f (it has a different "
+            f"number of leaves now), so the results cannot be put back in place. f must "
+            f"not add or remove children of the tree it maps: return new values instead."
+        )
+    return out
 
 
 def fill(recorded: Any, results: list[Any], prune: Any = UNSET) -> Any:
@@ -356,7 +437,11 @@ def _run(
     try:
         if not n:
             return []
-        size = chunksize or math.ceil(n / (CHUNKS_PER_WORKER * backend.workers()))
+        size = (
+            operator.index(chunksize)
+            if chunksize
+            else math.ceil(n / (CHUNKS_PER_WORKER * backend.workers()))
+        )
         results: list[Any] = [None] * n
         starts: dict[Any, int] = {}
         try:
@@ -366,6 +451,8 @@ def _run(
                 for start, chunk in zip(firsts, sent):
                     starts[backend.submit(run_chunk, f, shape, start, chunk)] = start
             except Exception as err:
+                if not backend.remote:  # threads pickle nothing: the executor's error
+                    raise
                 bad = _unpicklable(op, backend, f, calls, 0, n, serial)
                 if bad is None:
                     raise
@@ -373,10 +460,10 @@ def _run(
             bar.update(0)
             done = 0
             finished: set[int] = set()
-            for fut in backend.as_completed(list(starts)):
+            for fut, outcome in backend.as_completed(list(starts)):
                 start = starts[fut]
                 try:
-                    out = fut.result()
+                    out = outcome()
                 except BaseException as err:
                     located = _located(op, backend, err, f, calls, start, size, finished, serial)
                     if located is err:
@@ -459,16 +546,29 @@ def _located(
             f"see the error.",
         )
         return err
+    first = where(call_path(serial, start) or ())
     if backend.remote:
         unpicklable = _unpicklable(op, backend, f, calls, start, size, serial)
         if unpicklable is not None:
             return unpicklable
-    add_note(
-        err,
-        f"{op}: the executor raised this for the chunk of leaves that starts at "
-        f"{where(call_path(serial, start) or ())}",
-    )
+        if _is_pickling_error(err):  # f and the leaves pickle: the results did not
+            add_note(
+                err,
+                f"{op}: f's results for the chunk of leaves that starts at {first} "
+                f"could not be pickled to be sent back from the worker process. Make f "
+                f"return picklable values (arrays, numbers, containers of them), or "
+                f"use a ThreadPoolExecutor, whose threads share the objects.",
+            )
+            return err
+    add_note(err, f"{op}: the executor raised this for the chunk of leaves that starts at {first}")
     return err
+
+
+def _is_pickling_error(err: BaseException) -> bool:
+    """``err`` is what pickle raises for an object it cannot pickle."""
+    return isinstance(err, pickle.PicklingError) or (
+        isinstance(err, (TypeError, AttributeError)) and "pickle" in str(err)
+    )
 
 
 def _unpicklable(
