@@ -176,3 +176,37 @@ def test_a_killed_trainer_leaves_the_last_complete_step_restorable(tmp_path, sha
         assert tree["step"] == steps[-1] and (tree["w"] == steps[-1]).all()
         seen.add(steps[-1])
     assert len(seen) > 1
+
+
+def test_overlapping_gc_pauses_in_threads_never_leave_the_collector_disabled(tmp_path):
+    """Encodes and decodes pausing the collector at once in several threads (a
+    background save and loads) leave it enabled once all of them end."""
+    import gc
+    import threading
+
+    from containers._serialize._api import _gc_paused
+
+    assert gc.isenabled()
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads between almost every bytecode
+    try:
+
+        def hammer() -> None:
+            for _ in range(50_000):
+                with _gc_paused():
+                    pass
+
+        threads = [threading.Thread(target=hammer) for _ in range(8)]
+        for t in threads:
+            t.start()
+        path = tmp_path / "m.safetensors"
+        for i in range(20):
+            future = ct.save(path, {"w": np.full(3, i)}, background=True)
+            ct.load(path) if path.exists() else None
+            assert future is not None
+            future.result(timeout=60)
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert gc.isenabled()
