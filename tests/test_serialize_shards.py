@@ -245,6 +245,73 @@ def test_a_symbolic_link_inside_the_directory_is_followed(hub):
     assert np.array_equal(ct.load(hub)["b"], np.ones(4, np.float32))
 
 
+def hub_cache_snapshot(cache):
+    """A checkpoint in the Hugging Face hub cache's layout: the files are blobs named by
+    hash, and snapshots/<rev>/ holds relative symbolic links to them."""
+    import hashlib
+
+    made = cache / "made"
+    hub_checkpoint(made, [{"a": np.zeros(4, np.float32)}, {"b": np.ones(4, np.float32)}])
+    repo = cache / "models--org--tiny"
+    (repo / "blobs").mkdir(parents=True)
+    snapshot = repo / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    for f in sorted(made.iterdir()):
+        blob = hashlib.sha256(f.read_bytes()).hexdigest()
+        os.rename(f, repo / "blobs" / blob)
+        os.symlink(f"../../blobs/{blob}", snapshot / f.name)
+    return snapshot
+
+
+def test_a_hub_cache_snapshot_loads_with_follow_links(tmp_path):
+    """A hub cache snapshot (shards linked to ../../blobs) is refused by default, naming
+    follow_links=True, and loads whole, lazily, partially and in inspect with it."""
+    snapshot = hub_cache_snapshot(tmp_path)
+    with pytest.raises(
+        ct.FormatError, match=r"outside the checkpoint's directory.*follow_links=True"
+    ):
+        ct.load(snapshot)
+    with pytest.raises(ct.FormatError, match=r"follow_links=True"):
+        ct.inspect(snapshot)
+    full = ct.load(snapshot, follow_links=True)
+    assert np.array_equal(full["b"], np.ones(4, np.float32))
+    lazy = ct.load(snapshot / INDEX, lazy=True, follow_links=True)
+    assert isinstance(lazy["a"], ct.LazyArray) and not np.asarray(lazy["a"]).any()
+    part = ct.load(snapshot, where=PathContains("b"), follow_links=True)
+    assert type(part["b"]) is np.ndarray and isinstance(part["a"], ct.LazyArray)
+    assert ct.inspect(snapshot, follow_links=True).tensors["a"] == ("float32", (4,), 16)
+
+
+def test_follow_links_still_refuses_bad_names_and_targets(tmp_path):
+    """With follow_links=True the weight_map's names are still plain names, and a link to
+    a directory, a FIFO or nothing is refused."""
+    snapshot = hub_cache_snapshot(tmp_path)
+    for name in ("../../blobs/x", "/etc/passwd", ".."):
+        rewrite_linked(snapshot, lambda ix, name=name: ix["weight_map"].update(b=name))
+        with pytest.raises(ct.FormatError, match=r"which is not a file name in the"):
+            ct.load(snapshot, follow_links=True)
+    os.mkfifo(tmp_path / "fifo")
+    for target, match in (
+        (tmp_path, r"which is not a regular file"),
+        (tmp_path / "fifo", r"which is not a regular file"),
+        (tmp_path / "gone", r"which is missing"),
+    ):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(snapshot / "odd.safetensors")
+        os.symlink(target, snapshot / "odd.safetensors")
+        rewrite_linked(snapshot, lambda ix: ix["weight_map"].update(b="odd.safetensors"))
+        with pytest.raises(ct.FormatError, match=rf"^{snapshot / INDEX}: .*{match}"):
+            ct.load(snapshot, follow_links=True)
+
+
+def rewrite_linked(snapshot, edit):
+    """Edit a snapshot's index, replacing its link by a plain file."""
+    index = json.loads((snapshot / INDEX).read_text())
+    edit(index)
+    os.unlink(snapshot / INDEX)
+    (snapshot / INDEX).write_text(json.dumps(index))
+
+
 def test_missing_and_duplicated_shards_are_refused(hub):
     """A shard that is missing, one that is the same file as another (a hard link), and
     a shard name that is not a string are refused."""

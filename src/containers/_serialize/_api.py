@@ -407,6 +407,7 @@ def load(
     where: Any = ...,
     workers: int | None = None,
     progress: Progress | None = None,
+    follow_links: bool = False,
 ) -> T: ...
 @overload
 def load(
@@ -421,6 +422,7 @@ def load(
     where: Any = ...,
     workers: int | None = None,
     progress: Progress | None = None,
+    follow_links: bool = False,
 ) -> Any: ...
 def load(
     path: PathLike,
@@ -434,6 +436,7 @@ def load(
     where: Any = ...,
     workers: int | None = None,
     progress: Progress | None = None,
+    follow_links: bool = False,
 ) -> Any:
     """Load a tree saved by ``save``.
 
@@ -474,6 +477,9 @@ def load(
             path and its ``LazyArray``); the others stay lazy.
         workers: Threads reading at once (default ``min(2, cpu_count)``).
         progress: ``progress(bytes_done, bytes_total)``, called as data is read.
+        follow_links: Let a sharded checkpoint's shards be symbolic links to regular
+            files outside its directory (a Hugging Face hub cache snapshot); by default
+            nothing outside the directory is read.
 
     Raises:
         FormatError: the file is not a valid safetensors file written by containers, or
@@ -498,7 +504,11 @@ def load(
                 "arrays read only what is asked for)."
             )
         with _gc_paused():
-            opened = open_sharded(path, limits) if sharded else _open_one(path, limits)
+            opened = (
+                open_sharded(path, limits, follow_links=follow_links)
+                if sharded
+                else _open_one(path, limits)
+            )
             if not lazy and where is ...:  # a sharded checkpoint, whole
                 return _load_whole(opened, limits, expect, verify, workers, progress)
             tree = _lazy_tree(opened, limits, expect, verify, flat=sharded)
@@ -644,7 +654,9 @@ class FileInfo:
         return rows_html(title, self.rows, self.path_of)
 
 
-def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
+def inspect(
+    path: PathLike, /, *, limits: Limits | None = None, follow_links: bool = False
+) -> FileInfo:
     """Read a file's header only and describe its tree, validated as ``load`` does.
 
     Works on any safetensors file of the dtypes containers reads: one not written by
@@ -665,22 +677,25 @@ def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
           ['lr']: 0.1
           ['w']: float32[2,3]  24 B  crc32 a3c1ca20
 
+    ``follow_links=True`` lets a sharded checkpoint's shards be symbolic links to
+    files outside its directory, as ``load``'s.
+
     Raises:
         FormatError, LimitError, VersionError: as ``load`` would for the header.
     """
     limits = DEFAULT_LIMITS if limits is None else limits
     path = os.fspath(path)
     if is_sharded(path):
-        return _inspect_sharded(path, limits)
+        return _inspect_sharded(path, limits, follow_links)
     with _in_file(path):
         return _inspect(path, limits)
 
 
-def _inspect_sharded(path: str, limits: Limits) -> FileInfo:
+def _inspect_sharded(path: str, limits: Limits, follow_links: bool) -> FileInfo:
     """``inspect`` of a sharded checkpoint: its index and its shards' headers."""
     from containers._serialize._decode import _dtype_name
 
-    opened = open_sharded(path, limits)
+    opened = open_sharded(path, limits, follow_links=follow_links)
     try:
         layout = {name: t for name, (_, t) in opened.tensors.items()}
         tensors = {

@@ -152,9 +152,12 @@ def _read_index(index: str, limits: Limits) -> Any:
         raise FormatError(f"{index}: {err}") from None
 
 
-def _inside(directory: str, name: Any, index: str) -> str:
+def _inside(directory: str, name: Any, index: str, *, follow_links: bool = False) -> str:
     """The path of shard ``name`` in ``directory``, refusing any name that could lead
-    out of it: separators, ``.``/``..``, NUL, and symbolic links pointing outside."""
+    out of it: separators, ``.``/``..``, NUL, and (unless ``follow_links``) symbolic
+    links pointing outside. With ``follow_links`` a link may point anywhere, but the
+    name is still a plain name and the target is opened only if it is a regular file
+    (the hub cache's ``snapshots/<rev>/x.safetensors -> ../../blobs/<hash>``)."""
     if (
         type(name) is not str
         or not name
@@ -178,18 +181,24 @@ def _inside(directory: str, name: Any, index: str) -> str:
     if stat.S_ISLNK(st.st_mode):
         real = os.path.realpath(path)
         root = os.path.realpath(directory)
-        if os.path.commonpath([real, root]) != root:
+        if not follow_links and os.path.commonpath([real, root]) != root:
             raise _bad(
                 index,
                 f"the shard {name!r} is a symbolic link to {real!r}, outside the "
-                f"checkpoint's directory; nothing outside it is read",
+                f"checkpoint's directory; nothing outside it is read. If you trust the "
+                f"links (a Hugging Face hub cache snapshot links its files to "
+                f"../../blobs), pass follow_links=True",
             )
+        if not os.path.isfile(real):  # open_file checks it again on the descriptor
+            what = "is not a regular file" if os.path.lexists(real) else "is missing"
+            raise _bad(index, f"the shard {name!r} is a symbolic link to {real!r}, which {what}")
         path = real
     return path
 
 
-def open_sharded(path: str, limits: Limits) -> Opened:
-    """Open a sharded checkpoint (its directory or its index file) and validate it.
+def open_sharded(path: str, limits: Limits, *, follow_links: bool = False) -> Opened:
+    """Open a sharded checkpoint (its directory or its index file) and validate it;
+    ``follow_links`` lets shards be symbolic links to regular files anywhere.
 
     Raises:
         FormatError: the index or a shard is invalid (the message names the file).
@@ -233,7 +242,7 @@ def open_sharded(path: str, limits: Limits) -> Opened:
     names: list[str] = []
     for shard in weight_map.values():
         if type(shard) is not str or shard not in shard_of:
-            shard_of[shard] = _inside(directory, shard, index)
+            shard_of[shard] = _inside(directory, shard, index, follow_links=follow_links)
             names.append(shard)
     sources: dict[str, Source] = {}
     seen: dict[tuple[int, int], str] = {}
