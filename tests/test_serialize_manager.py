@@ -89,6 +89,22 @@ def test_the_interpreter_waits_for_pending_background_saves(tmp_path):
     assert (ct.load(path)["w"] == 3.0).all()
 
 
+def test_the_interpreter_waits_for_a_pending_sharded_background_save(tmp_path):
+    """A sharded save(background=True) pending at exit is written: its threads start
+    while concurrent.futures already refuses new work."""
+    path = tmp_path / "exit"
+    code = EXITER.replace("background=True", "background=True, max_shard_size=30_000_000")
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0 and out.stdout == "returned\n", out.stderr
+    assert (ct.load(path)["w"] == 3.0).all()
+
+
 # --- CheckpointManager ---------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ import json
 import os
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
@@ -38,13 +38,13 @@ from containers._serialize._format import (
     atomic_write,
     layout_of_bytes,
     map_file,
-    read_arrays,
     read_layout,
     view_arrays,
     write_all,
 )
-from containers._serialize._lazy import LazyArray, Progress, default_workers, materialize
+from containers._serialize._lazy import LazyArray, Progress, materialize
 from containers._serialize._limits import DEFAULT_LIMITS, Limits
+from containers._serialize._pario import check_workers, read_parallel, write_parallel
 from containers._serialize._shards import (
     Opened,
     is_sharded,
@@ -290,8 +290,10 @@ def save(
         max_shard_size: Write a sharded checkpoint directory, shards at most this many
             bytes (an array larger than it gets a shard alone).
         background: Snapshot the arrays and write in a background thread.
-        workers: Threads writing shards at once (default ``min(2, cpu_count)``).
-        progress: ``progress(bytes_done, bytes_total)``, called as data is written.
+        workers: Threads writing at once (default ``min(2, cpu_count)``; 1: the
+            calling thread only).
+        progress: ``progress(bytes_done, bytes_total)``, called from the calling
+            thread as data is written, and with ``(total, total)`` once it is in place.
 
     Returns:
         None, or with ``background=True`` a ``Future`` whose ``result()`` is None
@@ -302,6 +304,7 @@ def save(
         OSError: the file cannot be written.
     """
     path = os.fspath(path)
+    check_workers(workers, "save")
     if max_shard_size is not None and (type(max_shard_size) is not int or max_shard_size < 1):
         raise TypeError(
             f"save: max_shard_size must be a positive int (bytes), got "
@@ -348,8 +351,6 @@ def _write_plan(
             checksum=plan.fill_crcs,
         )
         return
-    if progress is not None:
-        progress(0, total)
     with _gc_paused():
         entries, order = plan.layout()
         overlap = sum(a.nbytes for a in plan.arrays) >= _OVERLAP_BYTES
@@ -361,22 +362,33 @@ def _write_plan(
         first = plan.header(entries)
     chunks = [first, *[plan.arrays[i] for i in order]]
 
+    if progress is not None:
+        progress(0, total)
+
+    def written(done: int, total: int) -> None:
+        if progress is not None and 0 < done < total:  # the end: once the file is in place
+            progress(done, total)
+
     def write(fd: int) -> None:
         if not overlap:
             write_all(fd, chunks)
             return
-        # The CRC32s run in a second thread while the data is written and flushed to
-        # disk (the CRC32 functions and fsync release the GIL); their slots are
-        # fixed-width, so the header is written again, in place, and atomic_write's
-        # fsync then has one page to flush (benchmarks/serialization.py, "big": save
-        # vs raw write+fsync).
-        crc = threading.Thread(target=plan.fill_crcs)
-        crc.start()
-        try:
-            write_all(fd, chunks)
-            os.fsync(fd)
-        finally:
-            crc.join()
+        # The arrays are written with pwrite, a piece per task, and their CRC32s
+        # computed, ``workers`` tasks at a time (the copies, pwrite, the CRC32 and fsync
+        # release the GIL); the CRC32 slots are fixed-width, so the header is written
+        # first with the slots empty and again, in place, once they are known, and
+        # atomic_write's fsync then has one page to flush (benchmarks/serialization.py,
+        # "big": save vs raw write+fsync).
+        write_all(fd, [first])
+        write_parallel(
+            fd,
+            len(first),
+            [plan.arrays[i] for i in order],
+            checksum=lambda ks: plan.fill_crcs([order[k] for k in ks]),
+            workers=workers,
+            progress=written,
+        )
+        os.fsync(fd)
         header = memoryview(plan.header(entries))
         assert len(header) == len(first)
         done = 0
@@ -475,8 +487,10 @@ def load(
         lazy: Read no array: lazy leaves instead.
         where: Read only the arrays this filter selects (called with each array's
             path and its ``LazyArray``); the others stay lazy.
-        workers: Threads reading at once (default ``min(2, cpu_count)``).
-        progress: ``progress(bytes_done, bytes_total)``, called as data is read.
+        workers: Threads reading at once (default ``min(2, cpu_count)``; 1: the
+            calling thread only).
+        progress: ``progress(bytes_done, bytes_total)``, called from the calling
+            thread as data is read.
         follow_links: Let a sharded checkpoint's shards be symbolic links to regular
             files outside its directory (a Hugging Face hub cache snapshot); by default
             nothing outside the directory is read.
@@ -494,6 +508,7 @@ def load(
     """
     limits = DEFAULT_LIMITS if limits is None else limits
     _check_expect(expect, "load")
+    check_workers(workers, "load")
     path = os.fspath(path)
     sharded = is_sharded(path)
     if lazy or where is not ... or sharded:
@@ -522,15 +537,19 @@ def load(
         records = _records(layout, limits)
         check_root(records.recs, expect)
         wants = _wants(records, layout) if verify else None
-        if progress is not None:
-            total = layout.file_size - layout.data_start
-            progress(0, total)
         if mmap:
+            if progress is not None:
+                total = layout.file_size - layout.data_start
+                progress(0, total)
             arrays = view_arrays(map_file(f), layout, wants, copy=False)
         else:
-            arrays = read_arrays(f, layout, wants)
+            # big tensors are read (and checked) a piece per task, small neighbours
+            # together, ``workers`` tasks at a time, progress as each completes
+            arrays = read_parallel(
+                [(None, f.fileno(), layout, wants)], workers=workers, progress=progress
+            )
         tree = build(records, arrays, limits, expect)
-    if progress is not None:
+    if mmap and progress is not None:
         progress(total, total)
     return tree
 
@@ -548,8 +567,8 @@ def _load_whole(
     workers: int | None,
     progress: Progress | None,
 ) -> Any:
-    """Read every shard of an opened checkpoint with ``read_arrays`` (grouped reads,
-    CRC32s checked as read), ``workers`` shards at a time, and build the tree."""
+    """Read every shard of an opened checkpoint with ``read_parallel`` (grouped reads,
+    CRC32s checked as read), ``workers`` pieces at a time, and build the tree."""
     meta = opened.metadata
     records = None
     if TREE_KEY in meta or FORMAT_KEY in meta:
@@ -563,26 +582,21 @@ def _load_whole(
         )
     crcs = dict(zip(records.names, records.crcs)) if records is not None and verify else None
     sources = list({id(src): src for src, _ in opened.tensors.values()}.values())
-    sizes = [src.layout.file_size - src.layout.data_start for src in sources]
-    total = sum(sizes)
-
-    def read(src: Any) -> dict[str, Any]:
-        wants = None if crcs is None else [crcs.get(n) for n in src.layout.tensors]
-        with _in_file(src.path), os.fdopen(os.dup(src.fd), "rb") as f:
-            return read_arrays(f, src.layout, wants)
-
-    arrays: dict[str, Any] = {}
-    done = 0
-    if progress is not None:
-        progress(0, total)
-    count = default_workers() if workers is None else workers
     try:
-        with ThreadPoolExecutor(max(1, min(count, len(sources)))) as pool:
-            for size, got in zip(sizes, pool.map(read, sources)):
-                arrays.update(got)
-                done += size
-                if progress is not None:
-                    progress(done, total)
+        # every shard's pieces on one pool: progress moves within a shard too
+        arrays = read_parallel(
+            [
+                (
+                    src.path,
+                    src.fd,
+                    src.layout,
+                    None if crcs is None else [crcs.get(n) for n in src.layout.tensors],
+                )
+                for src in sources
+            ],
+            workers=workers,
+            progress=progress,
+        )
     finally:
         for src in sources:
             src.close()

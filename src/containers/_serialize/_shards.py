@@ -12,13 +12,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import json
 import os
 import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,8 +33,9 @@ from containers._serialize._format import (
     strict_json,
     write_all,
 )
-from containers._serialize._lazy import Progress, Source, default_workers
+from containers._serialize._lazy import Progress, Source
 from containers._serialize._limits import Limits
+from containers._serialize._pario import run_tasks
 
 __all__ = [
     "INDEX_NAME",
@@ -382,7 +383,6 @@ def write_sharded(
     files = [shard_name(i + 1, n) for i in range(n)]
     total = sum(a.nbytes for a in arrays)
     tmp = tempfile.mkdtemp(dir=parent, prefix=f".{base[:25]}.", suffix=".tmp")
-    done = [0]
 
     def write_shard(k: int) -> int:
         group = groups[k]
@@ -398,23 +398,24 @@ def write_sharded(
             os.fsync(fd)
         finally:
             os.close(fd)
-        return k
+        return sum(a.nbytes for a in sub)
+
+    def written(done: int, total: int) -> None:
+        if progress is not None and done < total:  # the end: once the directory is in place
+            progress(done, total)
 
     try:
-        if progress is not None:
-            progress(0, total)
-        count = default_workers() if workers is None else workers
         weight_map: dict[str, str] = {}
         for k, group in enumerate(groups):
             for i in group:
                 weight_map[names[i]] = files[k]
-        with ThreadPoolExecutor(
-            max_workers=max(1, count), thread_name_prefix="containers-save"
-        ) as pool:
-            for k in pool.map(write_shard, range(n)):
-                done[0] += sum(arrays[i].nbytes for i in groups[k])
-                if progress is not None:
-                    progress(done[0], total)
+        # plain threads: a background save pending at interpreter exit still runs
+        run_tasks(
+            [functools.partial(write_shard, k) for k in range(n)],
+            workers,
+            written,
+            total,
+        )
         meta: dict[str, Any] = {"total_size": total, **index_metadata()}
         text = json.dumps({"metadata": meta, "weight_map": weight_map}, indent=2, sort_keys=True)
         fd = os.open(os.path.join(tmp, INDEX_NAME), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
@@ -430,6 +431,8 @@ def write_sharded(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     _fsync_dir(parent)
+    if progress is not None:
+        progress(total, total)
 
 
 def _fsync_dir(path: str) -> None:
