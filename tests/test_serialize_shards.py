@@ -327,7 +327,9 @@ def test_missing_and_duplicated_shards_are_refused(hub):
         hub, r"the shard 'model-00002-of-00002.safetensors' that the weight_map names is missing"
     )
     rewrite(hub, lambda ix: ix["weight_map"].update(b=["x"]))
-    refused(hub, r"names the shard 'list'")
+    refused(
+        hub, r"names a shard by the JSON value \['x'\] \(a list\); a shard is named by a string"
+    )
 
 
 def test_tensors_listed_wrongly_are_refused(hub):
@@ -399,6 +401,100 @@ def test_mutated_indexes_raise_only_serialization_errors(tmp_path):
         (out / INDEX).write_bytes(bytes(data))
         with contextlib.suppress(ct.SerializationError):
             ct.load(out, lazy=rng.random() < 0.5)
+
+
+#: Values of every JSON type, nested junk and huge numbers, put in place of a field.
+JUNK = [
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1.5,
+    10**30,
+    2**63,
+    "",
+    "x",
+    "../outside.safetensors",
+    "/etc/passwd",
+    "model.safetensors.index.json",
+    "model-00001-of-00002.safetensors",
+    [],
+    {},
+    [1, "a", None],
+    {"a": {"b": [{}]}},
+    [[[[[[[[[[[]]]]]]]]]]],
+    "\u0000",
+    "\udcff",
+]
+#: Raw JSON text put in place of a field's value: what json.dumps never writes.
+RAW_JUNK = ["1e999", "-1e999", "NaN", "Infinity", "9" * 5000, "[" * 5000 + "]" * 5000, "1.0"]
+
+
+def mutate_index(index, rng):
+    """The index's text with one field (anywhere: top level, metadata, total_size, the
+    tree, the format, a weight_map key or value) replaced by junk of another type, a
+    key duplicated, or a key removed."""
+    ix = json.loads(json.dumps(index))
+    meta, wm = ix["metadata"], ix["weight_map"]
+    target = rng.choice([ix, meta, meta, wm])  # metadata: total_size, the tree, the format
+    key = rng.choice(list(target))
+    how = rng.random()
+    raw = None
+    if how < 0.45:
+        target[key] = rng.choice(JUNK)
+    elif how < 0.6:
+        raw = rng.choice(RAW_JUNK)
+        target[key] = "@@RAW@@"
+    elif how < 0.7:
+        target.pop(key)
+    elif how < 0.8 and target is wm:  # a weight_map key of another shape
+        target[rng.choice(["", "../x", "\u0000", "a" * 10_000])] = target.pop(key)
+    elif how < 0.9:
+        dup = json.dumps(key)
+        text = json.dumps(ix)
+        return text.replace(f"{dup}:", f"{dup}: null, {dup}:", 1)
+    else:  # a new field, of any type, at that level
+        target[rng.choice(["extra", "total_size", "weight_map", "metadata"])] = rng.choice(JUNK)
+    text = json.dumps(ix)
+    return text if raw is None else text.replace('"@@RAW@@"', raw)
+
+
+def test_indexes_mutated_by_field_type_raise_serialization_errors_naming_the_index(tmp_path):
+    """1,500 indexes with a field of another JSON type, junk nested in it, huge numbers,
+    duplicated or missing keys: each load (whole or lazy) and inspect succeeds or raises
+    a SerializationError naming the index (or the shard whose data it reaches), and
+    allocates at most about 10x the index's size."""
+    import tracemalloc
+
+    out = tmp_path / "ckpt"
+    ct.save(out, model(40), max_shard_size=20_000)
+    index = json.loads((out / INDEX).read_text())
+    rng = random.Random(2929)
+    names = (str(out / INDEX), str(out / "model-"))
+    failures = 0
+    for _ in range(1500):
+        text = mutate_index(index, rng)
+        (out / INDEX).write_text(text)
+        size = len(text.encode())
+        op = rng.choice(["load", "lazy", "inspect"])
+        tracemalloc.start()
+        try:
+            if op == "inspect":
+                ct.inspect(out)
+            else:
+                ct.load(out, lazy=op == "lazy")
+        except ct.SerializationError as err:
+            failures += 1
+            assert str(err).startswith(names), (text[:300], err)
+        finally:
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+        data = 0 if op != "load" else 40 * (50 * 20 * 4 + 20 * 8)  # the arrays, read whole
+        # measured: up to 11x for a lazy load (the tree, its LazyArrays and the shards'
+        # headers), 15x for inspect (its rows too)
+        assert peak <= 16 * size + data + 65_536, (op, peak, size, text[:300])
+    assert failures > 1000
 
 
 # --- atomic directories -------------------------------------------------------------

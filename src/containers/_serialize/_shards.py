@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from containers._errors import FormatError, LimitError, SerializationError
+from containers._errors import FormatError, LimitError, SerializationError, short_repr
 from containers._serialize._format import (
     Tensor,
     _umask,
@@ -168,11 +168,17 @@ def _inside(directory: str, name: Any, index: str, *, follow_links: bool = False
         or "\0" in name
         or (os.altsep is not None and os.altsep in name)
     ):
-        shown = name if type(name) is str else type(name).__name__
+        if type(name) is not str:
+            raise _bad(
+                index,
+                f"the weight_map names a shard by the JSON value {short_repr(name)} (a "
+                f"{type(name).__name__}); a shard is named by a string, its file name in "
+                f"the checkpoint's directory",
+            )
         raise _bad(
             index,
-            f"the weight_map names the shard {shown!r}, which is not a file name in the "
-            f"checkpoint's directory (shards are plain names, without directories)",
+            f"the weight_map names the shard {short_repr(name)}, which is not a file name "
+            f"in the checkpoint's directory (shards are plain names, without directories)",
         )
     path = os.path.join(directory, name)
     try:
@@ -237,7 +243,7 @@ def open_sharded(path: str, limits: Limits, *, follow_links: bool = False) -> Op
         )
     total = meta.get("total_size")
     if total is not None and (type(total) is not int or total < 0):
-        raise _bad(index, f"metadata.total_size {total!r} is not a non-negative integer")
+        raise _bad(index, f"metadata.total_size {short_repr(total)} is not a non-negative integer")
     strings = {k: v for k, v in meta.items() if type(v) is str}
     shard_of: dict[str, str] = {}
     names: list[str] = []
@@ -283,7 +289,7 @@ def open_sharded(path: str, limits: Limits, *, follow_links: bool = False) -> Op
             if tensor not in tensors:
                 raise _bad(
                     index,
-                    f"the weight_map maps the tensor {tensor!r} to {shard!r}, which does "
+                    f"the weight_map maps the tensor {short_repr(tensor)} to {shard!r}, which does "
                     f"not hold it",
                 )
             ordered[tensor] = tensors[tensor]
