@@ -417,3 +417,28 @@ def test_workers_must_be_a_positive_int(tmp_path):
     ct.save(path, {"a": np.zeros(2)})
     with pytest.raises(TypeError, match=r"load: workers must be a positive int or None"):
         ct.load(path, workers=0)
+
+
+def test_a_lazy_array_of_a_closed_file_refuses_to_read(tmp_path):
+    """Once its file is closed a LazyArray raises ValueError naming the file, and never
+    reads a descriptor that may now be another file's."""
+    path = tmp_path / "c.safetensors"
+    ct.save(path, {"a": np.arange(4.0)})
+    lazy = ct.load(path, lazy=True, verify=False)
+    lazy["a"]._source.close()  # what the last reference going away does
+    with pytest.raises(ValueError, match=rf"^{path}: the file was closed, so tensor"):
+        np.asarray(lazy["a"])
+
+
+def test_progress_must_be_callable(tmp_path):
+    """progress=3 is a TypeError from save, load and materialize before any file is
+    written or read."""
+    path = tmp_path / "p.safetensors"
+    with pytest.raises(TypeError, match=r"save: progress must be a function"):
+        ct.save(path, {"a": np.zeros(2)}, progress=3)
+    assert not path.exists()
+    ct.save(path, {"a": np.zeros(2)})
+    with pytest.raises(TypeError, match=r"load: progress must be a function"):
+        ct.load(path, progress=3)
+    with pytest.raises(TypeError, match=r"materialize: progress must be a function"):
+        ct.materialize(ct.load(path, lazy=True), progress=3)

@@ -226,3 +226,28 @@ def test_overlapping_gc_pauses_in_threads_never_leave_the_collector_disabled(tmp
     finally:
         sys.setswitchinterval(old)
     assert gc.isenabled()
+
+
+def test_the_manager_refuses_bad_arguments_when_made_and_restoring(tmp_path):
+    """A bad max_shard_size is refused when the manager is made, not at its first save; a
+    file as the directory and a step that is not an int say what to give instead."""
+    with pytest.raises(TypeError, match=r"CheckpointManager: max_shard_size must be a positive"):
+        ct.CheckpointManager(tmp_path / "a", max_shard_size=0)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(FileExistsError, match=r"exists and is not a directory; CheckpointManager"):
+        ct.CheckpointManager(tmp_path / "file")
+    manager = ct.CheckpointManager(tmp_path / "b")
+    manager.save(1, {"x": 1})
+    with pytest.raises(TypeError, match=r"restore: step must be a non-negative int or None"):
+        manager.restore("1")
+
+
+def test_two_managers_on_one_directory_share_its_steps(tmp_path):
+    """Two managers on one directory list the same steps; each prunes by its own keep."""
+    a = ct.CheckpointManager(tmp_path, keep=3)
+    b = ct.CheckpointManager(tmp_path, keep=1)
+    a.save(1, {"x": 1})
+    a.save(2, {"x": 2})
+    assert b.steps() == [1, 2]
+    b.save(3, {"x": 3})
+    assert a.steps() == b.steps() == [3] and a.restore()["x"] == 3

@@ -623,3 +623,22 @@ def test_more_shards_than_open_files_allowed_is_a_limit_error(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"{out / INDEX}: the weight_map names 60 shards, more files")
     assert "Raise the limit on open files (ulimit -n)" in result.stdout
+
+
+def test_a_directory_in_the_wrong_place_says_what_to_give(tmp_path):
+    """load and inspect of a directory that is no checkpoint (in a note: the message is
+    open()'s), and save without max_shard_size over a sharded checkpoint, raise
+    IsADirectoryError saying what to do."""
+    (tmp_path / "plain").mkdir()
+    for call in (
+        lambda: ct.load(tmp_path / "plain"),
+        lambda: ct.load(tmp_path / "plain", lazy=True),
+        lambda: ct.inspect(tmp_path / "plain"),
+    ):
+        with pytest.raises(IsADirectoryError, match=r"Is a directory") as err:
+            call()
+        assert "is not a sharded checkpoint (it has no model" in err.value.__notes__[0]
+    ct.save(tmp_path / "c", model(2), max_shard_size=5_000)
+    with pytest.raises(IsADirectoryError, match=r"a sharded checkpoint. Pass max_shard_size="):
+        ct.save(tmp_path / "c", model(2), background=True)
+    assert ct.load(tmp_path / "c")["step"] == 12

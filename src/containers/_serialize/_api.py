@@ -42,12 +42,14 @@ from containers._serialize._format import (
     view_arrays,
     write_all,
 )
-from containers._serialize._lazy import LazyArray, Progress, materialize
+from containers._serialize._lazy import LazyArray, Progress, check_io, materialize
 from containers._serialize._limits import DEFAULT_LIMITS, Limits
-from containers._serialize._pario import check_workers, read_parallel, write_parallel
+from containers._serialize._pario import read_parallel, write_parallel
 from containers._serialize._shards import (
     Opened,
     is_sharded,
+    not_a_checkpoint,
+    not_a_file,
     open_sharded,
     open_single,
     write_sharded,
@@ -304,7 +306,9 @@ def save(
         OSError: the file cannot be written.
     """
     path = os.fspath(path)
-    check_workers(workers, "save")
+    check_io(workers, progress, "save")
+    if max_shard_size is None and os.path.isdir(path):  # before the tree is encoded
+        raise not_a_file(path)
     if max_shard_size is not None and (type(max_shard_size) is not int or max_shard_size < 1):
         raise TypeError(
             f"save: max_shard_size must be a positive int (bytes), got "
@@ -508,9 +512,11 @@ def load(
     """
     limits = DEFAULT_LIMITS if limits is None else limits
     _check_expect(expect, "load")
-    check_workers(workers, "load")
+    check_io(workers, progress, "load")
     path = os.fspath(path)
     sharded = is_sharded(path)
+    if not sharded and os.path.isdir(path):
+        raise not_a_checkpoint(path)
     if lazy or where is not ... or sharded:
         if mmap:
             raise TypeError(
@@ -701,6 +707,8 @@ def inspect(
     path = os.fspath(path)
     if is_sharded(path):
         return _inspect_sharded(path, limits, follow_links)
+    if os.path.isdir(path):
+        raise not_a_checkpoint(path)
     with _in_file(path):
         return _inspect(path, limits)
 

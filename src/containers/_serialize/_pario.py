@@ -23,7 +23,7 @@ from containers._serialize import _format
 from containers._serialize._format import Layout, Tensor, Wants, _check_all, _mismatch, _views
 from containers._serialize._lazy import Progress, default_workers
 
-__all__ = ["check_workers", "read_parallel", "run_tasks", "write_parallel"]
+__all__ = ["read_parallel", "run_tasks", "write_parallel"]
 
 #: The largest piece one task reads or writes: a big array is cut into pieces this big
 #: (its CRC32 still runs over it whole, chunk by chunk, in one task), so progress moves
@@ -88,16 +88,6 @@ def run_tasks(
             stop[0] = True
         for t in threads:
             t.join()
-
-
-def check_workers(workers: Any, op: str) -> None:
-    """Refuse a ``workers=`` that is not None or a positive int."""
-    if workers is not None and (type(workers) is not int or workers < 1):
-        raise TypeError(
-            f"{op}: workers must be a positive int or None (the default, "
-            f"{default_workers()}), got {workers!r}. workers=1 reads and writes in the "
-            f"calling thread."
-        )
 
 
 # --- reading ---------------------------------------------------------------------------

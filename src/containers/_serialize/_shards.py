@@ -42,6 +42,8 @@ __all__ = [
     "Opened",
     "ShardedArrays",
     "is_sharded",
+    "not_a_checkpoint",
+    "not_a_file",
     "open_file",
     "open_sharded",
     "shard_name",
@@ -77,6 +79,29 @@ def is_sharded(path: str) -> bool:
     return path.endswith(".index.json") or (
         os.path.isdir(path) and os.path.lexists(os.path.join(path, INDEX_NAME))
     )
+
+
+def not_a_checkpoint(path: str) -> IsADirectoryError:
+    """What ``load`` and ``inspect`` raise for a directory that is no checkpoint: what
+    ``open`` says, with a note (shown under the traceback) saying what to give."""
+    err = IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    err.add_note(
+        f"{path} is not a sharded checkpoint (it has no {INDEX_NAME}): give a "
+        f".safetensors file in it, or a directory that ct.save wrote with max_shard_size=."
+    )
+    return err
+
+
+def not_a_file(path: str) -> IsADirectoryError:
+    """What ``save`` without ``max_shard_size=`` raises for a directory at ``path``."""
+    if is_sharded(path):
+        return IsADirectoryError(
+            errno.EISDIR,
+            "Is a directory: a sharded checkpoint. Pass max_shard_size= to replace it "
+            "with a sharded checkpoint, or save to another name",
+            path,
+        )
+    return IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)  # as open()
 
 
 def _open_regular(path: str, shown: str, *, follow: bool = True) -> int:
