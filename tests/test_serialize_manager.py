@@ -251,3 +251,13 @@ def test_two_managers_on_one_directory_share_its_steps(tmp_path):
     assert b.steps() == [1, 2]
     b.save(3, {"x": 3})
     assert a.steps() == b.steps() == [3] and a.restore()["x"] == 3
+
+
+def test_a_save_after_a_background_save_to_the_same_path_lands_last(tmp_path):
+    """save(path, new) made after save(path, old, background=True) leaves new in the
+    file: it waits for the pending background save to that path first."""
+    path = tmp_path / "m.safetensors"
+    future = ct.save(path, {"w": np.zeros(30_000_000, np.float32)}, background=True)
+    ct.save(path, {"w": np.ones(3, np.float32)})
+    assert future is not None and future.result(timeout=120) is None
+    assert np.array_equal(ct.load(path)["w"], np.ones(3, np.float32))

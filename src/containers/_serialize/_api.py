@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from containers._errors import FormatError, SerializationError, VersionError, short_repr
-from containers._serialize._background import submit
+from containers._serialize._background import submit, wait_for
 from containers._serialize._decode import (
     Records,
     Row,
@@ -320,7 +320,8 @@ def save(
         # The snapshot: the writer thread reads only these copies, so the caller may
         # change its arrays (in place, an optimizer step) as soon as save returns.
         plan.arrays = [a.copy() for a in plan.arrays]
-        return submit(lambda: _write_plan(path, plan, max_shard_size, workers, progress))
+        return submit(lambda: _write_plan(path, plan, max_shard_size, workers, progress), path)
+    wait_for(path)  # the caller's order: an earlier background save to path lands first
     _write_plan(path, plan, max_shard_size, workers, progress)
     return None
 

@@ -7,19 +7,22 @@ thread never reads an object the caller may still change.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-__all__ = ["pending", "submit"]
+__all__ = ["pending", "submit", "wait_for"]
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 _pending: set[Future[Any]] = set()
+_by_path: dict[str, list[Future[Any]]] = {}  # the pending saves to each real path
 
 
-def submit(write: Callable[[], None]) -> Future[None]:
+def submit(write: Callable[[], None], path: str) -> Future[None]:
     """Run ``write()`` on the writer thread; saves run one after another, in order.
 
     The pool's thread is joined when the interpreter exits (``concurrent.futures``
@@ -31,8 +34,33 @@ def submit(write: Callable[[], None]) -> Future[None]:
             _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="containers-bg-save")
         future = _pool.submit(write)
         _pending.add(future)
-    future.add_done_callback(_pending.discard)
+        key = os.path.realpath(path)
+        _by_path.setdefault(key, []).append(future)
+
+    def done(f: Future[Any]) -> None:
+        with _lock:
+            _pending.discard(f)
+            waiting = _by_path.get(key, [])
+            if f in waiting:
+                waiting.remove(f)
+            if not waiting:
+                _by_path.pop(key, None)
+
+    future.add_done_callback(done)
     return future
+
+
+def wait_for(path: str) -> None:
+    """Wait until the background saves to ``path`` submitted so far are done (their
+    errors stay theirs, for their ``result()``), so that a save made after them in the
+    caller's order lands after them on disk."""
+    if threading.current_thread().name.startswith("containers-bg-save"):
+        return  # a save made by a background save's own callback: it would wait on itself
+    with _lock:
+        waiting = list(_by_path.get(os.path.realpath(path), []))
+    for f in waiting:
+        with contextlib.suppress(BaseException):
+            f.exception()
 
 
 def pending() -> list[Future[Any]]:
