@@ -642,3 +642,16 @@ def test_a_directory_in_the_wrong_place_says_what_to_give(tmp_path):
     with pytest.raises(IsADirectoryError, match=r"a sharded checkpoint. Pass max_shard_size="):
         ct.save(tmp_path / "c", model(2), background=True)
     assert ct.load(tmp_path / "c")["step"] == 12
+
+
+def test_containers_inspect_follows_links_when_told(tmp_path, capsys):
+    """`containers inspect --follow-links SNAPSHOT` lists a hub cache snapshot; without
+    the flag it is refused (status 2, one line naming follow_links)."""
+    from containers._cli import main
+
+    snapshot = hub_cache_snapshot(tmp_path)
+    assert main(["inspect", str(snapshot)]) == 2
+    assert "follow_links=True" in capsys.readouterr().err
+    assert main(["inspect", "--follow-links", str(snapshot)]) == 0
+    out = capsys.readouterr().out
+    assert "safetensors, 2 shards" in out and "a: float32[4]" in out

@@ -191,6 +191,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_inspect.add_argument(
         "file", help="a file written by containers.save, or a safetensors file of its dtypes"
     )
+    p_inspect.add_argument(
+        "--follow-links",
+        action="store_true",
+        help="let a sharded checkpoint's shards be symbolic links out of its directory "
+        "(a Hugging Face hub cache snapshot)",
+    )
     p_diff = sub.add_parser(
         "diff",
         help="list the differences between two saved files (exit 0 equal, 1 different, 2 error)",
@@ -228,7 +234,7 @@ def _file_command(args: argparse.Namespace) -> tuple[int, list[str]]:
 
     try:
         if args.command == "inspect":
-            return 0, [str(ct.inspect(args.file))]
+            return 0, [str(ct.inspect(args.file, follow_links=args.follow_links))]
         lines = diff_files(args.a, args.b, progress=_progress_on(sys.stderr))
     except (ct.ContainersError, OSError) as err:
         what = type(err).__name__

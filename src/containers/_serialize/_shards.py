@@ -219,7 +219,7 @@ def _inside(directory: str, name: Any, index: str, *, follow_links: bool = False
                 f"the shard {name!r} is a symbolic link to {real!r}, outside the "
                 f"checkpoint's directory; nothing outside it is read. If you trust the "
                 f"links (a Hugging Face hub cache snapshot links its files to "
-                f"../../blobs), pass follow_links=True",
+                f"../../blobs), pass follow_links=True (containers inspect --follow-links)",
             )
         if not os.path.isfile(real):  # open_file checks it again on the descriptor
             what = "is not a regular file" if os.path.lexists(real) else "is missing"
