@@ -31,11 +31,17 @@ __all__ = ["read_parallel", "run_tasks", "write_parallel"]
 _PIECE = 1 << 23
 
 
+#: Below this many bytes the tasks run in the calling thread: starting threads costs
+#: more than they save (benchmarks/serialization.py --checkpoints --quick: a 4 MiB load).
+_PARALLEL_BYTES = 1 << 23
+
+
 def run_tasks(
     tasks: Sequence[Callable[[], int]], workers: int | None, progress: Progress | None, total: int
 ) -> None:
-    """Run ``tasks`` (each returns the bytes it moved), ``workers`` at a time, calling
-    ``progress(done, total)`` from this thread as they complete. The first error is
+    """Run ``tasks`` (each returns the bytes it moved, ``total`` in all), ``workers`` at
+    a time (in this thread below ``_PARALLEL_BYTES``), calling ``progress(done, total)``
+    from this thread as they complete. The first error is
     raised once the tasks already running end; the others are not started.
 
     Plain threads, not a ``ThreadPoolExecutor``: a background save still pending when
@@ -46,7 +52,7 @@ def run_tasks(
     if progress is not None:
         progress(0, total)
     n = default_workers() if workers is None else workers
-    if n <= 1 or len(tasks) <= 1:
+    if n <= 1 or len(tasks) <= 1 or total < _PARALLEL_BYTES:
         for task in tasks:
             done += task()
             if progress is not None:
