@@ -261,3 +261,32 @@ def test_a_save_after_a_background_save_to_the_same_path_lands_last(tmp_path):
     ct.save(path, {"w": np.ones(3, np.float32)})
     assert future is not None and future.result(timeout=120) is None
     assert np.array_equal(ct.load(path)["w"], np.ones(3, np.float32))
+
+
+FAILER = """
+import shutil, sys
+import numpy as np
+import containers as ct
+# the first save keeps the writer busy until the program has ended; the second, queued
+# behind it, then finds its directory gone
+ct.save(sys.argv[2], {"w": np.ones(20_000_000, np.float32)}, background=True)
+ct.save(sys.argv[1] + "/x.safetensors", {"w": np.ones(3)}, background=True)
+shutil.rmtree(sys.argv[1])
+"""
+
+
+def test_a_background_save_failing_at_exit_says_so_on_stderr(tmp_path):
+    """A background save that fails while the interpreter waits for it at exit (when no
+    one can call result()) prints what failed on stderr instead of losing it silently."""
+    where = tmp_path / "gone"
+    where.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-c", FAILER, str(where), str(tmp_path / "first.safetensors")],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "containers: a background save to " in out.stderr, out.stderr
+    assert "failed at interpreter exit, the file was not written: FileNotFoundError" in out.stderr
+    assert (ct.load(tmp_path / "first.safetensors")["w"] == 1.0).all()
