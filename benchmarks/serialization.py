@@ -394,7 +394,9 @@ def checkpoint_cells(tree: dict[str, Any], tmp: str, rounds: int) -> dict[str, l
         "containers save, 4 shards, 2 workers": lambda: ct.save(
             shards, tree, max_shard_size=shard_size, workers=2
         ),
+        "containers save, 1 worker": lambda: ct.save(one, tree, workers=1),
         "containers load": lambda: ct.load(one),
+        "containers load, 1 worker": lambda: ct.load(one, workers=1),
         "containers load, 4 shards, 2 workers": lambda: ct.load(shards, workers=2),
         "containers lazy load (header only)": lambda: ct.load(one, lazy=True),
         "containers lazy load, 4 shards": lambda: ct.load(shards, lazy=True),
@@ -482,6 +484,8 @@ def checkpoint_table(cells: dict[str, list[float]]) -> str:
             "containers save(background=True) returns",
             "copy of the arrays in memory",
         ),
+        ("save, 2 workers (default) / 1 worker", "containers save", "containers save, 1 worker"),
+        ("load, 2 workers (default) / 1 worker", "containers load", "containers load, 1 worker"),
         ("containers save / orbax save", "containers save", "orbax PyTreeCheckpointer save"),
         ("containers load / orbax restore", "containers load", "orbax PyTreeCheckpointer restore"),
         ("containers save / safetensors save", "containers save", "safetensors save_file"),

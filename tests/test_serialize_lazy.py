@@ -350,3 +350,95 @@ def test_a_partial_load_of_a_corrupt_tensor_names_the_file_once(tmp_path):
     ) as info:
         ct.load(path, where=PathContains("b_bad"))
     assert str(info.value).count(str(path)) == 1
+
+
+def test_a_big_single_file_is_written_and_read_on_threads_with_progress(tmp_path):
+    """A single-file save and load of 48 MB with workers=2 move pieces on two threads,
+    report progress as pieces complete (from the calling thread), and give the bytes
+    and values of a one-thread save and load."""
+    import threading
+
+    rng = np.random.default_rng(0)
+    tree = {
+        "big": rng.standard_normal(5_000_000).astype(np.float32),
+        "mid": [rng.standard_normal(300_000) for _ in range(8)],
+        "small": [np.full(10, i, np.int16) for i in range(200)],
+        "flags": np.array([True, False] * 50),
+    }
+    seen: dict[str, list[tuple[int, int]]] = {"save": [], "load": []}
+    helpers: set[str] = set()
+
+    def progress_of(op):
+        def progress(done, total):
+            assert threading.current_thread() is threading.main_thread()
+            helpers.update(
+                t.name for t in threading.enumerate() if t.name.startswith("containers-io")
+            )
+            seen[op].append((done, total))
+
+        return progress
+
+    two, one = tmp_path / "two.safetensors", tmp_path / "one.safetensors"
+    ct.save(two, tree, workers=2, progress=progress_of("save"))
+    ct.save(one, tree, workers=1)
+    assert two.read_bytes() == one.read_bytes()
+    back = ct.load(two, workers=2, progress=progress_of("load"))
+    assert np.array_equal(back["big"], tree["big"]) and np.array_equal(
+        back["flags"], tree["flags"]
+    )
+    assert all(np.array_equal(a, b) for a, b in zip(back["mid"], tree["mid"]))
+    assert np.array_equal(ct.load(one, workers=1)["small"][199], tree["small"][199])
+    for op in ("save", "load"):
+        done = [d for d, _ in seen[op]]
+        total = seen[op][-1][1]
+        assert done[0] == 0 and done[-1] == total >= 20_000_000 + 8 * 2_400_000, op
+        assert done == sorted(done) and len({d for d in done if 0 < d < total}) >= 4, op
+    assert len(helpers) >= 2
+
+
+def test_a_corrupt_tensor_of_a_big_file_is_named_once_by_a_threaded_load(tmp_path):
+    """A flipped byte in a big file loaded on two threads is an IntegrityError naming the
+    file once and the tensor."""
+    path = tmp_path / "c.safetensors"
+    ct.save(path, {"a": np.zeros(3_000_000, np.float32), "b": np.ones(3_000_000, np.float32)})
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(ct.IntegrityError, match=rf"^{path}: tensor \"\['b'\]\": CRC32 mismatch"):
+        ct.load(path, workers=2)
+
+
+def test_workers_must_be_a_positive_int(tmp_path):
+    """workers=0, a negative or a non-int is a TypeError naming the default."""
+    path = tmp_path / "w.safetensors"
+    for bad in (0, -1, 2.0, "2", True):
+        with pytest.raises(TypeError, match=r"save: workers must be a positive int or None"):
+            ct.save(path, {"a": np.zeros(2)}, workers=bad)
+    ct.save(path, {"a": np.zeros(2)})
+    with pytest.raises(TypeError, match=r"load: workers must be a positive int or None"):
+        ct.load(path, workers=0)
+
+
+def test_a_lazy_array_of_a_closed_file_refuses_to_read(tmp_path):
+    """Once its file is closed a LazyArray raises ValueError naming the file, and never
+    reads a descriptor that may now be another file's."""
+    path = tmp_path / "c.safetensors"
+    ct.save(path, {"a": np.arange(4.0)})
+    lazy = ct.load(path, lazy=True, verify=False)
+    lazy["a"]._source.close()  # what the last reference going away does
+    with pytest.raises(ValueError, match=rf"^{path}: the file was closed, so tensor"):
+        np.asarray(lazy["a"])
+
+
+def test_progress_must_be_callable(tmp_path):
+    """progress=3 is a TypeError from save, load and materialize before any file is
+    written or read."""
+    path = tmp_path / "p.safetensors"
+    with pytest.raises(TypeError, match=r"save: progress must be a function"):
+        ct.save(path, {"a": np.zeros(2)}, progress=3)
+    assert not path.exists()
+    ct.save(path, {"a": np.zeros(2)})
+    with pytest.raises(TypeError, match=r"load: progress must be a function"):
+        ct.load(path, progress=3)
+    with pytest.raises(TypeError, match=r"materialize: progress must be a function"):
+        ct.materialize(ct.load(path, lazy=True), progress=3)

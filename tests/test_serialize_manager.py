@@ -89,6 +89,22 @@ def test_the_interpreter_waits_for_pending_background_saves(tmp_path):
     assert (ct.load(path)["w"] == 3.0).all()
 
 
+def test_the_interpreter_waits_for_a_pending_sharded_background_save(tmp_path):
+    """A sharded save(background=True) pending at exit is written: its threads start
+    while concurrent.futures already refuses new work."""
+    path = tmp_path / "exit"
+    code = EXITER.replace("background=True", "background=True, max_shard_size=30_000_000")
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0 and out.stdout == "returned\n", out.stderr
+    assert (ct.load(path)["w"] == 3.0).all()
+
+
 # --- CheckpointManager ---------------------------------------------------------------
 
 
@@ -176,3 +192,101 @@ def test_a_killed_trainer_leaves_the_last_complete_step_restorable(tmp_path, sha
         assert tree["step"] == steps[-1] and (tree["w"] == steps[-1]).all()
         seen.add(steps[-1])
     assert len(seen) > 1
+
+
+def test_overlapping_gc_pauses_in_threads_never_leave_the_collector_disabled(tmp_path):
+    """Encodes and decodes pausing the collector at once in several threads (a
+    background save and loads) leave it enabled once all of them end."""
+    import gc
+    import threading
+
+    from containers._serialize._api import _gc_paused
+
+    assert gc.isenabled()
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads between almost every bytecode
+    try:
+
+        def hammer() -> None:
+            for _ in range(50_000):
+                with _gc_paused():
+                    pass
+
+        threads = [threading.Thread(target=hammer) for _ in range(8)]
+        for t in threads:
+            t.start()
+        path = tmp_path / "m.safetensors"
+        for i in range(20):
+            future = ct.save(path, {"w": np.full(3, i)}, background=True)
+            ct.load(path) if path.exists() else None
+            assert future is not None
+            future.result(timeout=60)
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert gc.isenabled()
+
+
+def test_the_manager_refuses_bad_arguments_when_made_and_restoring(tmp_path):
+    """A bad max_shard_size is refused when the manager is made, not at its first save; a
+    file as the directory and a step that is not an int say what to give instead."""
+    with pytest.raises(TypeError, match=r"CheckpointManager: max_shard_size must be a positive"):
+        ct.CheckpointManager(tmp_path / "a", max_shard_size=0)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(FileExistsError, match=r"exists and is not a directory; CheckpointManager"):
+        ct.CheckpointManager(tmp_path / "file")
+    manager = ct.CheckpointManager(tmp_path / "b")
+    manager.save(1, {"x": 1})
+    with pytest.raises(TypeError, match=r"restore: step must be a non-negative int or None"):
+        manager.restore("1")
+
+
+def test_two_managers_on_one_directory_share_its_steps(tmp_path):
+    """Two managers on one directory list the same steps; each prunes by its own keep."""
+    a = ct.CheckpointManager(tmp_path, keep=3)
+    b = ct.CheckpointManager(tmp_path, keep=1)
+    a.save(1, {"x": 1})
+    a.save(2, {"x": 2})
+    assert b.steps() == [1, 2]
+    b.save(3, {"x": 3})
+    assert a.steps() == b.steps() == [3] and a.restore()["x"] == 3
+
+
+def test_a_save_after_a_background_save_to_the_same_path_lands_last(tmp_path):
+    """save(path, new) made after save(path, old, background=True) leaves new in the
+    file: it waits for the pending background save to that path first."""
+    path = tmp_path / "m.safetensors"
+    future = ct.save(path, {"w": np.zeros(30_000_000, np.float32)}, background=True)
+    ct.save(path, {"w": np.ones(3, np.float32)})
+    assert future is not None and future.result(timeout=120) is None
+    assert np.array_equal(ct.load(path)["w"], np.ones(3, np.float32))
+
+
+FAILER = """
+import shutil, sys
+import numpy as np
+import containers as ct
+# the first save keeps the writer busy until the program has ended; the second, queued
+# behind it, then finds its directory gone
+ct.save(sys.argv[2], {"w": np.ones(20_000_000, np.float32)}, background=True)
+ct.save(sys.argv[1] + "/x.safetensors", {"w": np.ones(3)}, background=True)
+shutil.rmtree(sys.argv[1])
+"""
+
+
+def test_a_background_save_failing_at_exit_says_so_on_stderr(tmp_path):
+    """A background save that fails while the interpreter waits for it at exit (when no
+    one can call result()) prints what failed on stderr instead of losing it silently."""
+    where = tmp_path / "gone"
+    where.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-c", FAILER, str(where), str(tmp_path / "first.safetensors")],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "containers: a background save to " in out.stderr, out.stderr
+    assert "failed at interpreter exit, the file was not written: FileNotFoundError" in out.stderr
+    assert (ct.load(tmp_path / "first.safetensors")["w"] == 1.0).all()

@@ -245,6 +245,73 @@ def test_a_symbolic_link_inside_the_directory_is_followed(hub):
     assert np.array_equal(ct.load(hub)["b"], np.ones(4, np.float32))
 
 
+def hub_cache_snapshot(cache):
+    """A checkpoint in the Hugging Face hub cache's layout: the files are blobs named by
+    hash, and snapshots/<rev>/ holds relative symbolic links to them."""
+    import hashlib
+
+    made = cache / "made"
+    hub_checkpoint(made, [{"a": np.zeros(4, np.float32)}, {"b": np.ones(4, np.float32)}])
+    repo = cache / "models--org--tiny"
+    (repo / "blobs").mkdir(parents=True)
+    snapshot = repo / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    for f in sorted(made.iterdir()):
+        blob = hashlib.sha256(f.read_bytes()).hexdigest()
+        os.rename(f, repo / "blobs" / blob)
+        os.symlink(f"../../blobs/{blob}", snapshot / f.name)
+    return snapshot
+
+
+def test_a_hub_cache_snapshot_loads_with_follow_links(tmp_path):
+    """A hub cache snapshot (shards linked to ../../blobs) is refused by default, naming
+    follow_links=True, and loads whole, lazily, partially and in inspect with it."""
+    snapshot = hub_cache_snapshot(tmp_path)
+    with pytest.raises(
+        ct.FormatError, match=r"outside the checkpoint's directory.*follow_links=True"
+    ):
+        ct.load(snapshot)
+    with pytest.raises(ct.FormatError, match=r"follow_links=True"):
+        ct.inspect(snapshot)
+    full = ct.load(snapshot, follow_links=True)
+    assert np.array_equal(full["b"], np.ones(4, np.float32))
+    lazy = ct.load(snapshot / INDEX, lazy=True, follow_links=True)
+    assert isinstance(lazy["a"], ct.LazyArray) and not np.asarray(lazy["a"]).any()
+    part = ct.load(snapshot, where=PathContains("b"), follow_links=True)
+    assert type(part["b"]) is np.ndarray and isinstance(part["a"], ct.LazyArray)
+    assert ct.inspect(snapshot, follow_links=True).tensors["a"] == ("float32", (4,), 16)
+
+
+def test_follow_links_still_refuses_bad_names_and_targets(tmp_path):
+    """With follow_links=True the weight_map's names are still plain names, and a link to
+    a directory, a FIFO or nothing is refused."""
+    snapshot = hub_cache_snapshot(tmp_path)
+    for name in ("../../blobs/x", "/etc/passwd", ".."):
+        rewrite_linked(snapshot, lambda ix, name=name: ix["weight_map"].update(b=name))
+        with pytest.raises(ct.FormatError, match=r"which is not a file name in the"):
+            ct.load(snapshot, follow_links=True)
+    os.mkfifo(tmp_path / "fifo")
+    for target, match in (
+        (tmp_path, r"which is not a regular file"),
+        (tmp_path / "fifo", r"which is not a regular file"),
+        (tmp_path / "gone", r"which is missing"),
+    ):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(snapshot / "odd.safetensors")
+        os.symlink(target, snapshot / "odd.safetensors")
+        rewrite_linked(snapshot, lambda ix: ix["weight_map"].update(b="odd.safetensors"))
+        with pytest.raises(ct.FormatError, match=rf"^{snapshot / INDEX}: .*{match}"):
+            ct.load(snapshot, follow_links=True)
+
+
+def rewrite_linked(snapshot, edit):
+    """Edit a snapshot's index, replacing its link by a plain file."""
+    index = json.loads((snapshot / INDEX).read_text())
+    edit(index)
+    os.unlink(snapshot / INDEX)
+    (snapshot / INDEX).write_text(json.dumps(index))
+
+
 def test_missing_and_duplicated_shards_are_refused(hub):
     """A shard that is missing, one that is the same file as another (a hard link), and
     a shard name that is not a string are refused."""
@@ -260,7 +327,9 @@ def test_missing_and_duplicated_shards_are_refused(hub):
         hub, r"the shard 'model-00002-of-00002.safetensors' that the weight_map names is missing"
     )
     rewrite(hub, lambda ix: ix["weight_map"].update(b=["x"]))
-    refused(hub, r"names the shard 'list'")
+    refused(
+        hub, r"names a shard by the JSON value \['x'\] \(a list\); a shard is named by a string"
+    )
 
 
 def test_tensors_listed_wrongly_are_refused(hub):
@@ -332,6 +401,124 @@ def test_mutated_indexes_raise_only_serialization_errors(tmp_path):
         (out / INDEX).write_bytes(bytes(data))
         with contextlib.suppress(ct.SerializationError):
             ct.load(out, lazy=rng.random() < 0.5)
+
+
+#: Values of every JSON type, nested junk and huge numbers, put in place of a field.
+JUNK = [
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1.5,
+    10**30,
+    2**63,
+    "",
+    "x",
+    "../outside.safetensors",
+    "/etc/passwd",
+    "model.safetensors.index.json",
+    "model-00001-of-00002.safetensors",
+    [],
+    {},
+    [1, "a", None],
+    {"a": {"b": [{}]}},
+    [[[[[[[[[[[]]]]]]]]]]],
+    "\u0000",
+    "\udcff",
+]
+#: Raw JSON text put in place of a field's value: what json.dumps never writes.
+RAW_JUNK = ["1e999", "-1e999", "NaN", "Infinity", "9" * 5000, "[" * 5000 + "]" * 5000, "1.0"]
+
+
+def mutate_index(index, rng):
+    """The index's text with one field (anywhere: top level, metadata, total_size, the
+    tree, the format, a weight_map key or value) replaced by junk of another type, a
+    key duplicated, or a key removed."""
+    ix = json.loads(json.dumps(index))
+    meta, wm = ix["metadata"], ix["weight_map"]
+    target = rng.choice([ix, meta, meta, wm])  # metadata: total_size, the tree, the format
+    key = rng.choice(list(target))
+    how = rng.random()
+    raw = None
+    if how < 0.45:
+        target[key] = rng.choice(JUNK)
+    elif how < 0.6:
+        raw = rng.choice(RAW_JUNK)
+        target[key] = "@@RAW@@"
+    elif how < 0.7:
+        target.pop(key)
+    elif how < 0.8 and target is wm:  # a weight_map key of another shape
+        target[rng.choice(["", "../x", "\u0000", "a" * 10_000])] = target.pop(key)
+    elif how < 0.9:
+        dup = json.dumps(key)
+        text = json.dumps(ix)
+        return text.replace(f"{dup}:", f"{dup}: null, {dup}:", 1)
+    else:  # a new field, of any type, at that level
+        target[rng.choice(["extra", "total_size", "weight_map", "metadata"])] = rng.choice(JUNK)
+    text = json.dumps(ix)
+    return text if raw is None else text.replace('"@@RAW@@"', raw)
+
+
+FIELD_FUZZ = """
+import json, os, random, sys, tracemalloc
+sys.path.insert(0, sys.argv[2])
+import containers as ct
+from test_serialize_shards import INDEX, mutate_index
+
+out, rounds, measure = sys.argv[1], int(sys.argv[3]), sys.argv[4] == "1"
+index = json.loads(open(os.path.join(out, INDEX)).read())
+rng = random.Random(2929)
+names = (os.path.join(out, INDEX), os.path.join(out, "model-"))
+failures = 0
+worst = 0.0
+for _ in range(rounds):
+    text = mutate_index(index, rng)
+    with open(os.path.join(out, INDEX), "w") as f:
+        f.write(text)
+    size = len(text.encode())
+    op = rng.choice(["load", "lazy", "inspect"])
+    if measure:
+        tracemalloc.start()
+    try:
+        if op == "inspect":
+            ct.inspect(out)
+        else:
+            ct.load(out, lazy=op == "lazy")
+    except ct.SerializationError as err:
+        failures += 1
+        assert str(err).startswith(names), (text[:300], err)
+    finally:
+        peak = tracemalloc.get_traced_memory()[1] if measure else 0
+        tracemalloc.stop()
+    data = 0 if op != "load" else 40 * (50 * 20 * 4 + 20 * 8)  # the arrays, read whole
+    worst = max(worst, (peak - data) / size)
+    # measured: up to 11x for a lazy load (the tree, its LazyArrays and the shards'
+    # headers), 15x for inspect (its rows too)
+    assert peak <= 16 * size + data + 65_536, (op, peak, size, text[:300])
+print(failures, round(worst, 1))
+"""
+
+
+def test_indexes_mutated_by_field_type_raise_serialization_errors_naming_the_index(tmp_path):
+    """1,500 indexes with a field of another JSON type, junk nested in it, huge numbers,
+    duplicated or missing keys: each load (whole or lazy) and inspect succeeds or raises
+    a SerializationError naming the index (or the shard whose data it reaches), and
+    allocates at most about 16x the index's size (measured in a child process, where no
+    other test's threads allocate)."""
+    out = tmp_path / "ckpt"
+    ct.save(out, model(40), max_shard_size=20_000)
+    tests = os.path.dirname(os.path.abspath(__file__))
+    run = subprocess.run(
+        [sys.executable, "-c", FIELD_FUZZ, str(out), tests, "1500", "1"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    failures, worst = run.stdout.split()
+    assert int(failures) > 1000 and float(worst) <= 16
 
 
 # --- atomic directories -------------------------------------------------------------
@@ -461,3 +648,35 @@ def test_more_shards_than_open_files_allowed_is_a_limit_error(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"{out / INDEX}: the weight_map names 60 shards, more files")
     assert "Raise the limit on open files (ulimit -n)" in result.stdout
+
+
+def test_a_directory_in_the_wrong_place_says_what_to_give(tmp_path):
+    """load and inspect of a directory that is no checkpoint (in a note: the message is
+    open()'s), and save without max_shard_size over a sharded checkpoint, raise
+    IsADirectoryError saying what to do."""
+    (tmp_path / "plain").mkdir()
+    for call in (
+        lambda: ct.load(tmp_path / "plain"),
+        lambda: ct.load(tmp_path / "plain", lazy=True),
+        lambda: ct.inspect(tmp_path / "plain"),
+    ):
+        with pytest.raises(IsADirectoryError, match=r"Is a directory") as err:
+            call()
+        assert "is not a sharded checkpoint (it has no model" in err.value.__notes__[0]
+    ct.save(tmp_path / "c", model(2), max_shard_size=5_000)
+    with pytest.raises(IsADirectoryError, match=r"a sharded checkpoint. Pass max_shard_size="):
+        ct.save(tmp_path / "c", model(2), background=True)
+    assert ct.load(tmp_path / "c")["step"] == 12
+
+
+def test_containers_inspect_follows_links_when_told(tmp_path, capsys):
+    """`containers inspect --follow-links SNAPSHOT` lists a hub cache snapshot; without
+    the flag it is refused (status 2, one line naming follow_links)."""
+    from containers._cli import main
+
+    snapshot = hub_cache_snapshot(tmp_path)
+    assert main(["inspect", str(snapshot)]) == 2
+    assert "follow_links=True" in capsys.readouterr().err
+    assert main(["inspect", "--follow-links", str(snapshot)]) == 0
+    out = capsys.readouterr().out
+    assert "safetensors, 2 shards" in out and "a: float32[4]" in out

@@ -201,6 +201,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a file written by containers.save, or a safetensors file of its dtypes",
     )
     p_inspect.add_argument("--json", action="store_true", help="print JSON, one object per file")
+    p_inspect.add_argument(
+        "--follow-links",
+        action="store_true",
+        help="let a sharded checkpoint's shards be symbolic links out of its directory "
+        "(a Hugging Face hub cache snapshot)",
+    )
     p_diff = sub.add_parser(
         "diff",
         help="list the differences between two saved files (exit 0 equal, 1 different, 2 error)",
@@ -250,7 +256,7 @@ def _file_command(args: argparse.Namespace) -> tuple[int, list[str]]:
         status, out, infos = 0, list[str](), list[Any]()
         for file in files:
             try:
-                info = ct.inspect(file)
+                info = ct.inspect(file, follow_links=getattr(args, "follow_links", False))
             except (ct.ContainersError, OSError) as err:
                 _error(err, [file], args.command)
                 status = 2

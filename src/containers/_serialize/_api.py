@@ -13,12 +13,12 @@ import json
 import os
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from containers._errors import FormatError, SerializationError, VersionError, short_repr
-from containers._serialize._background import submit
+from containers._serialize._background import submit, wait_for
 from containers._serialize._decode import (
     Records,
     Row,
@@ -45,11 +45,14 @@ from containers._serialize._format import (
     view_arrays,
     write_all,
 )
-from containers._serialize._lazy import LazyArray, Progress, default_workers, materialize
+from containers._serialize._lazy import LazyArray, Progress, check_io, materialize
 from containers._serialize._limits import DEFAULT_LIMITS, Limits
+from containers._serialize._pario import read_parallel, write_parallel
 from containers._serialize._shards import (
     Opened,
     is_sharded,
+    not_a_checkpoint,
+    not_a_file,
     open_sharded,
     open_single,
     write_sharded,
@@ -70,6 +73,13 @@ T = TypeVar("T")
 PathLike = str | os.PathLike[str]
 
 
+#: Guards ``_gc_depth`` and ``_gc_restore``: encodes and decodes run at once on the
+#: caller's threads and the background writer, and the collector is process-wide.
+_gc_lock = threading.Lock()
+_gc_depth = 0  # how many _gc_paused blocks are running, in all threads
+_gc_restore = False  # whether the first of them found the collector enabled
+
+
 @contextlib.contextmanager
 def _gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while a file is encoded or decoded.
@@ -77,14 +87,25 @@ def _gc_paused() -> Iterator[None]:
     Parsing a header makes a few objects per tensor and record, none of them cyclic;
     every collection the allocations trigger would walk all of them again. Pausing it
     halves the load of benchmarks/serialization.py's "many" tree (100,000 tensors).
+
+    Blocks may overlap in several threads (a background save and a load): a depth
+    counter under a lock makes the first block to start record whether the collector
+    was enabled and the last to end restore it, so no interleaving leaves it disabled
+    when the caller had it enabled.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
+    global _gc_depth, _gc_restore  # noqa: PLW0603 - the collector is process-wide
+    with _gc_lock:
+        if _gc_depth == 0:
+            _gc_restore = gc.isenabled()
+            gc.disable()
+        _gc_depth += 1
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        with _gc_lock:
+            _gc_depth -= 1
+            if _gc_depth == 0 and _gc_restore:
+                gc.enable()
 
 
 @contextlib.contextmanager
@@ -328,8 +349,10 @@ def save(
         max_shard_size: Write a sharded checkpoint directory, shards at most this many
             bytes (an array larger than it gets a shard alone).
         background: Snapshot the arrays and write in a background thread.
-        workers: Threads writing shards at once (default ``min(2, cpu_count)``).
-        progress: ``progress(bytes_done, bytes_total)``, called as data is written.
+        workers: Threads writing at once (default ``min(2, cpu_count)``; 1: the
+            calling thread only).
+        progress: ``progress(bytes_done, bytes_total)``, called from the calling
+            thread as data is written, and with ``(total, total)`` once it is in place.
 
     Returns:
         None, or with ``background=True`` a ``Future`` whose ``result()`` is None
@@ -340,6 +363,9 @@ def save(
         OSError: the file cannot be written.
     """
     path = os.fspath(path)
+    check_io(workers, progress, "save")
+    if max_shard_size is None and os.path.isdir(path):  # before the tree is encoded
+        raise not_a_file(path)
     if max_shard_size is not None and (type(max_shard_size) is not int or max_shard_size < 1):
         raise TypeError(
             f"save: max_shard_size must be a positive int (bytes), got "
@@ -351,7 +377,8 @@ def save(
         # The snapshot: the writer thread reads only these copies, so the caller may
         # change its arrays (in place, an optimizer step) as soon as save returns.
         plan.arrays = [a.copy() for a in plan.arrays]
-        return submit(lambda: _write_plan(path, plan, max_shard_size, workers, progress))
+        return submit(lambda: _write_plan(path, plan, max_shard_size, workers, progress), path)
+    wait_for(path)  # the caller's order: an earlier background save to path lands first
     _write_plan(path, plan, max_shard_size, workers, progress)
     return None
 
@@ -386,8 +413,6 @@ def _write_plan(
             checksum=plan.fill_crcs,
         )
         return
-    if progress is not None:
-        progress(0, total)
     with _gc_paused():
         entries, order = plan.layout()
         overlap = sum(a.nbytes for a in plan.arrays) >= _OVERLAP_BYTES
@@ -399,22 +424,33 @@ def _write_plan(
         first = plan.header(entries)
     chunks = [first, *[plan.arrays[i] for i in order]]
 
+    if progress is not None:
+        progress(0, total)
+
+    def written(done: int, total: int) -> None:
+        if progress is not None and 0 < done < total:  # the end: once the file is in place
+            progress(done, total)
+
     def write(fd: int) -> None:
         if not overlap:
             write_all(fd, chunks)
             return
-        # The CRC32s run in a second thread while the data is written and flushed to
-        # disk (the CRC32 functions and fsync release the GIL); their slots are
-        # fixed-width, so the header is written again, in place, and atomic_write's
-        # fsync then has one page to flush (benchmarks/serialization.py, "big": save
-        # vs raw write+fsync).
-        crc = threading.Thread(target=plan.fill_crcs)
-        crc.start()
-        try:
-            write_all(fd, chunks)
-            os.fsync(fd)
-        finally:
-            crc.join()
+        # The arrays are written with pwrite, a piece per task, and their CRC32s
+        # computed, ``workers`` tasks at a time (the copies, pwrite, the CRC32 and fsync
+        # release the GIL); the CRC32 slots are fixed-width, so the header is written
+        # first with the slots empty and again, in place, once they are known, and
+        # atomic_write's fsync then has one page to flush (benchmarks/serialization.py,
+        # "big": save vs raw write+fsync).
+        write_all(fd, [first])
+        write_parallel(
+            fd,
+            len(first),
+            [plan.arrays[i] for i in order],
+            checksum=lambda ks: plan.fill_crcs([order[k] for k in ks]),
+            workers=workers,
+            progress=written,
+        )
+        os.fsync(fd)
         header = memoryview(plan.header(entries))
         assert len(header) == len(first)
         done = 0
@@ -449,6 +485,7 @@ def load(
     device: Any = None,
     dtype: Any = None,
     like: None = None,
+    follow_links: bool = False,
 ) -> T: ...
 @overload
 def load(
@@ -467,6 +504,7 @@ def load(
     device: Any = None,
     dtype: Any = None,
     like: None = None,
+    follow_links: bool = False,
 ) -> Any: ...
 @overload
 def load(
@@ -494,6 +532,7 @@ def load(
     device: Any = None,
     dtype: Any = None,
     like: Any = None,
+    follow_links: bool = False,
 ) -> Any:
     """Load a tree saved by ``save``.
 
@@ -536,8 +575,13 @@ def load(
         lazy: Read no array: lazy leaves instead.
         where: Read only the arrays this filter selects (called with each array's
             path and its ``LazyArray``); the others stay lazy.
-        workers: Threads reading at once (default ``min(2, cpu_count)``).
-        progress: ``progress(bytes_done, bytes_total)``, called as data is read.
+        workers: Threads reading at once (default ``min(2, cpu_count)``; 1: the
+            calling thread only).
+        progress: ``progress(bytes_done, bytes_total)``, called from the calling
+            thread as data is read.
+        follow_links: Let a sharded checkpoint's shards be symbolic links to regular
+            files outside its directory (a Hugging Face hub cache snapshot); by default
+            nothing outside the directory is read.
         to: ``"numpy"``, ``"torch"`` or ``"jax"``: the arrays come back as that
             framework's arrays, every dtype exactly (bfloat16 and float8 too), over the
             memory read from the file where the framework can wrap it (torch does; with
@@ -566,6 +610,7 @@ def load(
     limits = DEFAULT_LIMITS if limits is None else limits
     _check_expect(expect, "load")
     check_to("load", to, device, dtype, like)
+    check_io(workers, progress, "load")
     path = os.fspath(path)
     if like is not None:
         if lazy or where is not ... or is_sharded(path):
@@ -576,6 +621,8 @@ def load(
             )
         return _load_like(path, like, mmap, verify, limits)
     sharded = is_sharded(path)
+    if not sharded and os.path.isdir(path):
+        raise not_a_checkpoint(path)
     if lazy or where is not ... or sharded:
         if mmap:
             raise TypeError(
@@ -589,7 +636,11 @@ def load(
                 "unread. Drop to= and convert what you materialize, or load whole."
             )
         with _gc_paused():
-            opened = open_sharded(path, limits) if sharded else _open_one(path, limits)
+            opened = (
+                open_sharded(path, limits, follow_links=follow_links)
+                if sharded
+                else _open_one(path, limits)
+            )
             if not lazy and where is ...:  # a sharded checkpoint, whole
                 return _load_whole(
                     opened, limits, expect, verify, workers, progress, (to, device, dtype)
@@ -605,18 +656,22 @@ def load(
         records = _records(layout, limits)
         check_root(records.recs, expect)
         wants = _wants(records, layout) if verify else None
-        if progress is not None:
-            total = layout.file_size - layout.data_start
-            progress(0, total)
         if mmap:
+            if progress is not None:
+                total = layout.file_size - layout.data_start
+                progress(0, total)
             buffer = map_file(f) if to != "torch" else _private_map(f)
             arrays = view_arrays(buffer, layout, wants, copy=False)
         else:
-            arrays = read_arrays(f, layout, wants)
+            # big tensors are read (and checked) a piece per task, small neighbours
+            # together, ``workers`` tasks at a time, progress as each completes
+            arrays = read_parallel(
+                [(None, f.fileno(), layout, wants)], workers=workers, progress=progress
+            )
         if to is not None:
             arrays = _convert(arrays, to, device, dtype)
         tree = build(records, arrays, limits, expect)
-    if progress is not None:
+    if mmap and progress is not None:
         progress(total, total)
     return tree
 
@@ -635,8 +690,8 @@ def _load_whole(
     progress: Progress | None,
     target: tuple[str | None, Any, Any],
 ) -> Any:
-    """Read every shard of an opened checkpoint with ``read_arrays`` (grouped reads,
-    CRC32s checked as read), ``workers`` shards at a time, convert them as ``to=``,
+    """Read every shard of an opened checkpoint with ``read_parallel`` (grouped reads,
+    CRC32s checked as read), ``workers`` pieces at a time, convert them as ``to=``,
     ``device=`` and ``dtype=`` (``target``) ask, and build the tree."""
     meta = opened.metadata
     records = None
@@ -651,26 +706,21 @@ def _load_whole(
         )
     crcs = dict(zip(records.names, records.crcs)) if records is not None and verify else None
     sources = list({id(src): src for src, _ in opened.tensors.values()}.values())
-    sizes = [src.layout.file_size - src.layout.data_start for src in sources]
-    total = sum(sizes)
-
-    def read(src: Any) -> dict[str, Any]:
-        wants = None if crcs is None else [crcs.get(n) for n in src.layout.tensors]
-        with _in_file(src.path), os.fdopen(os.dup(src.fd), "rb") as f:
-            return read_arrays(f, src.layout, wants)
-
-    arrays: dict[str, Any] = {}
-    done = 0
-    if progress is not None:
-        progress(0, total)
-    count = default_workers() if workers is None else workers
     try:
-        with ThreadPoolExecutor(max(1, min(count, len(sources)))) as pool:
-            for size, got in zip(sizes, pool.map(read, sources)):
-                arrays.update(got)
-                done += size
-                if progress is not None:
-                    progress(done, total)
+        # every shard's pieces on one pool: progress moves within a shard too
+        arrays = read_parallel(
+            [
+                (
+                    src.path,
+                    src.fd,
+                    src.layout,
+                    None if crcs is None else [crcs.get(n) for n in src.layout.tensors],
+                )
+                for src in sources
+            ],
+            workers=workers,
+            progress=progress,
+        )
     finally:
         for src in sources:
             src.close()
@@ -829,7 +879,9 @@ class FileInfo:
 _META_CHARS = 200
 
 
-def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
+def inspect(
+    path: PathLike, /, *, limits: Limits | None = None, follow_links: bool = False
+) -> FileInfo:
     """Read a file's header only and describe its tree, validated as ``load`` does.
 
     Works on any safetensors file of the dtypes containers reads: one not written by
@@ -853,22 +905,27 @@ def inspect(path: PathLike, /, *, limits: Limits | None = None) -> FileInfo:
         >>> ct.inspect(path).user_metadata
         {'run': 'r1', 'step': '1000'}
 
+    ``follow_links=True`` lets a sharded checkpoint's shards be symbolic links to
+    files outside its directory, as ``load``'s.
+
     Raises:
         FormatError, LimitError, VersionError: as ``load`` would for the header.
     """
     limits = DEFAULT_LIMITS if limits is None else limits
     path = os.fspath(path)
     if is_sharded(path):
-        return _inspect_sharded(path, limits)
+        return _inspect_sharded(path, limits, follow_links)
+    if os.path.isdir(path):
+        raise not_a_checkpoint(path)
     with _in_file(path):
         return _inspect(path, limits)
 
 
-def _inspect_sharded(path: str, limits: Limits) -> FileInfo:
+def _inspect_sharded(path: str, limits: Limits, follow_links: bool) -> FileInfo:
     """``inspect`` of a sharded checkpoint: its index and its shards' headers."""
     from containers._serialize._decode import _dtype_name
 
-    opened = open_sharded(path, limits)
+    opened = open_sharded(path, limits, follow_links=follow_links)
     try:
         layout = {name: t for name, (_, t) in opened.tensors.items()}
         tensors = {

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from containers._errors import FormatError, SerializationError
+from containers._errors import FormatError, SerializationError, short_repr
 from containers._serialize import _format
 from containers._serialize._format import Layout, Tensor, _mismatch, _views
 
-__all__ = ["LazyArray", "Source", "default_workers", "read_many"]
+__all__ = ["LazyArray", "Source", "check_io", "default_workers", "read_many"]
 
 #: A progress callback: ``progress(bytes_done, bytes_total)``.
 Progress = Callable[[int, int], None]
@@ -32,6 +32,22 @@ def default_workers() -> int:
     copies, preadv/pwrite and the CRC32 release the GIL; more threads than that only
     add seeks on one disk)."""
     return max(1, min(2, os.cpu_count() or 1))
+
+
+def check_io(workers: Any, progress: Any, op: str) -> None:
+    """Refuse a ``workers=`` that is not None or a positive int, and a ``progress=``
+    that is not None or callable, before anything is read or written."""
+    if workers is not None and (type(workers) is not int or workers < 1):
+        raise TypeError(
+            f"{op}: workers must be a positive int or None (the default, "
+            f"{default_workers()}), got {short_repr(workers)}. workers=1 reads and writes "
+            f"in the calling thread."
+        )
+    if progress is not None and not callable(progress):
+        raise TypeError(
+            f"{op}: progress must be a function called as progress(bytes_done, "
+            f"bytes_total), or None, got {short_repr(progress)}."
+        )
 
 
 class Source:
@@ -56,6 +72,12 @@ class Source:
     def read(self, t: Tensor, want: int | None) -> np.ndarray[Any, Any]:
         """Read tensor ``t`` into a fresh writeable array, checking BOOL bytes and, with
         ``want``, its CRC32."""
+        if not self.close.alive:
+            # never read a closed descriptor: its number may be another file's by now
+            raise ValueError(
+                f"{self.path}: the file was closed, so tensor {t.name!r} cannot be read. "
+                f"Load the checkpoint again."
+            )
         try:
             return self._read(t, want)
         except SerializationError as err:
@@ -284,6 +306,7 @@ def materialize(
     from containers._flatten import leaves
     from containers._fmap import fmap
 
+    check_io(workers, progress, "materialize")
     selected = [x for x in leaves(tree, where=where) if is_lazy(x)]
     if not selected:
         return tree

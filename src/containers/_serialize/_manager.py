@@ -8,6 +8,7 @@ complete, and old steps are removed only after a newer one is.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
@@ -67,7 +68,20 @@ class CheckpointManager:
                 f"CheckpointManager: keep must be a positive int or None, got "
                 f"{short_repr(keep)}. keep=1 keeps only the newest checkpoint."
             )
+        if max_shard_size is not None and (type(max_shard_size) is not int or max_shard_size < 1):
+            raise TypeError(
+                f"CheckpointManager: max_shard_size must be a positive int (bytes) or None, "
+                f"got {short_repr(max_shard_size)}. E.g. max_shard_size=5 * 2**30 for 5 GiB "
+                f"shards."
+            )
         self.directory = os.fspath(directory)
+        if os.path.lexists(self.directory) and not os.path.isdir(self.directory):
+            raise FileExistsError(
+                errno.EEXIST,
+                "exists and is not a directory; CheckpointManager keeps its checkpoints in "
+                "a directory. Give the path of a directory (it is created if missing)",
+                self.directory,
+            )
         self.keep = keep
         self.max_shard_size = max_shard_size
         self.background = background
@@ -151,8 +165,14 @@ class CheckpointManager:
         """Load ``step`` (default: the latest) with ``ct.load``'s options.
 
         Raises:
+            TypeError: ``step`` is not a non-negative int or None.
             FileNotFoundError: there is no such step (or none at all).
         """
+        if step is not None and (type(step) is not int or step < 0):
+            raise TypeError(
+                f"CheckpointManager.restore: step must be a non-negative int or None (the "
+                f"latest), got {short_repr(step)}."
+            )
         found = self._found()
         if step is None:
             if not found:

@@ -12,19 +12,19 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import json
 import os
 import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from containers._errors import FormatError, LimitError, SerializationError
+from containers._errors import FormatError, LimitError, SerializationError, short_repr
 from containers._serialize._format import (
     Tensor,
     _umask,
@@ -34,14 +34,17 @@ from containers._serialize._format import (
     strict_json,
     write_all,
 )
-from containers._serialize._lazy import Progress, Source, default_workers
+from containers._serialize._lazy import Progress, Source
 from containers._serialize._limits import Limits
+from containers._serialize._pario import run_tasks
 
 __all__ = [
     "INDEX_NAME",
     "Opened",
     "ShardedArrays",
     "is_sharded",
+    "not_a_checkpoint",
+    "not_a_file",
     "open_file",
     "open_sharded",
     "shard_name",
@@ -77,6 +80,29 @@ def is_sharded(path: str) -> bool:
     return path.endswith(".index.json") or (
         os.path.isdir(path) and os.path.lexists(os.path.join(path, INDEX_NAME))
     )
+
+
+def not_a_checkpoint(path: str) -> IsADirectoryError:
+    """What ``load`` and ``inspect`` raise for a directory that is no checkpoint: what
+    ``open`` says, with a note (shown under the traceback) saying what to give."""
+    err = IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    err.add_note(
+        f"{path} is not a sharded checkpoint (it has no {INDEX_NAME}): give a "
+        f".safetensors file in it, or a directory that ct.save wrote with max_shard_size=."
+    )
+    return err
+
+
+def not_a_file(path: str) -> IsADirectoryError:
+    """What ``save`` without ``max_shard_size=`` raises for a directory at ``path``."""
+    if is_sharded(path):
+        return IsADirectoryError(
+            errno.EISDIR,
+            "Is a directory: a sharded checkpoint. Pass max_shard_size= to replace it "
+            "with a sharded checkpoint, or save to another name",
+            path,
+        )
+    return IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)  # as open()
 
 
 def open_file(path: str, limits: Limits, *, follow: bool = True) -> Source:
@@ -125,9 +151,12 @@ def _read_index(index: str, limits: Limits) -> Any:
         raise FormatError(f"{index}: {err}") from None
 
 
-def _inside(directory: str, name: Any, index: str) -> str:
+def _inside(directory: str, name: Any, index: str, *, follow_links: bool = False) -> str:
     """The path of shard ``name`` in ``directory``, refusing any name that could lead
-    out of it: separators, ``.``/``..``, NUL, and symbolic links pointing outside."""
+    out of it: separators, ``.``/``..``, NUL, and (unless ``follow_links``) symbolic
+    links pointing outside. With ``follow_links`` a link may point anywhere, but the
+    name is still a plain name and the target is opened only if it is a regular file
+    (the hub cache's ``snapshots/<rev>/x.safetensors -> ../../blobs/<hash>``)."""
     if (
         type(name) is not str
         or not name
@@ -137,11 +166,17 @@ def _inside(directory: str, name: Any, index: str) -> str:
         or "\0" in name
         or (os.altsep is not None and os.altsep in name)
     ):
-        shown = name if type(name) is str else type(name).__name__
+        if type(name) is not str:
+            raise _bad(
+                index,
+                f"the weight_map names a shard by the JSON value {short_repr(name)} (a "
+                f"{type(name).__name__}); a shard is named by a string, its file name in "
+                f"the checkpoint's directory",
+            )
         raise _bad(
             index,
-            f"the weight_map names the shard {shown!r}, which is not a file name in the "
-            f"checkpoint's directory (shards are plain names, without directories)",
+            f"the weight_map names the shard {short_repr(name)}, which is not a file name "
+            f"in the checkpoint's directory (shards are plain names, without directories)",
         )
     path = os.path.join(directory, name)
     try:
@@ -151,18 +186,24 @@ def _inside(directory: str, name: Any, index: str) -> str:
     if stat.S_ISLNK(st.st_mode):
         real = os.path.realpath(path)
         root = os.path.realpath(directory)
-        if os.path.commonpath([real, root]) != root:
+        if not follow_links and os.path.commonpath([real, root]) != root:
             raise _bad(
                 index,
                 f"the shard {name!r} is a symbolic link to {real!r}, outside the "
-                f"checkpoint's directory; nothing outside it is read",
+                f"checkpoint's directory; nothing outside it is read. If you trust the "
+                f"links (a Hugging Face hub cache snapshot links its files to "
+                f"../../blobs), pass follow_links=True (containers inspect --follow-links)",
             )
+        if not os.path.isfile(real):  # open_file checks it again on the descriptor
+            what = "is not a regular file" if os.path.lexists(real) else "is missing"
+            raise _bad(index, f"the shard {name!r} is a symbolic link to {real!r}, which {what}")
         path = real
     return path
 
 
-def open_sharded(path: str, limits: Limits) -> Opened:
-    """Open a sharded checkpoint (its directory or its index file) and validate it.
+def open_sharded(path: str, limits: Limits, *, follow_links: bool = False) -> Opened:
+    """Open a sharded checkpoint (its directory or its index file) and validate it;
+    ``follow_links`` lets shards be symbolic links to regular files anywhere.
 
     Raises:
         FormatError: the index or a shard is invalid (the message names the file).
@@ -200,13 +241,13 @@ def open_sharded(path: str, limits: Limits) -> Opened:
         )
     total = meta.get("total_size")
     if total is not None and (type(total) is not int or total < 0):
-        raise _bad(index, f"metadata.total_size {total!r} is not a non-negative integer")
+        raise _bad(index, f"metadata.total_size {short_repr(total)} is not a non-negative integer")
     strings = {k: v for k, v in meta.items() if type(v) is str}
     shard_of: dict[str, str] = {}
     names: list[str] = []
     for shard in weight_map.values():
         if type(shard) is not str or shard not in shard_of:
-            shard_of[shard] = _inside(directory, shard, index)
+            shard_of[shard] = _inside(directory, shard, index, follow_links=follow_links)
             names.append(shard)
     sources: dict[str, Source] = {}
     seen: dict[tuple[int, int], str] = {}
@@ -246,7 +287,7 @@ def open_sharded(path: str, limits: Limits) -> Opened:
             if tensor not in tensors:
                 raise _bad(
                     index,
-                    f"the weight_map maps the tensor {tensor!r} to {shard!r}, which does "
+                    f"the weight_map maps the tensor {short_repr(tensor)} to {shard!r}, which does "
                     f"not hold it",
                 )
             ordered[tensor] = tensors[tensor]
@@ -346,7 +387,6 @@ def write_sharded(
     files = [shard_name(i + 1, n) for i in range(n)]
     total = sum(a.nbytes for a in arrays)
     tmp = tempfile.mkdtemp(dir=parent, prefix=f".{base[:25]}.", suffix=".tmp")
-    done = [0]
 
     def write_shard(k: int) -> int:
         group = groups[k]
@@ -362,23 +402,24 @@ def write_sharded(
             os.fsync(fd)
         finally:
             os.close(fd)
-        return k
+        return sum(a.nbytes for a in sub)
+
+    def written(done: int, total: int) -> None:
+        if progress is not None and done < total:  # the end: once the directory is in place
+            progress(done, total)
 
     try:
-        if progress is not None:
-            progress(0, total)
-        count = default_workers() if workers is None else workers
         weight_map: dict[str, str] = {}
         for k, group in enumerate(groups):
             for i in group:
                 weight_map[names[i]] = files[k]
-        with ThreadPoolExecutor(
-            max_workers=max(1, count), thread_name_prefix="containers-save"
-        ) as pool:
-            for k in pool.map(write_shard, range(n)):
-                done[0] += sum(arrays[i].nbytes for i in groups[k])
-                if progress is not None:
-                    progress(done[0], total)
+        # plain threads: a background save pending at interpreter exit still runs
+        run_tasks(
+            [functools.partial(write_shard, k) for k in range(n)],
+            workers,
+            written,
+            total,
+        )
         meta: dict[str, Any] = {"total_size": total, **index_metadata()}
         text = json.dumps({"metadata": meta, "weight_map": weight_map}, indent=2, sort_keys=True)
         fd = os.open(os.path.join(tmp, INDEX_NAME), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
@@ -394,6 +435,8 @@ def write_sharded(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     _fsync_dir(parent)
+    if progress is not None:
+        progress(total, total)
 
 
 def _fsync_dir(path: str) -> None:
