@@ -20,12 +20,13 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_demo_tours_the_pipeline():
     """The demo runs every step (declare, map, flatten, paths, filters, treelize, save,
-    inspect, diff, interop, schema evolution, a lazy partial load of a sharded checkpoint)
+    inspect, diff, interop, schema evolution, a lazy partial load of a sharded checkpoint,
+    an executor map)
     and shows the errors it promises."""
     result = run("demo")
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    for step in range(1, 15):
+    for step in range(1, 16):
         assert f"== {step}. " in out
     assert "Linear(w=float32[4,3], b=float32[3], name='hidden')" in out
     assert "In a notebook: ct.display(model), or %load_ext containers" in out
@@ -51,6 +52,8 @@ def test_demo_tours_the_pipeline():
     assert "sharded/: model-00001-of-00002.safetensors, model-00002-of-00002" in out
     assert "Linear(w=float32[2,3] (lazy), bias=float32[2] (lazy), name='out'" in out
     assert "Linear(w=float32[2,3], bias=float32[2], name='out', scale=1.0)" in out
+    # an executor map, and its result as fmap's
+    assert "{'.layers[0].w': " in out and "the serial fmap's result: True" in out
 
 
 def test_demo_into_a_closed_pipe_exits_quietly():

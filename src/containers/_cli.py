@@ -12,6 +12,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -168,6 +169,12 @@ def demo() -> None:
 
         one = ct.load(shards, where=second)  # reads .layers[1]'s arrays only
         ct.pprint(one.layers)
+
+    step("15. Parallel maps: fmap's calls of f on a thread pool, the same result")
+    with ThreadPoolExecutor(2) as pool:  # also a process pool or a dask Client
+        norms = ct.fmap(np.linalg.norm, model, executor=pool)
+    print({ct.keystr(p): round(float(v), 3) for p, v in ct.leaves_with_path(norms)})
+    print("the serial fmap's result:", norms == ct.fmap(np.linalg.norm, model))
 
 
 def _demo_optree(model: Any) -> None:
