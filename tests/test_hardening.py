@@ -5,6 +5,7 @@ once normally and once with CONTAINERS_PURE_PYTHON=1)."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import math
 import os
@@ -175,6 +176,38 @@ def test_junk_headers_cost_memory_of_the_order_of_the_file(tmp_path, name):
     for read in _readers(path):
         peak = _peak(read)
         assert peak < 10 * len(data), (name, peak / len(data))
+
+
+_TINY_TREES: dict[str, Any] = {
+    "Nones": lambda n: [None] * n,
+    "empty lists": lambda n: [[] for _ in range(n)],
+    "empty dicts": lambda n: [{} for _ in range(n)],
+    "zeros": lambda n: [0] * n,
+    "ints": lambda n: list(range(n)),
+    "floats": lambda n: [0.5] * n,
+    "a dict of ints": lambda n: {str(i): i for i in range(n)},
+    "1-tuples": lambda n: [(i,) for i in range(n)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(_TINY_TREES))
+def test_trees_of_tiny_records_parse_in_memory_of_the_order_of_the_file(tmp_path, name):
+    """Loading or inspecting a valid tree of 100,000 tiny records (Nones, empty lists,
+    zeros...) costs at most 10x the file in memory beyond what it returns (the parsed
+    records are not all held at once, nor an entry per node)."""
+    path = tmp_path / "f.safetensors"
+    ct.save(path, _TINY_TREES[name](100_000))
+    size = path.stat().st_size
+    for read in [*_readers(path), lambda: ct.load(path, lazy=True)]:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            out = read()
+            kept, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        del out
+        assert peak - kept < 10 * size, (name, (peak - kept) / size)
 
 
 # --- 3. colliding dict keys -----------------------------------------------------------

@@ -13,7 +13,7 @@ import itertools
 import re
 import sys
 from collections import OrderedDict, defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -41,7 +41,7 @@ from containers._registry import (
     kind_for_type,
 )
 from containers._serialize._encode import FACTORIES
-from containers._serialize._format import bound_json, strict_json
+from containers._serialize._format import bound_json, json_array_chunks, strict_json
 from containers._serialize._limits import Limits
 from containers._serialize._values import decode_key, decode_scalar
 from containers._spec import ContainerSpec
@@ -196,6 +196,8 @@ def _parse(r: Any, j: int) -> Rec:
             raise _bad(j, f"is a deque of {count} items with maxlen {_shown(r[2])}")
         return Rec("Q", count, r[2])
     if tag in ("D", "O") and n in ((2, 3) if tag == "D" else (2,)):
+        if tag == "D" and r[1] == [] and (n == 2 or r[2] is None):
+            return _EMPTY_DICT_REC
         keys = _keys(r[1], j)
         order = _order(r[2], len(keys), j) if n == 3 else None
         return Rec(tag, len(keys), (keys, order))
@@ -225,6 +227,7 @@ def _parse(r: Any, j: int) -> Rec:
 #: Nones costs no record object per node.
 _NONE_REC = Rec("N", 0, None)
 _SEQ_RECS = {(tag, n): Rec(tag, n, None) for tag in "TL" for n in range(16)}
+_EMPTY_DICT_REC = Rec("D", 0, ([], None))  # never changed: its keys are only read
 
 
 class Records(NamedTuple):
@@ -245,30 +248,43 @@ _TREE_FACTOR = 18
 def parse_records(text: str, limits: Limits) -> Records:
     """Parse and validate the tree string of a file into records.
 
+    The records are parsed a chunk at a time (``_format.json_array_chunks``) and each is
+    let go of once validated: the parsed JSON of a tree of a million tiny records (a
+    list per record, 10 times the text) is never held whole. Errors come in the order
+    of parsing the whole text first: a JSON error anywhere, then too many records, then
+    the first bad record.
+
     Raises:
         FormatError: the string is not a list of valid records.
         LimitError: more records than ``limits.max_nodes``.
     """
-    # A record is a small list (a tag, a count, a name): up to about 16 bytes of
-    # objects per character of the tree (a NaN scalar record, whose tree characters
-    # take 1.4 bytes of the header each); junk (nested empty arrays) is refused before
+    # Junk (nested empty arrays in one record, which is parsed whole) is refused before
     # it is built.
     bound_json(text, "the tree", _TREE_FACTOR * len(text))
-    raw = strict_json(text, "the tree")
-    if type(raw) is not list or not raw:
-        raise FormatError("the tree is not a non-empty list of records. The file is corrupt.")
-    if len(raw) > limits.max_nodes:
-        raise LimitError(
-            f"the tree has {len(raw)} records, more than max_nodes={limits.max_nodes}. "
-            f"Pass limits=Limits(max_nodes=...) to accept it."
-        )
-    fast = _records_usual(raw)
-    if fast is None:  # _records_usual let go of raw's records as it read them
-        records = _records_strict(strict_json(text, "the tree"))
-    else:
-        records = fast
+    if not _ARRAY(text):
+        strict_json(text, "the tree")  # its JSON error, or not a list
+        raise FormatError(_NOT_A_LIST)
+    items = itertools.chain.from_iterable(json_array_chunks(text, "the tree"))
+    records = _records_usual(items, limits)
+    if records is None:  # a bad CRC32 string: _records_strict says which is first
+        items = itertools.chain.from_iterable(json_array_chunks(text, "the tree"))
+        records = _records_strict(items)
     _check_expansion(records, limits)
     return records
+
+
+_ARRAY = re.compile(r"[ \t\n\r]*\[").match  # JSON whitespace, then [
+_NOT_A_LIST = "the tree is not a non-empty list of records. The file is corrupt."
+
+
+def _check_count(count: int, limits: Limits) -> None:
+    if not count:
+        raise FormatError(_NOT_A_LIST)
+    if count > limits.max_nodes:
+        raise LimitError(
+            f"the tree has {count} records, more than max_nodes={limits.max_nodes}. "
+            f"Pass limits=Limits(max_nodes=...) to accept it."
+        )
 
 
 def _check_expansion(records: Records, limits: Limits) -> None:
@@ -316,8 +332,8 @@ def _check_expansion(records: Records, limits: Limits) -> None:
                 sizes[k] = size
 
 
-def _records_usual(raw: list[Any]) -> Records | None:
-    """``_records_strict``'s result (``raw`` is emptied on the way), with the CRC32 strings checked and converted all at
+def _records_usual(items: Iterator[Any], limits: Limits) -> Records | None:
+    """``_records_strict``'s result, with the CRC32 strings checked and converted all at
     once after the loop (one regular expression over their concatenation, one
     ``bytes.fromhex``), or None when one of them is bad.
 
@@ -326,7 +342,9 @@ def _records_usual(raw: list[Any]) -> Records | None:
     goes through _parse. Records are checked in order, so the first error raised here
     (by ``_parse`` or the alias check) is that of the first bad record, as
     ``_records_strict`` reports it, unless an earlier CRC32 string is bad: then None,
-    and ``parse_records`` runs ``_records_strict``, which reports that one.
+    and ``parse_records`` runs ``_records_strict``, which reports that one. Before a
+    record's error, the rest of ``items`` is parsed (a JSON error comes first) and
+    counted (then too many records).
     """
     out: list[Rec] = []
     names: list[str] = []
@@ -336,11 +354,12 @@ def _records_usual(raw: list[Any]) -> Records | None:
     add_name = names.append
     add_hex = hexes.append
     new = tuple.__new__
-    for j, r in enumerate(raw):
-        # Each parsed record is let go of once read, so that the records and their
-        # parsed JSON are not both held whole (half the memory of a tree of tiny
-        # records, tests/test_hardening.py); parse_records parses again on an error.
-        raw[j] = None
+    # The previous plain scalar and its record, shared by the next ones holding the
+    # same object: a list of a million zeros costs a slot per record, not a tuple.
+    last: Any = _NONE_REC
+    last_rec = _NONE_REC
+    j = -1
+    for j, r in enumerate(items):
         if type(r) is list and len(r) == 3 and r[0] == "A":
             name, crc = r[1], r[2]
             if type(name) is str and type(crc) is str and len(crc) == 8:
@@ -350,15 +369,21 @@ def _records_usual(raw: list[Any]) -> Records | None:
                 continue
         elif type(r) is list and len(r) == 2 and r[0] == "S":
             v = r[1]
+            if v is last:  # the same object (a small int, a bool): the same record
+                append(last_rec)
+                continue
             tv = type(v)
             if tv is float or tv is str or tv is int or tv is bool:
-                append(new(Rec, ("S", 0, v)))
+                last_rec = new(Rec, ("S", 0, v))
+                last = v
+                append(last_rec)
                 continue
         try:
             rec = _parse(r, j)
             if rec.tag == "@":
                 _check_alias(out, rec.data, j)
         except SerializationError:
+            _check_count(j + 1 + sum(1 for _ in items), limits)
             if not _HEX("".join(hexes)):
                 return None  # an earlier record's CRC32 is bad: that is the first error
             raise  # the first bad record: the error _records_strict would raise
@@ -368,6 +393,7 @@ def _records_usual(raw: list[Any]) -> Records | None:
             add_hex(r[2])
         elif rec.tag == "@":
             targets.add(rec.data)
+    _check_count(j + 1, limits)
     joined = "".join(hexes)
     if not _HEX(joined):  # each is 8 characters long: all are 8 hex digits
         return None
@@ -375,8 +401,9 @@ def _records_usual(raw: list[Any]) -> Records | None:
     return Records(out, names, crcs, targets)
 
 
-def _records_strict(raw: list[Any]) -> Records:
-    """Validate records one by one (the plain twin of ``_records_usual``)."""
+def _records_strict(raw: Iterable[Any]) -> Records:
+    """Validate records one by one (the plain twin of ``_records_usual``; its caller has
+    parsed and counted them)."""
     out: list[Rec] = []
     names: list[str] = []
     crcs: list[int] = []
@@ -797,7 +824,7 @@ def build(
                     )
                 stack.append([j, [], kind])
                 continue
-            value = _make(recs, j, [], kind, where, problems, shared)
+            value = _make(recs, j, [], kind, where, problems, shared, targets)
         while True:
             if not stack:
                 result, done = value, True
@@ -807,7 +834,7 @@ def build(
             if len(top[1]) < recs[top[0]].n:
                 break
             stack.pop()
-            value = _make(recs, top[0], top[1], top[2], where, problems, shared)
+            value = _make(recs, top[0], top[1], top[2], where, problems, shared, targets)
     if not done:
         raise FormatError(
             f"the tree ends inside a node at {where()}: records are missing. The file is corrupt."
@@ -849,6 +876,7 @@ def _make(
     where: Callable[[], str],
     problems: list[Problem],
     shared: dict[int, Any],
+    targets: set[int],
 ) -> Any:
     rec = recs[j]
     tag = rec.tag
@@ -910,8 +938,11 @@ def _make(
                     f"{type(err).__name__}: {err}."
                 ) from None
     # Any container or register_node value may be the target of an alias (sharing an
-    # immutable one is harmless), as parse_records allows for inspect and load alike.
-    shared[j] = value
+    # immutable one is harmless), as parse_records allows for inspect and load alike;
+    # only the targets are kept (an entry per node of a tree of a million empty lists
+    # would cost more than its file).
+    if j in targets:
+        shared[j] = value
     return value
 
 
@@ -939,6 +970,9 @@ def rows(records: Records, tensors: dict[str, Any], limits: Limits) -> list[Row]
     stack: list[list[int]] = []  # [record index, values seen, row index]
     paths = RowPaths(out)
     used: set[str] = set()
+    # Only for the records that aliases point to (an entry per record of a tree of a
+    # million tiny records would cost twice its file).
+    targets = records.targets
     finished: set[int] = set()
     row_of: dict[int, int] = {}
     done = False
@@ -975,7 +1009,9 @@ def rows(records: Records, tensors: dict[str, Any], limits: Limits) -> list[Row]
             text = f"same object as {paths[row_of[rec.data]]}"
         else:
             text = _node_text(rec)
-        row_of[j] = len(out)
+        row = len(out)
+        if j in targets:
+            row_of[j] = row
         out.append(Row(len(stack), parent, key, text, tensor))
         paths.add()
         if tag not in _LEAF_TAGS and rec.n:
@@ -984,9 +1020,10 @@ def rows(records: Records, tensors: dict[str, Any], limits: Limits) -> list[Row]
                     f"the tree is nested deeper than max_depth={limits.max_depth} at record "
                     f"#{j}. Pass limits=Limits(max_depth=...) to accept it."
                 )
-            stack.append([j, 0, row_of[j]])
+            stack.append([j, 0, row])
             continue
-        finished.add(j)
+        if j in targets:
+            finished.add(j)
         while True:
             if not stack:
                 done = True
@@ -995,7 +1032,9 @@ def rows(records: Records, tensors: dict[str, Any], limits: Limits) -> list[Row]
             top[1] += 1
             if top[1] < recs[top[0]].n:
                 break
-            finished.add(stack.pop()[0])
+            k = stack.pop()[0]
+            if k in targets:
+                finished.add(k)
     if not done:
         raise FormatError("the tree ends inside a node: records are missing. The file is corrupt.")
     unused = set(tensors) - used
@@ -1029,15 +1068,20 @@ class RowPaths:
 
     def __init__(self, rows: list[Row]) -> None:
         self._rows = rows
-        # per row, its ancestor _PATH_END levels below the root (itself if not deeper)
-        self._heads: list[int] = []
+        # per row deeper than _PATH_END, its ancestor at that depth; None for the others
+        # (an int per row would cost as much as the rows of a tree of tiny records)
+        self._heads: list[int | None] = []
         for _ in rows:
             self.add()
 
     def add(self) -> None:
-        i = len(self._heads)
-        row = self._rows[i]
-        self._heads.append(i if row.depth <= _PATH_END else self._heads[row.parent])
+        heads = self._heads
+        row = self._rows[len(heads)]
+        if row.depth <= _PATH_END:
+            heads.append(None)
+        else:
+            head = heads[row.parent]
+            heads.append(row.parent if head is None else head)
 
     def __getitem__(self, i: int) -> str:
         rows = self._rows
@@ -1048,7 +1092,9 @@ class RowPaths:
         for _ in range(_PATH_END):
             tail.append(rows[j].key)
             j = rows[j].parent
-        return f"{row_path(rows, self._heads[i])}...{''.join(reversed(tail))} (depth {depth})"
+        head = self._heads[i]
+        assert head is not None  # depth > _LONG_PATH > _PATH_END
+        return f"{row_path(rows, head)}...{''.join(reversed(tail))} (depth {depth})"
 
 
 _DTYPE_NAMES = {

@@ -23,6 +23,7 @@ import tempfile
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from json.scanner import make_scanner
 from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
@@ -42,6 +43,7 @@ __all__ = [
     "atomic_write",
     "build_header",
     "crc32",
+    "json_array_chunks",
     "parse_header",
     "read_arrays",
     "read_layout",
@@ -164,6 +166,33 @@ def _int(text: str) -> int:
 _MAX_DIGITS = 4300  # Python's default bound on int(str) (quadratic time above it)
 
 
+def _decoder() -> json.JSONDecoder:
+    """The decoder of ``strict_json``: duplicate keys, NaN/Infinity, ``1e999`` and
+    over-long integer literals raise ``FormatError``."""
+    bounded = 0 < sys.get_int_max_str_digits() <= _MAX_DIGITS
+    return json.JSONDecoder(
+        object_pairs_hook=_pairs,
+        parse_constant=_constant,
+        parse_float=_float,
+        parse_int=None if bounded else _int,
+    )
+
+
+@contextlib.contextmanager
+def _json_errors(what: str) -> Iterator[None]:
+    """Translate what parsing raises into a ``FormatError`` naming ``what``."""
+    try:
+        yield
+    except FormatError as err:
+        raise FormatError(
+            f"{what}: {err}. The file is corrupt or not a containers file."
+        ) from None
+    except RecursionError:
+        raise FormatError(f"{what}: JSON nested too deeply. The file is corrupt.") from None
+    except (ValueError, TypeError) as err:  # JSONDecodeError, UnicodeDecodeError
+        raise FormatError(f"{what}: not valid JSON ({err}). The file is corrupt.") from None
+
+
 def strict_json(text: str | bytes, what: str) -> Any:
     """Parse JSON refusing duplicate keys and NaN/Infinity, also as a number too large
     for a float (``1e999``).
@@ -174,23 +203,105 @@ def strict_json(text: str | bytes, what: str) -> Any:
     Raises:
         FormatError: naming ``what`` (the header, the tree) and the problem.
     """
-    try:
-        bounded = 0 < sys.get_int_max_str_digits() <= _MAX_DIGITS
-        return json.loads(
-            text,
-            object_pairs_hook=_pairs,
-            parse_constant=_constant,
-            parse_float=_float,
-            parse_int=None if bounded else _int,
-        )
-    except FormatError as err:
-        raise FormatError(
-            f"{what}: {err}. The file is corrupt or not a containers file."
-        ) from None
-    except RecursionError:
-        raise FormatError(f"{what}: JSON nested too deeply. The file is corrupt.") from None
-    except (ValueError, TypeError) as err:  # JSONDecodeError, UnicodeDecodeError
-        raise FormatError(f"{what}: not valid JSON ({err}). The file is corrupt.") from None
+    with _json_errors(what):
+        if not isinstance(text, str):  # as json.loads reads bytes
+            text = text.decode(json.detect_encoding(text), "surrogatepass")
+        return _decoder().decode(text)
+
+
+_WS = " \t\n\r"  # JSON's whitespace
+
+#: Characters of a JSON array parsed at a time by ``json_array_chunks``.
+_JSON_CHUNK = 1 << 16
+
+
+def json_array_chunks(text: str, what: str) -> Iterator[list[Any]]:
+    """The items of ``text``, a JSON array, parsed as ``strict_json`` parses them, a
+    chunk of about ``_JSON_CHUNK`` characters at a time, so that the items of a big array
+    (a tree of a million tiny records: a list object of 64 bytes for each 6
+    characters) are never all built at once.
+
+    A chunk is cut at a ``],[`` (as containers writes arrays of arrays) and parsed whole,
+    in C; it parses as an array only when the cut falls between two items (a cut inside
+    a string leaves a quote open, one inside an item leaves a bracket open), and then
+    its items are those of the whole text. Where no cut is found nearby, or a chunk does
+    not parse, the items are scanned one at a time with the decoder's own scanner, which
+    reports the first error of the text exactly as ``strict_json`` does (the error is
+    raised when its chunk is reached).
+
+    ``text`` must start with ``[`` (after whitespace).
+
+    Raises:
+        FormatError: naming ``what``, as ``strict_json``.
+    """
+    decoder = _decoder()
+    decode, scan = decoder.decode, make_scanner(decoder)  # type: ignore[arg-type]
+    n = len(text)
+    i = _skip(text, 0) + 1  # after the [
+    with _json_errors(what):
+        j = _skip(text, i)
+        if j < n and text[j] == "]":
+            decode(text)  # [] and maybe extra data: its result or error
+            return
+    while True:
+        chunk = None
+        if n - i <= 2 * _JSON_CHUNK:
+            with contextlib.suppress(ValueError, FormatError, RecursionError):
+                chunk = decode("[" + text[i:])
+            if chunk:  # not [], which a trailing comma would leave
+                yield chunk
+                return
+        else:
+            b = text.find("],[", i + _JSON_CHUNK, i + 2 * _JSON_CHUNK)
+            if b >= 0:
+                with contextlib.suppress(ValueError, FormatError, RecursionError):
+                    chunk = decode("[" + text[i : b + 1] + "]")
+                if chunk:
+                    yield chunk
+                    i = b + 2
+                    continue
+        with _json_errors(what):
+            chunk, i = _scan_items(text, i, i + _JSON_CHUNK, scan)
+        yield chunk
+        if i < 0:
+            return
+
+
+def _skip(text: str, i: int) -> int:
+    """The index of the first character at or after ``i`` that is not whitespace."""
+    n = len(text)
+    while i < n and text[i] in _WS:
+        i += 1
+    return i
+
+
+def _scan_items(
+    text: str, i: int, stop: int, scan: Callable[[str, int], tuple[Any, int]]
+) -> tuple[list[Any], int]:
+    """Items of the array ``text`` from ``i`` (after its ``[`` or a comma) until one
+    ends at or after ``stop``, one at a time, with the errors ``json.loads`` raises at
+    the same places (CPython's ``_json`` array parser); the index after the next comma,
+    or -1 at the end of the text."""
+    n = len(text)
+    items: list[Any] = []
+    while True:
+        i = _skip(text, i)
+        try:
+            item, i = scan(text, i)
+        except StopIteration as err:
+            raise json.JSONDecodeError("Expecting value", text, err.value) from None
+        items.append(item)
+        i = _skip(text, i)
+        if i < n and text[i] == "]":
+            i = _skip(text, i + 1)
+            if i != n:
+                raise json.JSONDecodeError("Extra data", text, i)
+            return items, -1
+        if i >= n or text[i] != ",":
+            raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
+        i += 1
+        if i >= stop:
+            return items, i
 
 
 #: What parsing a JSON text may cost at most, in bytes per byte of the text.
@@ -238,7 +349,7 @@ def bound_json(text: str, what: str, budget: int, *, skip: tuple[int, int] = (0,
 
 
 #: The one-character strings most frequent in trees (record tags, the float form).
-_SINGLE = ('"S"', '"A"', '"N"', '"L"', '"T"', '"f"')
+_SINGLE = ('"S"', '"A"', '"N"', '"L"', '"T"', '"D"', '"O"', '"Q"', '"C"', '"R"', '"@"', '"f"')
 
 
 def _singles(text: str) -> int:
