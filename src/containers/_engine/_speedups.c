@@ -1,20 +1,22 @@
 /* containers._engine._speedups: fmap's child loops in C, an optional accelerator.
 
-   `Loop.run(kids, depth)` does what the generated Python loop does
+   `Loop.run(kids, depth)` (_speedups_loop.c) does what the generated Python loop does
    (`_loops.loop_source()`, its plain twin, used whenever this module is missing or
    CONTAINERS_PURE_PYTHON is set): map each child of one node and return the results
    as a list. A tuple of one to four immutable leaves is mapped in place; an immutable
    leaf goes to `f`; every other leaf goes to `f` through the identity cache, an
-   `IdTable` (below), so sharing holds by construction; a node goes to its type's
-   mapper in `direct`, or to `node`. `Loop` records each leaf type it meets in `direct`
-   too, as one of two markers, so that a leaf costs one lookup; a registration
-   removes them (`_fast._forget_modes`). `PairLoop.run(kids, ykids, depth)` is the same
-   for fmap with one extra tree (`_loops.pair_loop_source()`). `Loop.leaf(x)` is
-   the cached call alone, for the generated per-class mappers. A `MapNode` in
-   `direct` is a frozen declared class's generated mapper done in C (below), so a
-   tree of such classes is mapped without a Python frame. Everything else (other
-   nodes, depth, errors and their paths) stays in Python, in `_fast._Mode` and
-   `_fast._ManyMode`, which own the loops and set their per-call values with `bind`.
+   `IdTable` (_speedups_idtable.c), so sharing holds by construction; a node goes to
+   its type's mapper in `direct`, or to `node`. `Loop` records each leaf type it meets
+   in `direct` too, as one of two markers, so that a leaf costs one lookup; a
+   registration removes them (`_fast._forget_modes`). `PairLoop.run(kids, ykids,
+   depth)` is the same for fmap with one extra tree (`_loops.pair_loop_source()`).
+   `Loop.leaf(x)` is the cached call alone, for the generated per-class mappers. A
+   `MapNode` in `direct` is a frozen declared class's generated mapper done in C
+   (_speedups_mapnode.c), so a tree of such classes is mapped without a Python frame.
+   Everything else (other nodes, depth, errors and their paths) stays in Python, in
+   `_fast._Mode` and `_fast._ManyMode`, which own the loops and set their per-call
+   values with `bind`. flatten's walk, a Structure's leaf paths and its rebuild have
+   their own files (_speedups.h lists them all).
 
    `IdTable` is the identity cache itself when this module is built (`_core.Memo`
    holds one instead of its dict and keep-list): results keyed by the objects'

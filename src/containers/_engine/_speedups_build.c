@@ -223,7 +223,7 @@ build_node(Build *b, PyObject *kind, PyObject *aux, PyObject *const *items, Py_s
     if (kind == b->dict_kind && PyTuple_CheckExact(aux) && PyTuple_GET_SIZE(aux) == 2 &&
         PyTuple_CheckExact(PyTuple_GET_ITEM(aux, 0)) &&
         (PyTuple_GET_ITEM(aux, 1) == Py_None || PyTuple_CheckExact(PyTuple_GET_ITEM(aux, 1)))) {
-        /* the dict kind's unflatten in C: W1u's one Python call per dict */
+        /* the dict kind's unflatten in C, without a Python call per dict */
         PyObject *d = build_dict(PyTuple_GET_ITEM(aux, 0), PyTuple_GET_ITEM(aux, 1), items, n);
         if (steal) {
             build_release(items, n);

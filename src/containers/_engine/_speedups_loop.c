@@ -620,7 +620,8 @@ Loop_run(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* map_child for one value: what `_Mode.dispatch` does for the root of a tree (a
-   dict of str keys mapped here too: benchmarks/instructions.py, W6id). */
+   dict of str keys mapped here too, without map_dict's Python frame:
+   benchmarks/instructions.py, W6id). */
 static PyObject *
 Loop_child(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
