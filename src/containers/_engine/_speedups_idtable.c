@@ -23,37 +23,9 @@
 /* Below this many slots the table grows fourfold (fewer rehashes of a small table),
    from it twofold (less memory for a large one). */
 #define TABLE_QUADRUPLE_BELOW 65536
-/* A probe's steps to the next slot before it jumps (table_find). */
-#define TABLE_LINEAR_STEPS 3
-
-/* A function kept out of line, off its callers' fast path. */
-#if defined(__GNUC__)
-#define COLD __attribute__((noinline, cold))
-#else
-#define COLD
-#endif
-
-/* Where key's probe starts. */
-static size_t
-table_home(const IdTableObject *self, const void *key)
-{
-    /* Objects are 16-byte aligned, so the low 4 bits say nothing. The next bits are
-       kept in order: objects allocated one after another (a tree's leaves, usually)
-       take nearby slots, so a walk reads the slots nearly in order instead of
-       missing the CPU cache at each probe (benchmarks/run.py, W3id at 100k: a
-       multiplicative hash made each store a cache miss, as slow as the dict). Higher
-       bits are folded in so that objects a power of two apart (page-aligned ones)
-       still spread over the slots. */
-    uintptr_t h = (uintptr_t)key >> 4;
-    h ^= h >> 16;
-#if SIZEOF_VOID_P > 4
-    h ^= h >> 32; /* a shift by the type's width would be undefined on 32-bit builds */
-#endif
-    return (size_t)h & self->mask;
-}
 
 /* table_find's probe past its linear steps, from the occupied slot i. */
-static COLD size_t
+COLD size_t
 table_jump(const IdTableObject *self, const void *key, size_t i)
 {
     /* the address's bits mixed into all of perturb's (splitmix64's finalizer) */
@@ -69,32 +41,6 @@ table_jump(const IdTableObject *self, const void *key, size_t i)
     return i;
 }
 
-/* The slot of key, or the empty slot that ends its probe (slots must exist).
-
-   The probe tries the next TABLE_LINEAR_STEPS slots (usually in the same cache line),
-   then jumps as CPython's dicts do, i = 5i + 1 + perturb with perturb a scrambled
-   address shifted right at each jump: a sequence that reaches every slot, so the probe
-   ends at the first empty one. Linear probing alone is slow exactly where the home
-   slots keep addresses in order: objects allocated 16 bytes apart fill a run of slots
-   as long as the tree, and when two such runs meet (two memory arenas whose addresses
-   fall on the same slots as the table grows) every later key walks to the end of the
-   merged run: 165 slots per key on 100,000 `object()`s, a 7x slower fmap. With the
-   jumps, 0.1; on trees of declared classes and of dicts of arrays the probes are as
-   short as before and leave the cache line as rarely (benchmarks/run.py, W3id, W6id). */
-static inline size_t
-table_find(const IdTableObject *self, const void *key)
-{
-    size_t i = table_home(self, key);
-    uint32_t s;
-    for (int step = 0; (s = self->slots[i]) != 0 && self->entries[s - 1].key != key; step++) {
-        if (step == TABLE_LINEAR_STEPS) {
-            return table_jump(self, key, i);
-        }
-        i = (i + 1) & self->mask;
-    }
-    return i;
-}
-
 /* The value stored for key (borrowed), or NULL if there is none; never an error. */
 static PyObject *
 table_lookup(const IdTableObject *self, const void *key)
@@ -104,13 +50,6 @@ table_lookup(const IdTableObject *self, const void *key)
     }
     uint32_t s = self->slots[table_find(self, key)];
     return s == 0 ? NULL : self->entries[s - 1].value;
-}
-
-/* Whether one more entry fits without growing. */
-static int
-table_has_room(const IdTableObject *self)
-{
-    return self->slots != NULL && (size_t)(self->used + 1) * 2 <= self->mask + 1;
 }
 
 /* A cleared table leaves its arrays to the next table of the module (one spare), so
@@ -201,19 +140,8 @@ table_grow(IdTableObject *self)
     return 0;
 }
 
-/* Put (key, value) in the empty slot i, as the next entry (there must be room). */
-static void
-table_put(IdTableObject *self, size_t i, PyObject *key, PyObject *value)
-{
-    Py_INCREF(key);
-    Py_INCREF(value);
-    self->entries[self->used].key = key;
-    self->entries[self->used].value = value;
-    self->slots[i] = (uint32_t)++self->used;
-}
-
 /* Remember value as key's result (replacing any); -1 on error. */
-static int
+int
 table_store(IdTableObject *self, PyObject *key, PyObject *value)
 {
     if (!table_has_room(self) && table_grow(self) < 0) {
@@ -230,41 +158,6 @@ table_store(IdTableObject *self, PyObject *key, PyObject *value)
         Py_SETREF(self->entries[self->slots[i] - 1].value, value);
     }
     return 0;
-}
-
-/* The value stored for key (borrowed), or NULL with probe set for table_fill. One probe
-   per lookup and store instead of two (benchmarks/instructions.py, W3id). */
-PyObject *
-table_probe(const IdTableObject *self, const void *key, Probe *probe)
-{
-    probe->valid = 0;
-    if (self->slots == NULL) {
-        return NULL;
-    }
-    size_t i = table_find(self, key);
-    uint32_t s = self->slots[i];
-    if (s != 0) {
-        return self->entries[s - 1].value;
-    }
-    probe->slot = i;
-    probe->layout = self->layout;
-    probe->valid = 1;
-    return NULL;
-}
-
-/* table_store(key, value) after table_probe(key) found nothing: into the slot it
-   found, if still the key's and no growth is needed, else after a new probe; -1 on
-   error. A node's lookup and store, around its children's, take one probe as a
-   leaf's do (benchmarks/run.py, W6id). */
-int
-table_fill(IdTableObject *self, const Probe *probe, PyObject *key, PyObject *value)
-{
-    if (probe->valid && self->layout == probe->layout && self->slots[probe->slot] == 0 &&
-        table_has_room(self)) {
-        table_put(self, probe->slot, key, value);
-        return 0;
-    }
-    return table_store(self, key, value);
 }
 
 /* Forget everything. The arrays are detached first, so that Python code run by the

@@ -310,48 +310,6 @@ map_pair_child(const Run *run, PyObject *x, PyObject *y, PyObject *depth)
 
 typedef PyObject *(*map_one)(const Run *, PyObject *, PyObject *, PyObject *);
 
-/* The loops recurse in C through the nodes' Python mappers, about 1 KB of C stack per
-   level, down to the fast path's depth limit (_core.MAX_FAST_DEPTH). A thread may have
-   far less stack than that needs (threading.stack_size(64 * 1024)): when less than
-   STACK_RESERVE bytes remain below a loop, it hands its children to their mappers with
-   HANDOVER_DEPTH, past any depth limit, so that every node among them goes to the
-   iterative engine (each mapper's `depth > max_depth` test) instead of one C level
-   deeper. The reserve is what the engine, `f` and numpy need from there on. */
-#define STACK_RESERVE (24 * 1024)
-
-#if defined(__linux__)
-/* The lowest usable address of this thread's stack, found once per thread (NULL if
-   unknown: then the loops never hand over early). */
-static _Thread_local char *stack_low = NULL;
-static _Thread_local int stack_checked = 0;
-
-int
-stack_is_low(void)
-{
-    char here;
-    if (!stack_checked) {
-        stack_checked = 1;
-        pthread_attr_t attr;
-        void *addr;
-        size_t size;
-        if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-            if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-                stack_low = (char *)addr;
-            }
-            pthread_attr_destroy(&attr);
-        }
-    }
-    return stack_low != NULL && &here - stack_low < STACK_RESERVE;
-}
-#else
-/* Elsewhere the depth limit alone bounds the recursion (it fits 128 KB stacks). */
-int
-stack_is_low(void)
-{
-    return 0;
-}
-#endif
-
 /* Loop: a dict whose keys are all exact str, mapped here as `_Mode.map_dict` (its
    plain twin, `direct[dict]`) maps it, without its Python frame, `sort_keys` and the
    rebuild (benchmarks/instructions.py, W6id: a dict of small dicts of arrays). The
@@ -525,33 +483,6 @@ done:
         PyMem_Free(keys);
     }
     return out;
-}
-
-/* Take the run's own references to all of self's; -1 with TypeError if self was never
-   initialised. */
-int
-run_take(LoopObject *self, const char *what, Run *run)
-{
-    if (self->refs[REF_F] == NULL) {
-        PyErr_Format(PyExc_TypeError, "%s: the loop was never initialised", what);
-        return -1;
-    }
-    run->use_prune = self->use_prune;
-    run->max_depth = self->max_depth;
-    run->node_type = self->node_type;
-    for (int i = 0; i < N_REFS; i++) {
-        run->refs[i] = self->refs[i];
-        Py_XINCREF(run->refs[i]);
-    }
-    return 0;
-}
-
-void
-run_release(Run *run)
-{
-    for (int i = 0; i < N_REFS; i++) {
-        Py_XDECREF(run->refs[i]);
-    }
 }
 
 /* The list of map(run, x, y, depth) for the children x of kids, each facing the next

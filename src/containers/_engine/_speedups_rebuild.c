@@ -2,24 +2,6 @@
 
 /* --- Rebuild: one class's rebuild without __init__ -------------------------------- */
 
-/* object.__new__(cls): object's tp_new itself where it is the class's (the checks of
-   its Python wrapper pass then), else the wrapper, which decides (a class with its own
-   __new__ may get an instance, one with a built-in base is refused). */
-PyObject *
-new_object(PyTypeObject *cls)
-{
-    if (cls->tp_new != PyBaseObject_Type.tp_new) {
-        return PyObject_CallMethod((PyObject *)&PyBaseObject_Type, "__new__", "O", cls);
-    }
-    PyObject *empty = PyTuple_New(0);
-    if (empty == NULL) {
-        return NULL;
-    }
-    PyObject *obj = PyBaseObject_Type.tp_new(cls, empty, NULL);
-    Py_DECREF(empty);
-    return obj;
-}
-
 /* new_instance(cls, names, *values): object.__new__(cls) with each name set to its
    value as object.__setattr__ sets it, past a frozen __setattr__: the generated
    unflatten of a class (`_codegen`), whose plain twin is `plain_unflatten`. Setting
