@@ -259,6 +259,9 @@ class _KeyedAux:
     """A register_node aux with the child keys ``keys(x)`` gave; == and hash ignore the keys."""
 
     __slots__ = ("aux", "keys")
+    # Pickled Structures name it by module: the one it was first defined in, which
+    # hands it on, so that pickles load in versions before and after it moved here.
+    __module__ = "containers._registry"
 
     def __init__(self, aux: Any, keys: tuple[Key, ...]) -> None:
         self.aux = aux
