@@ -12,6 +12,14 @@ import platform
 
 from setuptools import Extension, setup
 
-speedups = Extension("containers._engine._speedups", ["src/containers/_engine/_speedups.c"], optional=True)
+# One extension from several C files, one per accelerator, sharing _speedups.h.
+ENGINE = "src/containers/_engine/"
+SPEEDUPS = ["", "_idtable", "_loop", "_mapnode", "_flatten", "_paths", "_build", "_rebuild"]
+speedups = Extension(
+    "containers._engine._speedups",
+    [f"{ENGINE}_speedups{part}.c" for part in SPEEDUPS],
+    depends=[f"{ENGINE}_speedups.h"],
+    optional=True,
+)
 crc32 = Extension("containers._crc32", ["src/containers/_crc32.c"], optional=True)
 setup(ext_modules=[speedups, crc32] if platform.python_implementation() == "CPython" else [])

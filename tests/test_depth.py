@@ -387,3 +387,38 @@ def test_safe_repr_takes_any_depth_and_cycles():
     assert safe_repr({"k": (10**5000,), "e": set()}) == (
         "{'k': (int(16610 bits, crc32 c6d23d8d),), 'e': set()}"
     )
+
+
+def test_safe_repr_shows_a_deep_nest_of_another_type():
+    """safe_repr of a 100,000-deep deque (whose repr raises RecursionError), alone or
+    inside a list, says it is nested too deep instead of raising."""
+    from collections import deque
+
+    from containers._errors import safe_repr
+
+    deep_deque: Any = deque([1])
+    for _ in range(DEPTH):
+        deep_deque = deque([deep_deque])
+    assert safe_repr(deep_deque) == "<deque nested too deep to show>"
+    assert safe_repr([deep_deque, 10**5000]) == (
+        "[<deque nested too deep to show>, int(16610 bits, crc32 c6d23d8d)]"
+    )
+
+
+def test_value_hash_and_values_equal_take_self_containing_values():
+    """value_hash hashes a list or dict that contains itself (by type, as any unhashable
+    value), and values_equal compares two such dicts and a list holding itself twice."""
+    from containers._registry import value_hash, values_equal
+
+    a: dict[str, Any] = {"x": 1}
+    a["self"] = a
+    b: dict[str, Any] = {"x": 1}
+    b["self"] = b
+    assert values_equal(a, b)
+    assert value_hash(a) == value_hash(b)
+    twice: list[Any] = []
+    twice.extend([twice, twice])
+    other: list[Any] = []
+    other.extend([other, other])
+    assert values_equal(twice, other)
+    assert value_hash((twice, a)) == value_hash((other, b))

@@ -461,3 +461,25 @@ def test_a_hand_written_serialize_that_returns_no_triple_is_named():
         ),
     ):
         ct.leaves_with_path([wrong(1, 2)])
+
+
+class _Keyed:
+    """A register_node class with keys, for the pickle test below."""
+
+    def __init__(self, a: Any, b: Any) -> None:
+        self.a, self.b = a, b
+
+
+def test_a_keyed_register_node_structure_pickles_under_the_registry_module_name():
+    """A Structure of a register_node type with keys pickles its aux as
+    containers._registry._KeyedAux (its name before _kinds existed), and loads back."""
+    ct.register_node(
+        _Keyed,
+        lambda k: ((k.a, k.b), None),
+        lambda aux, ch: _Keyed(*ch),
+        keys=lambda k: ["a", "b"],
+    )
+    s = ct.structure(_Keyed(1, 2))
+    data = pickle.dumps(s)
+    assert b"containers._registry" in data and b"containers._kinds" not in data
+    assert pickle.loads(data) == s

@@ -1,4 +1,4 @@
-"""fmap's compiled child loops (``_speedups.c``) and their Python twins, the generated
+"""fmap's compiled child loops (``_speedups_loop.c``) and their Python twins, the generated
 loops. ``Loop`` is the one-tree loop, ``PairLoop`` the loop with one extra tree.
 
 The fmap tests run with both (``conftest.engine``), and test_properties.py checks that
@@ -12,6 +12,7 @@ cache they probe by address, is tested here too, against ``Memo``'s plain dict.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import gc
@@ -26,6 +27,7 @@ import textwrap
 import tracemalloc
 import weakref
 from collections import OrderedDict, defaultdict, deque, namedtuple
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -62,7 +64,34 @@ def test_built_where_a_compiler_is_found() -> None:
     assert _fast._speedups is not None
 
 
-@pytest.mark.parametrize("source", ["_engine/_speedups.c", "_crc32.c"])
+#: The C sources: the engine's module, one file per accelerator sharing _speedups.h, and
+#: the CRC32s (setup.py lists the same files).
+C_SOURCES = [
+    *(f"_engine/_speedups{part}.c" for part in ("", "_idtable", "_loop", "_mapnode")),
+    *(f"_engine/_speedups{part}.c" for part in ("_flatten", "_paths", "_build", "_rebuild")),
+    "_crc32.c",
+]
+
+
+def test_every_c_source_is_built_and_checked() -> None:
+    """Every C file of the package is in C_SOURCES, so none escapes the warning check,
+    and setup.py builds each engine file into the one extension."""
+    package = os.path.dirname(ct.__file__)
+    found = sorted(
+        os.path.relpath(os.path.join(root, name), package).replace(os.sep, "/")
+        for root, _, names in os.walk(package)
+        for name in names
+        if name.endswith(".c")
+    )
+    assert found == sorted(C_SOURCES)
+    setup = (Path(__file__).parents[1] / "setup.py").read_text(encoding="utf-8")
+    parts = re.search(r"SPEEDUPS = (\[.*\])", setup)
+    assert parts is not None
+    built = sorted(f"_engine/_speedups{part}.c" for part in ast.literal_eval(parts.group(1)))
+    assert built == sorted(s for s in C_SOURCES if s.startswith("_engine/"))
+
+
+@pytest.mark.parametrize("source", C_SOURCES)
 def test_compiles_without_warnings(source: str, tmp_path: Any) -> None:
     """Each C source compiles with -Wall -Wextra and no warning, against this
     interpreter's headers (a warning is how an unused argument or a half-initialised

@@ -47,11 +47,11 @@ from containers._fmap import fcollect as fcollect
 from containers._fmap import fmap as fmap
 from containers._fmap import fmap_with_path as fmap_with_path
 from containers._fmap import fmapstructure as fmapstructure
-from containers._html import display as display
 from containers._html import html as html
-from containers._html import load_ipython_extension as load_ipython_extension
-from containers._html import notebook as notebook
-from containers._html import unload_ipython_extension as unload_ipython_extension
+from containers._notebook import display as display
+from containers._notebook import load_ipython_extension as load_ipython_extension
+from containers._notebook import notebook as notebook
+from containers._notebook import unload_ipython_extension as unload_ipython_extension
 from containers._parallel import compute as compute
 from containers._parallel import persist as persist
 from containers._paths import AttrKey as AttrKey

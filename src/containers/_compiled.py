@@ -19,7 +19,7 @@ __all__ = ["SPEEDUPS", "exec_source", "source_filename"]
 
 
 def _load_speedups() -> ModuleType | None:
-    """The compiled engine (``_speedups.c``), unless it was not built (no compiler,
+    """The compiled engine (``_speedups*.c``), unless it was not built (no compiler,
     another interpreter) or ``CONTAINERS_PURE_PYTHON`` is set: then the generated
     Python code, its plain twin, runs. Both pass the same tests."""
     if os.environ.get("CONTAINERS_PURE_PYTHON"):

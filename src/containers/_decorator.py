@@ -19,7 +19,8 @@ from typing_extensions import dataclass_transform
 
 from containers._codegen import compile_spec
 from containers._errors import ContainerDefinitionError, type_name
-from containers._registry import REGISTRY, container_kind, custom_kind
+from containers._kind_factories import container_kind, custom_kind
+from containers._registry import REGISTRY
 from containers._spec import (
     TAGS_METADATA_KEY,
     ContainerSpec,

@@ -143,7 +143,8 @@ def _bounded_repr(value: object, depth: int, open_ids: set[int]) -> str:
     """``safe_repr``'s rendering: ints too long for ``repr`` by their size and CRC32,
     tuples, lists, dicts, sets and frozensets item by item down to ``_REPR_DEPTH``
     levels (``...`` below), a container met again inside itself as ``repr`` shows it
-    (``[...]``, ``{...}``), anything else by ``repr``."""
+    (``[...]``, ``{...}``), anything else by ``repr`` (or, nested too deep for it, by
+    its type)."""
     if type(value) is int:
         try:
             return repr(value)
@@ -153,7 +154,10 @@ def _bounded_repr(value: object, depth: int, open_ids: set[int]) -> str:
             return f"{'-' if value < 0 else ''}int({size.bit_length()} bits, crc32 {digest:08x})"
     t = type(value)
     if t not in (tuple, list, dict, set, frozenset):
-        return repr(value)  # a ValueError not about an int propagates
+        try:
+            return repr(value)  # a ValueError not about an int propagates
+        except RecursionError:  # a deque, a user's class: nested deeper than repr goes
+            return f"<{type_name(t)} nested too deep to show>"
     if not value:
         return repr(value)
     if depth >= _REPR_DEPTH:

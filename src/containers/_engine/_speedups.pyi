@@ -1,5 +1,5 @@
 # fmap's compiled child loops, flatten's walk, unflatten's rebuild, a Structure's key
-# paths and interop's rebuild (_speedups.c); optional, see _loops._load_speedups.
+# paths and interop's rebuild (_speedups*.c); optional, see _loops._load_speedups.
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 

@@ -1,0 +1,468 @@
+#include "_speedups.h"
+
+/* --- flatten: flatten's recursive walk ---------------------------------------------
+
+   `flatten(x, kind, leaf_types, records, context)` is `_flat.flatten_fast` in C, its
+   plain twin (used whenever this module is missing or CONTAINERS_PURE_PYTHON is set):
+   the leaves of x, as a new list, and its pre-order records `(kind, aux, n, mask)`
+   appended to `records` unless it is None (`leaves`, which builds none). It makes the
+   same calls in the same order as the Python function, so that even a node's
+   `flatten` with side effects sees no difference: a child is a leaf if its exact type
+   is in leaf_types, else a node of the kind `kinds[type(child)]`, else of the kind
+   `kind_of(child)` returns (None: a leaf). A tuple or list is walked here; every other
+   node is taken apart by its kind's `flatten`.
+
+   Speed (benchmarks/run.py, W1f and W5): the Python walk spends most of its time on
+   the bytecode of its type tests, appends and record tuples; here each leaf costs one
+   set lookup and one append.
+
+   `context` is `_flat.C_CONTEXT`, what does not change between calls:
+   (kinds, kind_of, tuple_kind, list_kind, deep, run, min_run, max_depth).
+   `deep(x, leaves, records, leaf_types)` is the plain walk, for a node past max_depth
+   (or where the thread's stack runs low): the C recursion stays under max_depth levels
+   of a few hundred bytes each, and depth is unlimited. A cycle goes there too, and
+   the plain walk reports it. `run(kind, aux, kids, leaf_types, leaves, records)` is
+   `_flat._flatten_run`, for a node of at least min_run children that are nodes of one
+   kind with leaf children only (a list of layers); it returns whether it took them.
+
+   Python code runs inside (a kind's `flatten`, `kind_of`, `deep`, `run`), and may
+   change a list being walked, as it may in the Python walk: the loops re-read a list's
+   length at each step and hold each child while they use it, as a Python `for`
+   does, and a node's record reads the length when it is made. */
+
+/* One call's values: borrowed from the call's arguments, which outlive it; and the
+   answers of the last leaf-type tests. */
+typedef struct {
+    PyObject *leaves;     /* the new list of leaves */
+    PyObject *records;    /* list, or NULL for `leaves` */
+    PyObject *leaf_types; /* set */
+    PyObject *kinds;      /* dict: exact type -> NodeKind */
+    PyObject *kind_of;
+    PyObject *tuple_kind;
+    PyObject *list_kind;
+    PyObject *deep;
+    PyObject *run;
+    PyObject *flatten_name; /* "flatten", from the module's state */
+    Py_ssize_t min_run;
+    Py_ssize_t max_depth;
+    PyTypeObject *leaf_type; /* the last type found in leaf_types, or NULL */
+    PyTypeObject *node_type; /* the last type found not in it, or NULL */
+    size_t ran;              /* counts the calls into Python code (flat_forget) */
+    PyObject *recent[3];     /* the last record made of a tuple, of a list, of another
+                                kind (owned, or NULL): flat_record */
+} Flat;
+
+static int flat_node(Flat *w, PyObject *x, PyObject *kind, Py_ssize_t depth);
+
+/* 1 if x's exact type is in leaf_types, 0 if not, -1 on error.
+
+   A set lookup costs about 100 instructions, as much as the rest of a leaf's walk
+   (benchmarks/instructions.py, W1f and W5), and most trees repeat one leaf type and
+   one node type: the last answer for each is kept. It stays true only while no Python
+   code runs, since Python code may register a leaf type: `flat_forget` drops both
+   after every call that may run some. A type whose metaclass is not `type` is never
+   kept, since hashing it may itself run Python code. (A finalizer the garbage
+   collector runs may run at any allocation, here or in the Python walk, at different
+   points: what it registers is seen from some point on in either, never exactly.) */
+static inline int
+flat_is_leaf_type(Flat *w, PyObject *x)
+{
+    PyTypeObject *type = Py_TYPE(x);
+    if (type == w->leaf_type) {
+        return 1;
+    }
+    if (type == w->node_type) {
+        return 0;
+    }
+    int leaf = PySet_Contains(w->leaf_types, (PyObject *)type);
+    if (leaf >= 0 && Py_IS_TYPE(type, &PyType_Type)) {
+        *(leaf ? &w->leaf_type : &w->node_type) = type;
+    }
+    return leaf;
+}
+
+/* After Python code may have run (a call, or the release of an object the tree does
+   not hold): forget the leaf-type answers. */
+static inline void
+flat_forget(Flat *w)
+{
+    w->leaf_type = w->node_type = NULL;
+    w->ran++;
+}
+
+/* x's node kind (a new reference), Py_None (new) if x is a leaf by `kind_of`, NULL on
+   error: `KINDS.get(type(x)) or kind_of(x)`, for x whose type is no leaf type. */
+static PyObject *
+flat_kind(Flat *w, PyObject *x)
+{
+    PyObject *kind = PyDict_GetItemWithError(w->kinds, (PyObject *)Py_TYPE(x));
+    if (kind != NULL) {
+        Py_INCREF(kind); /* the walk below it may re-register the type */
+        return kind;
+    }
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    kind = PyObject_CallOneArg(w->kind_of, x);
+    flat_forget(w);
+    return kind;
+}
+
+/* Whether record is (kind, aux, n, mask) with the same objects but n. */
+static int
+flat_same_record(PyObject *record, PyObject *kind, PyObject *aux, Py_ssize_t n,
+                 PyObject *mask)
+{
+    return record != NULL && PyTuple_GET_ITEM(record, 0) == kind &&
+           PyTuple_GET_ITEM(record, 1) == aux && PyTuple_GET_ITEM(record, 3) == mask &&
+           PyLong_AsSsize_t(PyTuple_GET_ITEM(record, 2)) == n; /* n fit when it was made */
+}
+
+/* Append the record (kind, aux, n, mask) to records, or store it at slot if slot >= 0
+   (IndexError if Python code shortened records, as `records[slot] = ...` raises).
+
+   A record of the same objects as the last one made for a node of the same sort (a
+   tuple, a list, another kind) is that record again: the tuples of a tree of many
+   small nodes, such as 25,000 `(TUPLE, None, 4, None)` in a 100,000-leaf tree, are
+   mostly equal, and making each anew was a third of flatten's time and most of a
+   Structure's memory (benchmarks/run.py, W1f and W1). Records are tuples of the same
+   objects either way, so they compare, hash and pickle as the plain walk's do. */
+static int
+flat_record(Flat *w, Py_ssize_t slot, PyObject *kind, PyObject *aux, Py_ssize_t n,
+            PyObject *mask)
+{
+    PyObject **recent =
+        &w->recent[kind == w->tuple_kind ? 0 : kind == w->list_kind ? 1 : 2];
+    PyObject *record;
+    if (flat_same_record(*recent, kind, aux, n, mask)) {
+        record = Py_NewRef(*recent);
+    }
+    else {
+        PyObject *count = PyLong_FromSsize_t(n);
+        if (count == NULL) {
+            return -1;
+        }
+        record = PyTuple_Pack(4, kind, aux, count, mask);
+        Py_DECREF(count);
+        if (record == NULL) {
+            return -1;
+        }
+        Py_XSETREF(*recent, Py_NewRef(record));
+    }
+    if (slot < 0) {
+        int r = PyList_Append(w->records, record);
+        Py_DECREF(record);
+        return r;
+    }
+    return PyList_SetItem(w->records, slot, record); /* steals record */
+}
+
+/* `kids, aux = kind.flatten(x)`, with kids made an exact list or tuple (a list of its
+   items, for any other sized iterable); -1 on error, as the unpacking raises. */
+static int
+flat_split(Flat *w, PyObject *x, PyObject *kind, PyObject **kids, PyObject **aux)
+{
+    PyObject *flatten = PyObject_GetAttr(kind, w->flatten_name);
+    if (flatten == NULL) {
+        return -1;
+    }
+    PyObject *pair = PyObject_CallOneArg(flatten, x);
+    Py_DECREF(flatten);
+    flat_forget(w); /* also for what follows: iterating kids, releasing pair */
+    if (pair == NULL) {
+        return -1;
+    }
+    if (Py_TYPE(pair)->tp_iter == NULL && !PySequence_Check(pair)) {
+        PyErr_Format(PyExc_TypeError, "cannot unpack non-iterable %.200s object",
+                     Py_TYPE(pair)->tp_name); /* as the interpreter says it */
+        Py_DECREF(pair);
+        return -1;
+    }
+    PyObject *items = PySequence_Tuple(pair); /* pair itself when it is a tuple */
+    Py_DECREF(pair);
+    if (items == NULL) {
+        return -1;
+    }
+    if (PyTuple_GET_SIZE(items) != 2) {
+        if (PyTuple_GET_SIZE(items) < 2) {
+            PyErr_Format(PyExc_ValueError,
+                         "not enough values to unpack (expected 2, got %zd)",
+                         PyTuple_GET_SIZE(items));
+        }
+        else {
+            PyErr_SetString(PyExc_ValueError, "too many values to unpack (expected 2)");
+        }
+        Py_DECREF(items);
+        return -1;
+    }
+    *kids = PyTuple_GET_ITEM(items, 0);
+    *aux = PyTuple_GET_ITEM(items, 1);
+    if (PyList_CheckExact(*kids) || PyTuple_CheckExact(*kids)) {
+        Py_INCREF(*kids);
+    }
+    else {
+        /* iterated, then measured, as the Python walk does: an iterator is no sequence
+           of children, and raises TypeError there too */
+        PyObject *list = PySequence_List(*kids);
+        if (list == NULL || PyObject_Size(*kids) < 0) {
+            Py_XDECREF(list);
+            Py_DECREF(items);
+            return -1;
+        }
+        *kids = list;
+    }
+    Py_INCREF(*aux);
+    Py_DECREF(items);
+    return 0;
+}
+
+/* 1 if every child in kids (an exact list or tuple) has a leaf type, 0 if not. */
+static int
+flat_all_leaves(Flat *w, PyObject *kids)
+{
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(kids); i++) {
+        int leaf = flat_is_leaf_type(w, PySequence_Fast_GET_ITEM(kids, i));
+        if (leaf <= 0) {
+            return leaf;
+        }
+    }
+    return 1;
+}
+
+/* `leaves.extend(kids)`: appended one by one, which costs half of PyList_SetSlice's
+   setup for the usual few children (benchmarks/instructions.py, W5). */
+static int
+flat_extend(Flat *w, PyObject *kids)
+{
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(kids);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyList_Append(w->leaves, PySequence_Fast_GET_ITEM(kids, i)) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* 1 if run took a node's children (a list of layers), 0 if not, -1 on error. The
+   test before the call is the first one run makes, which has no side effect: most
+   nodes (a list of tuples) are not a run, and pay no call. */
+static int
+flat_try_run(Flat *w, PyObject *kind, PyObject *aux, PyObject *kids)
+{
+    PyObject *first = PySequence_Fast_GET_ITEM(kids, 0);
+    PyObject *k = PyDict_GetItemWithError(w->kinds, (PyObject *)Py_TYPE(first));
+    if (k == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    if (k == w->tuple_kind || k == w->list_kind) {
+        return 0;
+    }
+    int leaf = flat_is_leaf_type(w, first);
+    if (leaf != 0) {
+        return leaf < 0 ? -1 : 0;
+    }
+    PyObject *records = w->records ? w->records : Py_None;
+    PyObject *argv[6] = {kind, aux, kids, w->leaf_types, w->leaves, records};
+    PyObject *took = PyObject_Vectorcall(w->run, argv, 6, NULL);
+    flat_forget(w);
+    if (took == NULL) {
+        return -1;
+    }
+    int r = PyObject_IsTrue(took);
+    Py_DECREF(took);
+    return r;
+}
+
+/* The mask of a node mixing leaf and node children, read again from kids when the
+   record is made, as the Python walk does: a tuple of bools. */
+static PyObject *
+flat_mask(Flat *w, PyObject *kids)
+{
+    PyObject *mask = PyList_New(0);
+    for (Py_ssize_t i = 0; mask != NULL && i < PySequence_Fast_GET_SIZE(kids); i++) {
+        PyObject *kid = PySequence_Fast_GET_ITEM(kids, i);
+        Py_INCREF(kid);
+        int node = flat_is_leaf_type(w, kid);
+        if (node == 0) {
+            PyObject *kind = flat_kind(w, kid);
+            node = kind == NULL ? -1 : kind != Py_None;
+            Py_XDECREF(kind);
+        }
+        else if (node == 1) {
+            node = 0;
+        }
+        Py_DECREF(kid);
+        flat_forget(w); /* (as in flat_children) a mixed node is rare: no count kept */
+        if (node < 0 || PyList_Append(mask, node ? Py_True : Py_False) < 0) {
+            Py_CLEAR(mask);
+        }
+    }
+    if (mask == NULL) {
+        return NULL;
+    }
+    Py_SETREF(mask, PyList_AsTuple(mask));
+    return mask;
+}
+
+/* One child of a node at depth: appended if a leaf, walked if a node (counted in
+   *nodes); -1 on error. */
+static int
+flat_child(Flat *w, PyObject *kid, Py_ssize_t depth, Py_ssize_t *nodes)
+{
+    int leaf = flat_is_leaf_type(w, kid);
+    if (leaf != 0) {
+        return leaf < 0 ? -1 : PyList_Append(w->leaves, kid);
+    }
+    if (PyTuple_CheckExact(kid) || PyList_CheckExact(kid)) {
+        /* (the Python walk tests a tuple or list of leaves inline: the same records) */
+        ++*nodes;
+        return flat_node(w, kid, PyTuple_CheckExact(kid) ? w->tuple_kind : w->list_kind,
+                         depth + 1);
+    }
+    PyObject *kind = flat_kind(w, kid);
+    if (kind == NULL) {
+        return -1;
+    }
+    int r;
+    if (kind == Py_None) {
+        r = PyList_Append(w->leaves, kid);
+    }
+    else {
+        ++*nodes;
+        r = flat_node(w, kid, kind, depth + 1);
+    }
+    Py_DECREF(kind);
+    return r;
+}
+
+/* The node x of kind, taken apart into kids and aux, at depth. */
+static int
+flat_children(Flat *w, PyObject *x, PyObject *kind, PyObject *kids, PyObject *aux,
+              Py_ssize_t depth)
+{
+    int all = flat_all_leaves(w, kids);
+    if (all != 0) {
+        /* all children leaves: one extend, one record (benchmarks/run.py, W1, W5) */
+        if (all < 0 || flat_extend(w, kids) < 0) {
+            return -1;
+        }
+        return w->records == NULL
+                   ? 0
+                   : flat_record(w, -1, kind, aux, PySequence_Fast_GET_SIZE(kids), Py_None);
+    }
+    if (depth > w->max_depth || stack_is_low()) {
+        PyObject *records = w->records ? w->records : Py_None;
+        PyObject *argv[4] = {x, w->leaves, records, w->leaf_types};
+        PyObject *r = PyObject_Vectorcall(w->deep, argv, 4, NULL);
+        Py_XDECREF(r);
+        flat_forget(w);
+        return r == NULL ? -1 : 0;
+    }
+    if (PySequence_Fast_GET_SIZE(kids) >= w->min_run && PySequence_Fast_GET_SIZE(kids) > 0) {
+        int took = flat_try_run(w, kind, aux, kids);
+        if (took != 0) {
+            return took < 0 ? -1 : 0;
+        }
+    }
+    Py_ssize_t slot = -1, nodes = 0; /* the record's place, filled when the node is left */
+    if (w->records != NULL) {
+        slot = PyList_GET_SIZE(w->records);
+        if (PyList_Append(w->records, Py_None) < 0) {
+            return -1;
+        }
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(kids); i++) {
+        PyObject *kid = PySequence_Fast_GET_ITEM(kids, i);
+        size_t ran = w->ran;
+        Py_INCREF(kid);
+        int r = flat_child(w, kid, depth, &nodes);
+        Py_DECREF(kid);
+        if (w->ran != ran) {
+            flat_forget(w); /* Python code may have taken kid out of kids: released */
+        }
+        if (r < 0) {
+            return -1;
+        }
+    }
+    if (w->records == NULL) {
+        return 0;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(kids);
+    if (nodes == 0 || nodes == n) {
+        return flat_record(w, slot, kind, aux, n, nodes ? Py_True : Py_None);
+    }
+    PyObject *mask = flat_mask(w, kids);
+    if (mask == NULL) {
+        return -1;
+    }
+    int r = flat_record(w, slot, kind, aux, PySequence_Fast_GET_SIZE(kids), mask);
+    Py_DECREF(mask);
+    return r;
+}
+
+/* The node x of kind at depth: its leaves and records. */
+static int
+flat_node(Flat *w, PyObject *x, PyObject *kind, Py_ssize_t depth)
+{
+    PyObject *kids, *aux;
+    int split = !((kind == w->tuple_kind || kind == w->list_kind) &&
+                  (PyTuple_CheckExact(x) || PyList_CheckExact(x)));
+    if (!split) {
+        kids = Py_NewRef(x); /* held: Python code may drop x's last other reference */
+        aux = Py_NewRef(Py_None);
+    }
+    else if (flat_split(w, x, kind, &kids, &aux) < 0) {
+        return -1;
+    }
+    int r = flat_children(w, x, kind, kids, aux, depth);
+    Py_DECREF(kids);
+    Py_DECREF(aux);
+    if (split) {
+        flat_forget(w); /* kids and aux may have held the last references to objects */
+    }
+    return r;
+}
+
+PyObject *
+speedups_flatten(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_Format(PyExc_TypeError, "flatten() takes 5 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *x = args[0], *kind = args[1], *context = args[4];
+    Flat w = {.leaf_types = args[2], .records = args[3] == Py_None ? NULL : args[3]};
+    if (!PyAnySet_Check(w.leaf_types) || (w.records != NULL && !PyList_Check(w.records))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "flatten(x, kind, leaf_types, records, context): leaf_types must "
+                        "be a set, records a list or None");
+        return NULL;
+    }
+    PyObject *min_run, *max_depth;
+    if (!PyTuple_Check(context) ||
+        !PyArg_ParseTuple(context, "O!OOOOOO!O!:flatten context", &PyDict_Type, &w.kinds,
+                          &w.kind_of, &w.tuple_kind, &w.list_kind, &w.deep, &w.run,
+                          &PyLong_Type, &min_run, &PyLong_Type, &max_depth)) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "flatten: context must be a tuple");
+        }
+        return NULL;
+    }
+    w.min_run = PyLong_AsSsize_t(min_run);
+    w.max_depth = PyLong_AsSsize_t(max_depth);
+    if ((w.min_run == -1 || w.max_depth == -1) && PyErr_Occurred()) {
+        return NULL;
+    }
+    w.flatten_name = ((ModuleState *)PyModule_GetState(module))->flatten_name;
+    w.leaves = PyList_New(0);
+    if (w.leaves == NULL) {
+        return NULL;
+    }
+    if (flat_node(&w, x, kind, 0) < 0) {
+        Py_CLEAR(w.leaves);
+    }
+    for (size_t i = 0; i < sizeof w.recent / sizeof w.recent[0]; i++) {
+        Py_XDECREF(w.recent[i]);
+    }
+    return w.leaves;
+}

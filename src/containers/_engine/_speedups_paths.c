@@ -1,0 +1,216 @@
+#include "_speedups.h"
+
+/* --- leaf_paths: the key path of every leaf of a Structure ------------------------
+
+   `leaf_paths(records, context)` is `_flatten.ranked_paths(records, None, 0)[0]` in C,
+   its plain twin (used whenever this module is missing or CONTAINERS_PURE_PYTHON is
+   set): one linear pass over a Structure's pre-order records `(kind, aux, n, mask)`
+   with a stack of open nodes, as a Python loop would, so any depth. Each node's keys
+   are `kind.keys(aux, n)`, called in record order as the twin calls them; a leaf's
+   path is the tuple of the keys above it and its own. `context` is
+   `_flatten.PATHS_CONTEXT`: (tuple_kind, list_kind, "keys"). The keys of a tuple or
+   list depend on n alone (`_registry._no_keys`), so one call serves a run of
+   sequences of one length.
+
+   Speed (benchmarks/run.py, flatten_with_path): the Python loop spends most of a
+   leaf's time on the bytecode of its stack and mask tests; here a leaf costs one tuple. */
+
+typedef struct {
+    PyObject *keys;   /* the node's keys: a tuple, owned */
+    PyObject *mask;   /* None, True or a tuple of booleans, borrowed from the records */
+    Py_ssize_t i;     /* the next child */
+} PathFrame;
+
+typedef struct {
+    PyObject *records;                            /* a tuple, owned */
+    PyObject *tuple_kind, *list_kind, *keys_name; /* borrowed from the context */
+    Py_ssize_t seq_n;                             /* the length seq_keys are for */
+    PyObject *seq_keys;                           /* owned, or NULL */
+} Paths;
+
+/* The keys of the j-th record as a new tuple, its mask borrowed in *mask; NULL with
+   an error set if the record is malformed or `keys` raised. */
+static PyObject *
+paths_keys(Paths *p, Py_ssize_t j, PyObject **mask)
+{
+    PyObject *record = PyTuple_GET_ITEM(p->records, j);
+    if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) != 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "leaf_paths: a record must be a tuple (kind, aux, n, mask)");
+        return NULL;
+    }
+    PyObject *kind = PyTuple_GET_ITEM(record, 0), *n = PyTuple_GET_ITEM(record, 2);
+    *mask = PyTuple_GET_ITEM(record, 3);
+    int seq = kind == p->tuple_kind || kind == p->list_kind;
+    Py_ssize_t length = -1;
+    if (seq) {
+        length = PyLong_AsSsize_t(n);
+        if (length == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (p->seq_keys != NULL && length == p->seq_n) {
+            return Py_NewRef(p->seq_keys);
+        }
+    }
+    PyObject *argv[3] = {kind, PyTuple_GET_ITEM(record, 1), n};
+    PyObject *keys = PyObject_VectorcallMethod(
+        p->keys_name, argv, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (keys != NULL && !PyTuple_CheckExact(keys)) {
+        Py_SETREF(keys, PySequence_Tuple(keys));
+    }
+    if (keys != NULL && seq) {
+        Py_XSETREF(p->seq_keys, Py_NewRef(keys));
+        p->seq_n = length;
+    }
+    return keys;
+}
+
+/* 1 if child i of a node with this mask is a node, 0 if a leaf, -1 on error. */
+static int
+paths_is_node(PyObject *mask, Py_ssize_t i)
+{
+    if (mask == Py_None) {
+        return 0;
+    }
+    if (mask == Py_True) {
+        return 1;
+    }
+    PyObject *item = PySequence_GetItem(mask, i);
+    if (item == NULL) {
+        return -1;
+    }
+    int r = PyObject_IsTrue(item);
+    Py_DECREF(item);
+    return r;
+}
+
+/* The tuple of the keys in above[0:depth] and key. */
+static PyObject *
+paths_path(PyObject **above, Py_ssize_t depth, PyObject *key)
+{
+    PyObject *path = PyTuple_New(depth + 1);
+    if (path == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < depth; k++) {
+        PyTuple_SET_ITEM(path, k, Py_NewRef(above[k]));
+    }
+    PyTuple_SET_ITEM(path, depth, Py_NewRef(key));
+    return path;
+}
+
+PyObject *
+speedups_leaf_paths(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "leaf_paths() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Paths p = {.seq_n = -1, .seq_keys = NULL};
+    if (!PyTuple_Check(args[0]) && !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "leaf_paths: records must be a tuple or a list");
+        return NULL;
+    }
+    if (!PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "leaf_paths: context must be a tuple");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args[1], "OOU:leaf_paths context", &p.tuple_kind, &p.list_kind,
+                          &p.keys_name)) {
+        return NULL;
+    }
+    /* a tuple, so that a kind's keys, which may run any Python code, cannot change the
+       records being read (a Structure's records are one already) */
+    p.records = PySequence_Tuple(args[0]);
+    if (p.records == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n_records = PyTuple_GET_SIZE(p.records);
+    if (n_records == 0) {
+        Py_DECREF(p.records);
+        return Py_BuildValue("[()]"); /* the tree is one leaf */
+    }
+    /* The open nodes, and the key of each under its parent: above[d] is the key of
+       stack[d + 1], so a leaf in the top frame has the path above[0:top] + its key. */
+    Py_ssize_t cap = 16, top = -1, next = 1;
+    PathFrame *stack = PyMem_Malloc(cap * sizeof(PathFrame));
+    PyObject **above = PyMem_Malloc(cap * sizeof(PyObject *));
+    PyObject *out = PyList_New(0);
+    if (stack == NULL || above == NULL || out == NULL) {
+        if (out != NULL) {
+            PyErr_NoMemory();
+        }
+        goto error;
+    }
+    stack[0].keys = paths_keys(&p, 0, &stack[0].mask);
+    if (stack[0].keys == NULL) {
+        goto error;
+    }
+    stack[0].i = 0;
+    top = 0;
+    while (top >= 0) {
+        PathFrame *fr = &stack[top];
+        if (fr->i == PyTuple_GET_SIZE(fr->keys)) {
+            Py_DECREF(fr->keys);
+            top--;
+            continue;
+        }
+        Py_ssize_t i = fr->i++;
+        PyObject *key = PyTuple_GET_ITEM(fr->keys, i);
+        int node = paths_is_node(fr->mask, i);
+        if (node < 0) {
+            goto error;
+        }
+        if (!node) {
+            PyObject *path = paths_path(above, top, key);
+            if (path == NULL || PyList_Append(out, path) < 0) {
+                Py_XDECREF(path);
+                goto error;
+            }
+            Py_DECREF(path);
+            continue;
+        }
+        if (next >= n_records) {
+            PyErr_SetString(PyExc_IndexError, "leaf_paths: the records end inside a node");
+            goto error;
+        }
+        if (top + 1 == cap) {
+            cap *= 2;
+            PathFrame *grown = PyMem_Realloc(stack, cap * sizeof(PathFrame));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto error;
+            }
+            stack = grown;
+            PyObject **grown_above = PyMem_Realloc(above, cap * sizeof(PyObject *));
+            if (grown_above == NULL) {
+                PyErr_NoMemory();
+                goto error;
+            }
+            above = grown_above;
+        }
+        above[top] = key; /* borrowed: fr->keys holds it while the child is open */
+        PathFrame *child = &stack[top + 1];
+        child->keys = paths_keys(&p, next++, &child->mask);
+        if (child->keys == NULL) {
+            goto error;
+        }
+        child->i = 0;
+        top++;
+    }
+    PyMem_Free(stack);
+    PyMem_Free(above);
+    Py_XDECREF(p.seq_keys);
+    Py_DECREF(p.records);
+    return out;
+error:
+    for (; top >= 0; top--) {
+        Py_DECREF(stack[top].keys);
+    }
+    PyMem_Free(stack);
+    PyMem_Free(above);
+    Py_XDECREF(p.seq_keys);
+    Py_DECREF(p.records);
+    Py_XDECREF(out);
+    return NULL;
+}
