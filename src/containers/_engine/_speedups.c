@@ -1413,6 +1413,7 @@ seen_node(Seen *s, PyObject *x, PyObject *kind, PyObject *tuple_kind, PyObject *
     if (kind != NULL && kind != list_kind) {
         if (kind != s->kind) {
             Py_INCREF(kind);
+            /* a slot of NodeKind: reading it runs no Python code (no flat_forget) */
             PyObject *flag = PyObject_GetAttrString(kind, "mutable");
             int mutable_ = flag == NULL ? -1 : PyObject_IsTrue(flag);
             Py_XDECREF(flag);
