@@ -8,9 +8,13 @@ Workloads:
   about 20 ms per leaf that releases the GIL (calibrated at start);
 - ``heavy-python``: 64 int leaves, ``f`` a pure-Python loop of about 20 ms per leaf;
 - ``light``: 100,000 distinct float leaves (1,000 lists of 100), ``f = x + 1``, 2
-  threads: what an executor map adds to the executor's own cost (two walks of fmap's
-  engine, one recording the calls, one placing the results, against the hand-written
-  flatten and unflatten).
+  threads: what an executor map adds to the executor's own cost (flatten's walk, which
+  also finds that nothing is shared, and the rebuild, against the hand-written
+  flatten and unflatten);
+- ``light-shared``: the same tree with one of its lists at a second key: the map takes
+  the identity cache's road (two walks of fmap's engine, one recording the calls, one
+  placing the results), which keeps the list shared; the hand-written versions
+  compute it twice and unshare it.
 
 Contenders: ``serial`` (``ct.fmap(f, tree)``), ``containers`` (``executor=``, automatic
 chunksize), ``hand`` (``ct.flatten``, ``list(ex.map(f, leaves, chunksize=...))``,
@@ -178,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     heavy_np = {f"a{i}": rng.standard_normal(size) for i in range(n_heavy)}
     heavy_py = {f"p{i}": i for i in range(n_heavy)}
     light = {f"k{i}": [float(j) for j in range(100)] for i in range(n_light // 100)}
+    light_shared = {**light, "tied": light["k0"]}
     numpy_f, python_f = NumpyF(rounds_np), PythonF(steps_py)
 
     threads = cf.ThreadPoolExecutor(WORKERS)
@@ -200,10 +205,13 @@ def main(argv: list[str] | None = None) -> int:
             cases[(name, "dask")] = contenders(tree, f, client, True)
     cases[("light", "serial")] = {"serial": lambda: ct.fmap(plus_one, light)}
     cases[("light", "threads")] = contenders(light, plus_one, threads, False)
+    cases[("light-shared", "serial")] = {"serial": lambda: ct.fmap(plus_one, light_shared)}
+    cases[("light-shared", "threads")] = contenders(light_shared, plus_one, threads, False)
 
     bad = []
     expected = {name: ct.fmap(f, tree) for name, (tree, f) in workloads.items()}
     expected["light"] = ct.fmap(plus_one, light)
+    expected["light-shared"] = ct.fmap(plus_one, light_shared)
     for (name, ex_name), calls in cases.items():
         for lib, call in calls.items():
             if not same(call(), expected[name]):
@@ -239,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         "| workload | executor | containers | hand | hand-chunked | serial | speedup | vs hand-chunked |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for name in ("heavy-numpy", "heavy-python", "light"):
+    for name in ("heavy-numpy", "heavy-python", "light", "light-shared"):
         serial = ms[(name, "serial", "serial")]
         for ex in ("threads", "processes", "dask"):
             if (name, ex, "containers") not in ms:

@@ -25,12 +25,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import containers as ct
-from containers import _codegen
+from containers import _codegen, _parallel
 from containers._engine import _fast
 from containers._engine._core import UNSET, Memo, collect, map_tree
 from containers._engine._fast import fast_collect
 from containers._engine._flat import flatten_records
-from containers._registry import kind_of
+from containers._registry import cacheable, kind_of
 
 settings.register_profile(
     "containers", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -775,6 +775,25 @@ def test_flatten_fast_agrees_with_flatten_plain_on_shared_trees(tree: Any) -> No
         assert list(map(id, leaves_only)) == list(map(id, plain))
     positions = [v for v in _positions(tree) if kind_of(v) is None]
     assert list(map(id, ct.leaves(tree))) == list(map(id, positions))
+
+
+@pytest.mark.usefixtures("engine")  # the compiled flatten and its twin, flatten_once
+@settings(deadline=None)
+@given(shared_trees(), st.booleans())
+def test_the_executor_maps_one_walk_agrees_with_serial_fmap(tree: Any, cache: bool) -> None:
+    """The executor map's one walk (flatten, which says whether it met a value the
+    identity cache keeps twice) is taken exactly for trees without sharing, or any tree
+    with cache=False, and rebuilds there what the serial fmap returns, sharing included."""
+    split = _parallel._one_walk(tree, cache)
+    cached = [id(v) for v in _positions(tree) if cacheable(v)]
+    assert (split is not None) is (not cache or len(set(cached)) == len(cached))
+    if split is None:
+        return
+    leaves, records = split
+    out = _parallel._build(records, [[v] for v in leaves])
+    expected = ct.fmap(lambda v: [v], tree, cache=cache)
+    assert same(out, expected)
+    assert _same_as(out) == _same_as(expected)
 
 
 def _same_as(tree: Any) -> list[int]:

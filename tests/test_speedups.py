@@ -41,12 +41,14 @@ from containers._engine import _fast, _flat, _loops
 from containers._engine._core import MAX_FAST_DEPTH, MISS, UNSET, Memo
 from containers._registry import (
     DICT,
+    IMMUTABLE_LEAVES,
     KINDS,
     LEAF_TYPES,
     LEAF_TYPES_NONE,
     LIST,
     TUPLE,
     NodeKind,
+    cacheable,
     kind_of,
 )
 
@@ -1217,6 +1219,78 @@ def test_flatten_agrees_with_flatten_fast(tree: Any) -> None:
     _same_flatten(tree)
 
 
+def _shared_variants() -> list[Any]:
+    """Trees with a mutable value at two positions, and with only values repeated."""
+    arr, layer, row = np.zeros(2), _Layer(1.0, 2.0), [1.0, 2.0]
+    tup = (1.0, 2.0)
+    return [
+        {"a": arr, "b": [arr]},  # a mutable leaf twice
+        [row, {"k": row}],  # a list node twice
+        [layer] * 9,  # a run of one node: _flatten_run takes it
+        [_Layer(row, 1.0), _Layer(2.0, row)],
+        [tup, tup, (tup,)],  # a tuple twice: a value, not cached
+        [1.5, 1.5, "s", "s", None, None],  # the same values twice
+        {"x": [[]], "y": [[]]},  # equal, not the same
+    ]
+
+
+@compiled
+@pytest.mark.parametrize("tree", EDGE_TREES + _shared_variants())
+def test_flatten_once_agrees_with_its_twin(tree: Any) -> None:
+    """The compiled flatten with immutable= gives flatten_once's leaves, records and
+    verdict: True exactly when no node of a mutable kind and no leaf of a type not in
+    IMMUTABLE_LEAVES sits at two positions (False past the hand-over depth)."""
+    kind = kind_of(tree)
+    if kind is None:
+        return
+    c_records: list[Any] = []
+    p_records: list[Any] = []
+    assert _SPEEDUPS is not None
+    c_leaves, c_once = _SPEEDUPS.flatten(
+        tree, kind, LEAF_TYPES, c_records, _flat.C_CONTEXT, IMMUTABLE_LEAVES
+    )
+    p_leaves, p_once = _flat.flatten_once(tree, kind, LEAF_TYPES, p_records, IMMUTABLE_LEAVES)
+    assert list(map(id, c_leaves)) == list(map(id, p_leaves))
+    assert c_records == p_records and c_once is p_once
+    positions = _every_position(tree)
+    cached = [id(v) for v, _ in positions if cacheable(v)]
+    deep = max(depth for _, depth in positions) > MAX_FAST_DEPTH
+    assert c_once is (len(set(cached)) == len(cached) and not deep)
+
+
+def _every_position(tree: Any) -> list[tuple[Any, int]]:
+    """Every node and leaf of ``tree`` in pre-order, at every position it sits, with
+    its depth."""
+    out, stack = [], [(tree, 0)]
+    while stack:
+        value, depth = stack.pop()
+        out.append((value, depth))
+        kind = kind_of(value)
+        if kind is not None:
+            stack.extend((kid, depth + 1) for kid in reversed(kind.flatten(value)[0]))
+    return out
+
+
+@compiled
+def test_flatten_once_says_false_past_the_hand_over_depth() -> None:
+    """A subtree handed to the plain walk is not looked at: False, in both walks."""
+    tree = _nested(150, lambda t, i: [t, float(i)])
+    assert _SPEEDUPS is not None
+    flat = _SPEEDUPS.flatten(
+        tree, kind_of(tree), LEAF_TYPES, [], _flat.C_CONTEXT, IMMUTABLE_LEAVES
+    )
+    assert flat[1] is False
+    assert _flat.flatten_once(tree, kind_of(tree), LEAF_TYPES, [], IMMUTABLE_LEAVES)[1] is False
+
+
+@compiled
+def test_flatten_with_a_bad_immutable_is_refused() -> None:
+    """immutable= that is not a set: a TypeError saying so."""
+    assert _SPEEDUPS is not None
+    with pytest.raises(TypeError, match="immutable must be a set"):
+        _SPEEDUPS.flatten([1.0], kind_of([]), LEAF_TYPES, [], _flat.C_CONTEXT, [float])
+
+
 @compiled
 def test_flatten_agrees_on_a_very_deep_tree() -> None:
     """A list nested 100,000 deep: both walks hand it to the plain walk at the same
@@ -1441,7 +1515,7 @@ def test_flatten_bad_arguments_are_named() -> None:
     """Wrong arguments to the compiled flatten raise TypeError saying what is wrong."""
     assert _SPEEDUPS is not None
     flatten = _SPEEDUPS.flatten
-    with pytest.raises(TypeError, match=r"^flatten\(\) takes 5 arguments \(1 given\)$"):
+    with pytest.raises(TypeError, match=r"^flatten\(\) takes 5 or 6 arguments \(1 given\)$"):
         flatten([])
     with pytest.raises(TypeError, match="leaf_types must be a set, records a list or None"):
         flatten([], LIST, [float], None, _flat.C_CONTEXT)

@@ -52,8 +52,8 @@ from containers._notebook import display as display
 from containers._notebook import load_ipython_extension as load_ipython_extension
 from containers._notebook import notebook as notebook
 from containers._notebook import unload_ipython_extension as unload_ipython_extension
-from containers._parallel import compute as compute
-from containers._parallel import persist as persist
+from containers._parallel_dask import compute as compute
+from containers._parallel_dask import persist as persist
 from containers._paths import AttrKey as AttrKey
 from containers._paths import DictKey as DictKey
 from containers._paths import IndexKey as IndexKey

@@ -253,7 +253,17 @@ def _on_executor(
 
     shape = STAR if rest else ONE
     return executor_map(
-        "fmap", f, executor, chunksize, progress, shape, serial, slots=not default, prune=prune
+        "fmap",
+        f,
+        executor,
+        chunksize,
+        progress,
+        shape,
+        serial,
+        slots=not default,
+        prune=prune,
+        tree=tree,
+        cache=cache,
     )
 
 

@@ -30,7 +30,7 @@ from containers._registry import (
     kind_of,
 )
 
-__all__ = ["MIN_RUN", "flatten_fast", "flatten_plain", "flatten_records"]
+__all__ = ["MIN_RUN", "flatten_fast", "flatten_once", "flatten_plain", "flatten_records"]
 
 IsLeaf = Callable[[Any], bool] | None
 
@@ -83,12 +83,17 @@ def flatten_plain(
 
 
 def flatten_fast(
-    x: Any, kind: NodeKind, leaf_types: set[type], records: list[Any] | None
+    x: Any,
+    kind: NodeKind,
+    leaf_types: set[type],
+    records: list[Any] | None,
+    met: list[Any] | None = None,
 ) -> list[Any]:
     """Recursive flatten for shallow trees; subtrees past MAX_FAST_DEPTH go iterative.
 
     Appends the pre-order records to ``records``, or, when it is ``None`` (``leaves``),
-    collects the leaves only.
+    collects the leaves only; and every node it meets to ``met`` if given, with
+    ``HANDED_OVER`` for a subtree it hands to the plain walk (``flatten_once``).
     """
     leaves: list[Any] = []
     lappend = leaves.append
@@ -99,6 +104,8 @@ def flatten_fast(
     sequences_get = sequences.get
 
     def rec(x: Any, kind: NodeKind, depth: int) -> None:
+        if met is not None:
+            met.append(x)
         kids, aux = (x, None) if kind is TUPLE or kind is LIST else kind.flatten(x)
         if all_leaves(map(type, kids)):
             # All children are leaves: one extend, one record (benchmarks/run.py, W1, W5).
@@ -107,9 +114,13 @@ def flatten_fast(
                 records.append((kind, aux, len(kids), None))
             return
         if depth > MAX_FAST_DEPTH:
+            if met is not None:
+                met.append(HANDED_OVER)
             _deep(x, leaves, records, leaf_types)
             return
         if len(kids) >= MIN_RUN and _flatten_run(kind, aux, kids, leaf_types, lextend, records):
+            if met is not None:
+                met.extend(kids)
             return
         if records is not None:
             slot = len(records)
@@ -146,6 +157,8 @@ def flatten_fast(
                     is_leaves = all_leaves(map(type, kid))
                 if is_leaves:
                     lextend(kid)
+                    if met is not None:
+                        met.append(kid)
                     if records is not None:
                         records.append((k, None, n, None))
                     nodes += 1
@@ -171,6 +184,34 @@ def flatten_fast(
     rec(x, kind, 0)
     del rec  # a recursive closure is a reference cycle: free it (and records) now
     return leaves
+
+
+#: What ``flatten_fast`` puts in ``met`` for a subtree handed to the plain walk.
+HANDED_OVER = object()
+
+
+def flatten_once(
+    x: Any, kind: NodeKind, leaf_types: set[type], records: list[Any], immutable: set[type]
+) -> tuple[list[Any], bool]:
+    """``flatten_fast``'s leaves, and whether no value that fmap's identity cache keeps
+    (a node of a ``mutable`` kind, a leaf whose type is not in ``immutable``) was met
+    twice: then the records rebuilt with ``f`` of each leaf are ``fmap(f, x)`` (the
+    executor maps' one walk, ``_parallel``). A subtree handed to the plain walk is not
+    looked at: False. The plain twin of ``_speedups.flatten`` with ``immutable``."""
+    nodes: list[Any] = []
+    leaves = flatten_fast(x, kind, leaf_types, records, nodes)
+    if any(node is HANDED_OVER for node in nodes):
+        return leaves, False
+    cached = (
+        []
+        if immutable.issuperset(map(type, leaves))  # a loop in C
+        else [leaf for leaf in leaves if type(leaf) not in immutable]
+    )
+    for node in nodes:
+        k = KINDS.get(type(node)) or kind_of(node)
+        if k is None or k.mutable:
+            cached.append(node)
+    return leaves, len(set(map(id, cached))) == len(cached)
 
 
 #: The fewest nodes worth the loops in C of a run (a list of layers): below it, their

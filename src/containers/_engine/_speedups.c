@@ -79,7 +79,8 @@ static PyMethodDef speedups_methods[] = {
      "value as object.__setattr__ sets it (the generated unflatten's)."},
     {"flatten", (PyCFunction)(void (*)(void))speedups_flatten, METH_FASTCALL,
      "flatten(x, kind, leaf_types, records, context): the leaves of x, its records "
-     "appended to records unless None (the compiled twin of _flat.flatten_fast)."},
+     "appended to records unless None (the compiled twin of _flat.flatten_fast); "
+     "with a sixth argument immutable, (leaves, once) (twin: _flat.flatten_once)."},
     {"leaf_paths", (PyCFunction)(void (*)(void))speedups_leaf_paths, METH_FASTCALL,
      "leaf_paths(records, context): the key path of every leaf of a Structure's records "
      "(the compiled twin of _flatten.ranked_paths without ranks)."},

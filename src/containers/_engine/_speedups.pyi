@@ -1,10 +1,11 @@
 # fmap's compiled child loops, flatten's walk, unflatten's rebuild, a Structure's key
 # paths and interop's rebuild (_speedups*.c); optional, see _loops._load_speedups.
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, overload
 
 UNROLLED: int
 
+@overload
 def flatten(
     x: Any,
     kind: Any,
@@ -13,6 +14,16 @@ def flatten(
     context: tuple[Any, ...],
     /,
 ) -> list[Any]: ...
+@overload
+def flatten(
+    x: Any,
+    kind: Any,
+    leaf_types: set[type] | frozenset[type],
+    records: list[Any] | None,
+    context: tuple[Any, ...],
+    immutable: set[type] | frozenset[type],
+    /,
+) -> tuple[list[Any], bool]: ...
 def leaf_paths(records: Sequence[Any], context: tuple[Any, Any, str], /) -> list[Any]: ...
 def build(records: tuple[Any, ...], leaves: Any, context: tuple[Any, ...], /) -> Any: ...
 def new_instance(cls: type, names: tuple[str, ...], /, *values: Any) -> Any: ...

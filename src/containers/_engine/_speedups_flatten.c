@@ -1,5 +1,126 @@
 #include "_speedups.h"
 
+/* --- flatten's sharing check: `flatten(x, kind, leaf_types, records, context, immutable)`
+
+   With a sixth argument, `immutable` (the set of value leaf types, IMMUTABLE_LEAVES),
+   flatten returns `(leaves, once)`: once is True when no value that fmap's identity
+   cache keeps (a node whose kind is `mutable`, a leaf whose type is not in immutable)
+   was met twice, so that the records rebuilt with `f` of each leaf are `fmap(f, x)`:
+   the executor maps' one walk (`_parallel`, benchmarks/parallel.py, light). Sharing
+   holds by construction: every such value's address goes in a table of its own,
+   which holds no reference, so an address met twice is a value met twice or one freed
+   while Python code ran and another made at its address: both say False, never a
+   wrong True. A subtree handed to `deep` is not looked at: False. Plain twin:
+   `_flat.flatten_once`. */
+typedef struct {
+    int once;                 /* no address met twice so far */
+    uintptr_t *slots;         /* the addresses met (0: an empty slot), open addressing */
+    size_t mask;              /* the number of slots - 1 */
+    size_t used;              /* the addresses stored */
+    PyObject *immutable;      /* set: the value leaf types */
+    PyTypeObject *value_type; /* the last leaf type found in immutable, or NULL */
+    PyObject *kind;           /* the last node kind asked for `mutable` (owned), or NULL */
+    int kind_mutable;         /* its answer */
+} Seen;
+
+/* Store key in slots (mask + 1 of them, a power of two): 1 if stored, 0 if there. */
+static inline int
+seen_put(uintptr_t *slots, size_t mask, uintptr_t key)
+{
+    uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
+    size_t i = (size_t)(h ^ (h >> 32)) & mask;
+    while (slots[i] != 0) {
+        if (slots[i] == key) {
+            return 0;
+        }
+        i = (i + 1) & mask;
+    }
+    slots[i] = key;
+    return 1;
+}
+
+/* Note x's address (once becomes 0 if it is there already); -1 on a memory error. */
+static int
+seen_add(Seen *s, PyObject *x)
+{
+    if (s->slots == NULL || 2 * (s->used + 1) > s->mask + 1) {
+        size_t size = s->slots == NULL ? 64 : 2 * (s->mask + 1);
+        uintptr_t *slots = PyMem_Calloc(size, sizeof *slots);
+        if (slots == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (size_t i = 0; s->slots != NULL && i <= s->mask; i++) {
+            if (s->slots[i] != 0) {
+                seen_put(slots, size - 1, s->slots[i]);
+            }
+        }
+        PyMem_Free(s->slots);
+        s->slots = slots;
+        s->mask = size - 1;
+    }
+    if (seen_put(s->slots, s->mask, (uintptr_t)x)) {
+        s->used++;
+    }
+    else {
+        s->once = 0;
+    }
+    return 0;
+}
+
+/* The node x of kind (NULL: unknown, counted as mutable): noted if its kind is
+   mutable (a list always, a tuple never, another kind by its `mutable`). */
+static int
+seen_node(Seen *s, PyObject *x, PyObject *kind, PyObject *tuple_kind, PyObject *list_kind)
+{
+    if (!s->once || kind == tuple_kind) {
+        return 0;
+    }
+    if (kind != NULL && kind != list_kind) {
+        if (kind != s->kind) {
+            Py_INCREF(kind);
+            /* a slot of NodeKind: reading it runs no Python code (no flat_forget) */
+            PyObject *flag = PyObject_GetAttrString(kind, "mutable");
+            int mutable_ = flag == NULL ? -1 : PyObject_IsTrue(flag);
+            Py_XDECREF(flag);
+            Py_XSETREF(s->kind, kind); /* the reference taken above */
+            if (mutable_ < 0) {
+                Py_CLEAR(s->kind);
+                return -1;
+            }
+            s->kind_mutable = mutable_;
+        }
+        if (!s->kind_mutable) {
+            return 0;
+        }
+    }
+    return seen_add(s, x);
+}
+
+/* Every leaf whose type is not in immutable, noted. */
+static int
+seen_leaves(Seen *s, PyObject *leaves)
+{
+    for (Py_ssize_t i = 0; s->once && i < PyList_GET_SIZE(leaves); i++) {
+        PyObject *leaf = PyList_GET_ITEM(leaves, i);
+        PyTypeObject *type = Py_TYPE(leaf);
+        if (type == s->value_type) {
+            continue;
+        }
+        Py_INCREF(leaf);
+        int value = PySet_Contains(s->immutable, (PyObject *)type);
+        int r = value < 0 ? -1 : value ? 0 : seen_add(s, leaf);
+        if (value > 0 && Py_IS_TYPE(type, &PyType_Type)) {
+            s->value_type = type; /* (as flat_is_leaf_type keeps its answers) */
+        }
+        Py_DECREF(leaf);
+        if (r < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* --- flatten: flatten's recursive walk ---------------------------------------------
 
    `flatten(x, kind, leaf_types, records, context)` is `_flat.flatten_fast` in C, its
@@ -50,6 +171,7 @@ typedef struct {
     size_t ran;              /* counts the calls into Python code (flat_forget) */
     PyObject *recent[3];     /* the last record made of a tuple, of a list, of another
                                 kind (owned, or NULL): flat_record */
+    Seen *seen;              /* the sharing check, or NULL */
 } Flat;
 
 static int flat_node(Flat *w, PyObject *x, PyObject *kind, Py_ssize_t depth);
@@ -270,6 +392,16 @@ flat_try_run(Flat *w, PyObject *kind, PyObject *aux, PyObject *kids)
     }
     int r = PyObject_IsTrue(took);
     Py_DECREF(took);
+    for (Py_ssize_t i = 0; r > 0 && w->seen && i < PySequence_Fast_GET_SIZE(kids); i++) {
+        PyObject *kid = PySequence_Fast_GET_ITEM(kids, i); /* a node it took */
+        PyObject *kid_kind = PyDict_GetItemWithError(w->kinds, (PyObject *)Py_TYPE(kid));
+        Py_XINCREF(kid_kind);
+        if ((kid_kind == NULL && PyErr_Occurred()) ||
+            seen_node(w->seen, kid, kid_kind, w->tuple_kind, w->list_kind) < 0) {
+            r = -1;
+        }
+        Py_XDECREF(kid_kind);
+    }
     return r;
 }
 
@@ -351,6 +483,9 @@ flat_children(Flat *w, PyObject *x, PyObject *kind, PyObject *kids, PyObject *au
                    : flat_record(w, -1, kind, aux, PySequence_Fast_GET_SIZE(kids), Py_None);
     }
     if (depth > w->max_depth || stack_is_low()) {
+        if (w->seen != NULL) {
+            w->seen->once = 0; /* the plain walk's nodes are not looked at */
+        }
         PyObject *records = w->records ? w->records : Py_None;
         PyObject *argv[4] = {x, w->leaves, records, w->leaf_types};
         PyObject *r = PyObject_Vectorcall(w->deep, argv, 4, NULL);
@@ -404,6 +539,9 @@ flat_children(Flat *w, PyObject *x, PyObject *kind, PyObject *kids, PyObject *au
 static int
 flat_node(Flat *w, PyObject *x, PyObject *kind, Py_ssize_t depth)
 {
+    if (w->seen != NULL && seen_node(w->seen, x, kind, w->tuple_kind, w->list_kind) < 0) {
+        return -1;
+    }
     PyObject *kids, *aux;
     int split = !((kind == w->tuple_kind || kind == w->list_kind) &&
                   (PyTuple_CheckExact(x) || PyList_CheckExact(x)));
@@ -426,12 +564,20 @@ flat_node(Flat *w, PyObject *x, PyObject *kind, Py_ssize_t depth)
 PyObject *
 speedups_flatten(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5) {
-        PyErr_Format(PyExc_TypeError, "flatten() takes 5 arguments (%zd given)", nargs);
+    if (nargs != 5 && nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "flatten() takes 5 or 6 arguments (%zd given)", nargs);
         return NULL;
     }
     PyObject *x = args[0], *kind = args[1], *context = args[4];
     Flat w = {.leaf_types = args[2], .records = args[3] == Py_None ? NULL : args[3]};
+    Seen seen = {.once = 1, .immutable = nargs == 6 ? args[5] : NULL};
+    if (nargs == 6) {
+        if (!PyAnySet_Check(seen.immutable)) {
+            PyErr_SetString(PyExc_TypeError, "flatten: immutable must be a set");
+            return NULL;
+        }
+        w.seen = &seen;
+    }
     if (!PyAnySet_Check(w.leaf_types) || (w.records != NULL && !PyList_Check(w.records))) {
         PyErr_SetString(PyExc_TypeError,
                         "flatten(x, kind, leaf_types, records, context): leaf_types must "
@@ -458,11 +604,16 @@ speedups_flatten(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (w.leaves == NULL) {
         return NULL;
     }
-    if (flat_node(&w, x, kind, 0) < 0) {
+    if (flat_node(&w, x, kind, 0) < 0 || (w.seen && seen_leaves(&seen, w.leaves) < 0)) {
         Py_CLEAR(w.leaves);
     }
     for (size_t i = 0; i < sizeof w.recent / sizeof w.recent[0]; i++) {
         Py_XDECREF(w.recent[i]);
     }
-    return w.leaves;
+    PyMem_Free(seen.slots);
+    Py_XDECREF(seen.kind);
+    if (w.seen == NULL || w.leaves == NULL) {
+        return w.leaves;
+    }
+    return Py_BuildValue("(NO)", w.leaves, seen.once ? Py_True : Py_False);
 }
