@@ -101,10 +101,13 @@ def _count(x: Any, j: int) -> int:
 def _keys(x: Any, j: int) -> list[Any]:
     if type(x) is not list:
         raise _bad(j, "has keys that are not a list")
-    try:
-        keys = [decode_key(k) for k in x]
-    except FormatError as err:
-        raise _bad(j, f"has a bad key: {err}") from None
+    if set(map(type, x)) <= _PLAIN_KEYS:  # their own values (decode_key's answer), in C
+        keys = x
+    else:
+        try:
+            keys = [decode_key(k) for k in x]
+        except FormatError as err:
+            raise _bad(j, f"has a bad key: {err}") from None
     if len(keys) > _FEW_KEYS and len(keys) - len(set(map(hash, keys))) > _FEW_KEYS:
         # Distinct keys with one hash (ints that are multiples of 2**61 - 1) make every
         # set and dict of them quadratic: refused before one is built. The hashes
@@ -119,6 +122,9 @@ def _keys(x: Any, j: int) -> list[Any]:
         raise _bad(j, "has duplicate keys")
     return keys
 
+
+#: Key forms that ``decode_key`` returns as they are (str keys: most dicts).
+_PLAIN_KEYS = frozenset({str, int, bool, float, type(None)})
 
 #: How many dict keys of one record may share a hash with another (a few do in real
 #: data: -1 and -2 hash alike): quadratic work on this many is nothing.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import io
 import itertools
 import json
@@ -17,6 +18,7 @@ import math
 import mmap
 import operator
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -425,7 +427,9 @@ def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Lay
     except UnicodeDecodeError as err:
         raise FormatError(f"the header is not UTF-8 ({err.reason} at byte {err.start}).") from None
     bound_json(text, "the header", PARSE_FACTOR * len(raw), skip=_tree_span(text))
-    usual = _usual_layout(text, data_start, file_size, limits)
+    usual = _column_layout(text, data_start, file_size, limits)
+    if usual is None:
+        usual = _usual_layout(text, data_start, file_size, limits)
     if usual is not None:
         return usual
     header = strict_json(text, "the header")
@@ -601,6 +605,114 @@ def _usual_layout(text: str, data_start: int, file_size: int, limits: Limits) ->
     return Layout(by_name, metadata, data_start, file_size)
 
 
+#: One tensor entry as containers and safetensors write it (no whitespace, keys in
+#: this order), and a comma unless it is the last: its name (no escape, quote or control character), its
+#: dtype and shape as one string (few distinct ones), and its offsets (integers of at
+#: most 18 digits, without leading zeros: below 2**63, as JSON writes them).
+_ENTRY = re.compile(
+    r'"([^"\\\x00-\x1f]*)":\{"dtype":"([A-Z0-9_]+","shape":\[[0-9,]*)\],'
+    r'"data_offsets":\[(0|[1-9][0-9]{0,17}),(0|[1-9][0-9]{0,17})\]\}(?:,|$)'
+)
+#: The fixed characters of an ``_ENTRY`` match, around its four groups.
+_ENTRY_FIXED = len('"":{"dtype":"],"data_offsets":[,]},')
+_DIMS = re.compile(r"(?:(?:0|[1-9][0-9]{0,17})(?:,(?:0|[1-9][0-9]{0,17}))*)?").fullmatch
+_META_AT = '{"__metadata__":'
+
+
+def _column_layout(text: str, data_start: int, file_size: int, limits: Limits) -> Layout | None:
+    """``parse_header``'s result for a header as containers writes it, or None to let
+    ``_usual_layout`` (then ``parse_header``) decide: the fast path for many small
+    tensors (benchmarks/serialization.py, "many": 100,000 entries).
+
+    The header must be ``{"__metadata__":{...},`` then entries exactly as ``_ENTRY``
+    matches them, then ``}`` and spaces. ``__metadata__`` is parsed by the strict
+    decoder (``raw_decode``); the entries by one ``re.findall`` (strings only, in C),
+    whose matches must cover them exactly (their lengths add up to the text's); the
+    checks are then made per column with numpy (sizes from the few distinct dtype and
+    shape strings, offsets contiguous) rather than per entry. It accepts a subset of
+    what ``_usual_layout`` accepts and builds the same ``Layout``
+    (tests/test_serialize_fuzz.py holds the three tiers to each other).
+    """
+    if not text.startswith(_META_AT):
+        return None
+    try:
+        metadata, end = _decoder().raw_decode(text, len(_META_AT))
+    except (ValueError, TypeError, RecursionError):  # FormatError is a ValueError
+        return None
+    if type(metadata) is not dict or not all(type(v) is str for v in metadata.values()):
+        return None
+    # the closing brace, then the padding (at most 63 spaces as containers writes it)
+    close = len(text) - len(text[-_ALIGN:]) + len(text[-_ALIGN:].rstrip(" "))
+    if text[end : end + 1] != "," or text[close - 1 : close] != "}":
+        return None
+    start, stop = end + 1, close - 1  # the entries, searched in place (no copy)
+    found = _ENTRY.findall(text, start, stop)
+    n = len(found)
+    if not n or n > limits.max_tensors:
+        return None
+    names, specs, begins, ends = map(list, zip(*found))
+    del found
+    covered = (
+        _ENTRY_FIXED * n
+        - 1  # the last entry has no comma
+        + sum(map(len, names))
+        + sum(map(len, specs))
+        + sum(map(len, begins))
+        + sum(map(len, ends))
+    )
+    if covered != stop - start:  # something between or around the entries
+        return None
+    # Contiguous in the header's order: each entry ends where the next begins, the same
+    # digits (no leading zeros: one text per number), compared as lists of strings in C.
+    if begins[0] != "0" or ends[:-1] != begins[1:]:
+        return None  # another order (safetensors writes them by name), or gaps
+    kinds: dict[str, tuple[str, tuple[int, ...], np.dtype[Any], int]] = {}
+    for spec in set(specs):
+        code, _, dims = spec.partition('","shape":[')
+        dtype = DTYPES.get(code)
+        if dtype is None or not _DIMS(dims):
+            return None
+        shape = tuple(map(int, dims.split(","))) if dims else ()
+        size = dtype.itemsize * math.prod(shape)
+        # empty tensors share an offset, ordered by name: left to _usual_layout
+        if len(shape) > limits.max_ndim or not 0 < size < 2**62:
+            return None
+        kinds[spec] = (code, shape, dtype, size)
+    b_list = list(map(int, begins))
+    e_list = [*b_list[1:], int(ends[-1])]
+    del begins, ends
+    if e_list[-1] != file_size - data_start:
+        return None
+    b = np.array(b_list, np.int64)
+    e = np.array(e_list, np.int64)
+    rows = list(map(kinds.__getitem__, specs))
+    if not np.array_equal(e - b, np.fromiter(map(_SIZE, rows), np.int64, n)):
+        return None
+    tensors = list(
+        map(
+            functools.partial(tuple.__new__, Tensor),
+            zip(
+                b_list,
+                e_list,
+                names,
+                map(_CODE, rows),
+                map(_SHAPE, rows),
+                map(_DTYPE, rows),
+            ),
+        )
+    )
+    by_name = dict(zip(names, tensors))
+    if len(by_name) != n or _META in by_name:  # a duplicate key
+        return None
+    return Layout(by_name, metadata, data_start, file_size)
+
+
+_CODE = operator.itemgetter(0)
+_SHAPE = operator.itemgetter(1)
+_DTYPE = operator.itemgetter(2)
+_SIZE = operator.itemgetter(3)
+
+
 def _tensor(name: str, entry: Any, limits: Limits) -> Tensor:
     # Runs once per tensor of a header (100,000 in benchmarks/serialization.py, "many"),
     # so the checks are written out rather than built from helpers.
@@ -769,8 +881,46 @@ _OWN = 1 << 20
 
 
 def _groups(tensors: list[Tensor]) -> Iterator[tuple[int, int]]:
-    """Tensors (in file order) grouped, as index ranges: a big one alone, small
-    neighbours together."""
+    """Tensors (in file order, back to back) grouped, as index ranges: a big one alone,
+    small neighbours together until they reach ``_OWN`` bytes.
+
+    The ranges of ``_groups_plain``, found with a binary search per range over the
+    running total of the sizes rather than a step per tensor (100,000 tensors of 16
+    bytes make two ranges; tests/test_serialize_fuzz.py holds the two to each other).
+    """
+    n = len(tensors)
+    if n < 64:
+        yield from _groups_plain(tensors)
+        return
+    ends = np.fromiter(map(_END, tensors), np.int64, n)
+    total = ends - tensors[0].begin  # bytes up to the end of each tensor
+    sizes = np.diff(ends, prepend=tensors[0].begin)
+    bigs = np.flatnonzero(sizes >= _OWN).tolist()
+    bigs.append(n)
+    nb = 0  # the next big tensor, an index into bigs
+    start = 0
+    while start < n:
+        while bigs[nb] < start:
+            nb += 1
+        big = bigs[nb]
+        base = int(total[start - 1]) if start else 0
+        full = int(np.searchsorted(total, base + _OWN))  # the first reaching _OWN
+        if big <= full:
+            if big > start:
+                yield start, big
+            if big < n:
+                yield big, big + 1
+            start = big + 1
+        else:
+            yield start, full + 1
+            start = full + 1
+
+
+_END = operator.itemgetter(1)  # Tensor.end
+
+
+def _groups_plain(tensors: list[Tensor]) -> Iterator[tuple[int, int]]:
+    """The plain twin of ``_groups``: a step per tensor."""
     start = 0
     size = 0
     for i, t in enumerate(tensors):
