@@ -235,11 +235,7 @@ def test_usual_paths_agree_with_their_plain_twins():
         except UnicodeDecodeError:
             fast = None
         fast_layouts += fast is not None
-        column = _result(
-            lambda raw=raw, data=data: _format._column_layout(
-                raw.decode(), 8 + n, len(data), ct.Limits()
-            )
-        )
+        column = _format._column_layout(raw.decode(), 8 + n, len(data), ct.Limits())
         if column is not None:  # the columns agree with the entries read one by one
             assert column == fast
             column_layouts += 1
@@ -542,7 +538,9 @@ def test_read_groups_agree_with_their_plain_twin():
 def test_many_small_tensors_take_the_columnar_path():
     """A file of many small tensors (the benchmark's "many" tree, smaller) is parsed by
     the columnar fast path into the layout the plain checks build, and loads."""
-    tree = {f"g{i}": {f"a{j}": np.full(4, i + j, np.float32) for j in range(50)} for i in range(40)}
+    tree = {
+        f"g{i}": {f"a{j}": np.full(4, i + j, np.float32) for j in range(50)} for i in range(40)
+    }
     tree["s"] = {f"s{i}": i / 7 for i in range(100)}
     data = ct.serialize(tree)
     n = int.from_bytes(data[:8], "little")
