@@ -806,3 +806,82 @@ def test_like_and_to_say_what_they_do_not_combine_with(tmp_path):
         ct.load(tmp_path / "ckpt", like={"w": np.zeros(3)})
     with pytest.raises(TypeError, match=r"load: to= converts the arrays a load reads"):
         ct.load(path, to="numpy", where=lambda p, v: True)
+
+
+def _fit_by_paths(path: Any, like: Any) -> Any:
+    """``load(path, like=)`` through ``fit`` alone (the by-path plain twin of
+    ``_target.positional``): the result, or the error's class and message."""
+    from containers._serialize import _api, _target
+
+    try:
+        pairs, max_path = _target.template_paths(like)
+        leaves = _api.read_leaves(path, max_path=max_path)
+        return _target.fit(like, leaves, f"{os.fspath(path)}: ", pairs=pairs)
+    except (ct.SerializationError, ct.StructureError) as err:
+        return (type(err).__name__, str(err))
+
+
+def _loaded(path: Any, like: Any) -> Any:
+    try:
+        return ct.load(path, like=like)
+    except (ct.SerializationError, ct.StructureError) as err:
+        return (type(err).__name__, str(err))
+
+
+def test_like_by_position_agrees_with_like_by_path(tmp_path):
+    """load(like=) takes the file's leaves by position when its tree has the template's
+    shape (no path built) and gives what fitting by path gives, on matching templates
+    and on every kind of mismatch (keys, leaf or node, shapes, dtypes, kept values,
+    aliases, scalars, None, deques, frameworks), both engines."""
+    from collections import deque
+
+    from containers._serialize import _api, _target
+
+    rng = np.random.default_rng(5)
+    a = rng.normal(size=4).astype(np.float32)
+    base = {
+        "g": [Dense(rng.normal(size=(2, 3)), np.zeros(3), act="x"), Dense(a, a)],
+        "s": {"k1": 1.5, "k2": "text", "k3": None},
+        "q": deque([np.arange(3), 7]),
+        "t": (np.ones(2, np.int8), ()),
+    }
+    path = tmp_path / "m.safetensors"
+    ct.save(path, base)
+    variants = [
+        base,
+        {**base, "s": {"k1": 2.5, "k2": "other", "k3": None}},  # other scalar values
+        {**base, "s": {"k1": 1.5, "k2": "text"}},  # a key fewer
+        {**base, "s": {"k1": 1.5, "k2": "text", "k4": None}},  # another key
+        {**base, "q": deque([np.arange(3)])},  # a shorter deque
+        {**base, "q": [np.arange(3), 7]},  # a list for a deque
+        {**base, "t": (np.ones(2, np.int16), ())},  # a dtype
+        {**base, "t": (np.ones(3, np.int8), ())},  # a shape
+        {**base, "t": (np.ones(2, np.int8), 0.0)},  # a leaf for a node
+        {**base, "t": ((), np.ones(2, np.int8))},  # the same leaves, swapped places
+        {**base, "g": [Dense(np.zeros((2, 3)), np.ones(3), act="y"), Dense(a, a)]},
+        {**base, "g": [Dense(np.zeros((2, 3)), np.ones(3)), Dense(a, torch.zeros(4))]},
+        {**base, "g": [Linear(np.zeros((2, 3)), np.ones(3)), Dense(a, a)]},
+        {**base, "s": {"k1": np.float64(1.5), "k2": "text", "k3": None}},
+        {**base, "s": {"k1": np.zeros(1), "k2": "text", "k3": None}},
+        {"g": base["g"]},
+    ]
+    taken = 0
+    for like in variants:
+        expected = _fit_by_paths(path, like)
+        got = _loaded(path, like)
+        if isinstance(expected, tuple):
+            assert got == expected
+        else:
+            (xs, sx), (ys, sy) = ct.flatten(got), ct.flatten(expected)
+            assert sx == sy and len(xs) == len(ys)
+            for x, y in zip(xs, ys):
+                assert type(x) is type(y)
+                assert np.array_equal(np.asarray(x), np.asarray(y))
+        with open(path, "rb") as f, _api._gc_paused():
+            lay = _api.read_layout(f, ct.Limits())
+            records, wants = _api._tree_records(lay, ct.Limits(), True)
+            arrays = _api.read_arrays(f, lay, wants)
+        fast = _target.positional(like, records.recs, arrays, ct.Limits())
+        taken += fast is not _target.NO_FIT
+    # base, other scalar and kept values, a list for a deque, a numpy scalar template
+    assert taken == 5

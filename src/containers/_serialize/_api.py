@@ -58,12 +58,14 @@ from containers._serialize._shards import (
     write_sharded,
 )
 from containers._serialize._target import (
+    NO_FIT,
     FileLeaf,
     check_to,
     converter,
     file_leaves,
     fit,
     foreign_leaves,
+    positional,
     template_paths,
 )
 
@@ -791,12 +793,30 @@ def _leaves(
 
 
 def _load_like(path: str, like: Any, mmap: bool, verify: bool, limits: Limits) -> Any:
-    """``load(path, like=...)``: the file's leaves by path, fitted to the template (the
-    collector paused throughout, as for load: the paths are many small tuples)."""
-    with _gc_paused():
+    """``load(path, like=...)``: the file read as ``load`` reads it, its leaves taken by
+    position when its tree has the template's shape (``positional``: no path built),
+    else by path and fitted to the template (``fit``, which says what differs). The
+    collector is paused throughout, as for load."""
+    with _in_file(path), open_for_reading(path) as f, _gc_paused():
+        layout = read_layout(f, limits)
+        records, wants = _tree_records(layout, limits, verify)
+        if mmap:
+            arrays = view_arrays(_private_map(f), layout, wants, copy=False)
+        else:
+            arrays = read_parallel([(None, f.fileno(), layout, wants)], workers=1, progress=None)
+        if records is not None and _names_clean(records, arrays):
+            tree = positional(like, records.recs, arrays, limits)
+            if tree is not NO_FIT:
+                return tree
         pairs, max_path = template_paths(like)
-        leaves = read_leaves(path, mmap=mmap, verify=verify, limits=limits, max_path=max_path)
-        return fit(like, leaves, f"{path}: ", pairs=pairs)
+        leaves = _leaves(records, layout, arrays, limits, max_path)
+    return fit(like, leaves, f"{path}: ", pairs=pairs)
+
+
+def _names_clean(records: Records, arrays: dict[str, Any]) -> bool:
+    """Whether the tree names every tensor once (else the checks by path say which)."""
+    names = records.names
+    return len(names) == len(arrays) and arrays.keys() == set(names)
 
 
 def read_leaves(

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import itertools
+import operator
 import sys
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -45,6 +48,7 @@ __all__ = [
     "dotted_names",
     "file_leaves",
     "fit",
+    "positional",
 ]
 
 #: The values ``to=`` takes.
@@ -513,6 +517,177 @@ def fit(
             "and make the template match it."
         )
     return unflatten(structure(template), values)
+
+
+def positional(template: Any, recs: Sequence[Any], arrays: Any, limits: Limits) -> Any:
+    """``fit``'s result when the file's tree has the template's shape, else ``NO_FIT``:
+    the template rebuilt over the file's child leaves taken by position.
+
+    The shape is compared node by node, not leaf by leaf (benchmarks/serialization.py,
+    "containers like=", "many": 1,002 nodes, 110,000 leaves): the template's records
+    (``flatten_records``) and the file's, both in pre-order, must hold the same nodes
+    with the same keys (sequences by length; dicts by their str keys, in order;
+    declared containers by their child field names) and the same children as nodes
+    or leaves; then each leaf's path is the same on both sides, and no path is built.
+    Each leaf must then fit as ``fit`` fits it without a conversion (a numpy array of
+    the same shape and dtype, a scalar for a scalar); anything else, an alias to a
+    node and any other kind of node included, gives ``NO_FIT``, and ``fit`` decides with
+    paths, and says what differs (tests/test_checkpoints.py holds the two to each
+    other).
+    """
+    from containers._engine._flat import flatten_records
+    from containers._flatten import Structure
+    from containers._registry import DEFAULT_DICT, DICT, ORDERED_DICT
+
+    t_records: list[Any] = []
+    wants = flatten_records(template, None, False, "load", t_records)
+    dicts = {DICT: "D", ORDERED_DICT: "O", DEFAULT_DICT: "DD"}
+    values: list[Any] = []
+    arrays_at: list[bool] = []
+    add, add_at = values.append, arrays_at.append
+    # per open node: [children left, kept values left, template mask, child index]
+    stack: list[list[Any]] = []
+    ti = 0
+    j, n_recs = 0, len(recs)
+    while j < n_recs:
+        rec = recs[j]
+        if stack:
+            top = stack[-1]
+            if not top[0]:  # a kept value of a container: not a child, skipped whole
+                j = _subtree_end(recs, j)
+                if j < 0:
+                    return NO_FIT
+                top[1] -= 1
+                _close(stack)
+                continue
+            mask = top[2]
+            i = top[3]
+            child_is_node = mask is not None and (mask is True or mask[i])
+        else:
+            child_is_node = ti < len(t_records)  # the root: a leaf when no record
+        tag = rec.tag
+        j += 1
+        if tag in _LEAF_TAGS:
+            if child_is_node:
+                return NO_FIT
+            if tag == "A":
+                add(arrays[rec.data])
+                add_at(True)
+            elif tag == "S":
+                add(rec.data)
+                add_at(False)
+            else:  # an alias: to an array only (a node's leaves are under its first path)
+                target = recs[rec.data]
+                if target.tag != "A":
+                    return NO_FIT
+                add(arrays[target.data])
+                add_at(True)
+            if stack:
+                stack[-1][0] -= 1
+                stack[-1][3] += 1
+                _close(stack)
+            continue
+        if not child_is_node or ti >= len(t_records):
+            return NO_FIT
+        kind, aux, n, mask = t_records[ti]
+        ti += 1
+        kept = 0
+        if tag in ("T", "L", "Q"):
+            if kind.type not in (tuple, list, deque) or rec.n != n:
+                return NO_FIT
+        elif tag in ("D", "O", "DD"):
+            if dicts.get(kind) is None:
+                return NO_FIT
+            keys = aux if kind is ORDERED_DICT else aux[0]
+            file_keys = rec.data[0]
+            if (
+                len(file_keys) != n
+                or set(map(type, file_keys)) - {str}
+                or tuple(file_keys) != tuple(keys)
+            ):
+                return NO_FIT
+        elif tag == "C":
+            spec = kind.spec
+            kids = rec.data[2]
+            if spec is None or tuple(kids) != tuple(spec.children) or len(kids) != n:
+                return NO_FIT
+            kept = len(rec.data[3])
+        elif tag == "N":
+            if kind.type is not type(None):
+                return NO_FIT
+        else:  # a register_node record: keys of its own
+            return NO_FIT
+        if stack:
+            stack[-1][0] -= 1
+            stack[-1][3] += 1
+        if len(stack) >= limits.max_depth:  # fit's file_leaves says so
+            return NO_FIT
+        if mask is None and n:  # all its children are leaves: a run of records at once
+            run = recs[j : j + n]
+            tags = set(map(_TAG, run))
+            if tags == _ARRAY_TAGS:
+                values.extend(map(arrays.__getitem__, map(_DATA, run)))
+                arrays_at.extend(itertools.repeat(True, n))
+                j += n
+                n = 0
+            elif tags == _SCALAR_TAGS:
+                values.extend(map(_DATA, run))
+                arrays_at.extend(itertools.repeat(False, n))
+                j += n
+                n = 0
+        stack.append([n, kept, mask, 0])
+        _close(stack)
+    if stack or ti != len(t_records) or len(values) != len(wants):
+        return NO_FIT
+    # Each leaf fits without a conversion: numpy arrays where the file has arrays, of
+    # the same shapes and dtypes, and scalars (of any type a template leaf that is not
+    # an array has) where it has scalars; checked per column, in C.
+    if [type(w) is np.ndarray for w in wants] != arrays_at:
+        return NO_FIT
+    for t in set(map(type, itertools.compress(wants, map(operator.not_, arrays_at)))):
+        if issubclass(t, np.ndarray) or (t.__module__ or "").startswith(("torch", "jax")):
+            return NO_FIT
+    got = list(itertools.compress(values, arrays_at))
+    want = list(itertools.compress(wants, arrays_at))
+    if set(map(type, got)) - {np.ndarray}:
+        return NO_FIT
+    if list(map(_SHAPE_OF, got)) != list(map(_SHAPE_OF, want)):
+        return NO_FIT
+    if list(map(_DTYPE_OF, got)) != list(map(_DTYPE_OF, want)):
+        return NO_FIT
+    return Structure(tuple(t_records), len(wants)).unflatten(values)
+
+
+#: What ``positional`` gives when the file's tree does not have the template's shape.
+NO_FIT: Any = object()
+_LEAF_TAGS = frozenset({"A", "S", "@"})
+_ARRAY_TAGS = {"A"}
+_SCALAR_TAGS = {"S"}
+_TAG = operator.itemgetter(0)  # Rec.tag
+_DATA = operator.itemgetter(2)  # Rec.data
+_SHAPE_OF = operator.attrgetter("shape")
+_DTYPE_OF = operator.attrgetter("dtype")
+
+
+def _close(stack: list[list[Any]]) -> None:
+    """Pop the nodes whose children and kept values are all read."""
+    while stack and not stack[-1][0] and not stack[-1][1]:
+        stack.pop()
+
+
+def _subtree_end(recs: Sequence[Any], j: int) -> int:
+    """The index after the subtree of the record at ``j`` (-1: the records end first)."""
+    left = 1
+    n = len(recs)
+    while left:
+        if j >= n:
+            return -1
+        rec = recs[j]
+        j += 1
+        left -= 1
+        if rec.tag not in _LEAF_TAGS:
+            left += rec.n
+    return j
 
 
 def _leaves_text(n: int) -> str:
