@@ -45,7 +45,14 @@ from containers._serialize._format import (
     view_arrays,
     write_all,
 )
-from containers._serialize._lazy import LazyArray, Progress, check_io, materialize
+from containers._serialize._lazy import (
+    LazyArray,
+    Progress,
+    check_io,
+    is_lazy,
+    materialize_converted,
+    read_many,
+)
 from containers._serialize._limits import DEFAULT_LIMITS, Limits
 from containers._serialize._pario import read_parallel, write_parallel
 from containers._serialize._shards import (
@@ -614,15 +621,9 @@ def load(
     check_to("load", to, device, dtype, like)
     check_io(workers, progress, "load")
     path = os.fspath(path)
-    if like is not None:
-        if lazy or where is not ... or is_sharded(path):
-            raise TypeError(
-                "load: like= fits one file read whole to a template; it does not combine "
-                "with lazy=, where= or a sharded checkpoint yet. Load the file whole with "
-                "like=, or load lazily without a template."
-            )
-        return _load_like(path, like, mmap, verify, limits)
     sharded = is_sharded(path)
+    if like is not None and not (lazy or where is not ... or sharded):
+        return _load_like(path, like, mmap, verify, limits)
     if not sharded and os.path.isdir(path):
         raise not_a_checkpoint(path)
     if lazy or where is not ... or sharded:
@@ -632,10 +633,11 @@ def load(
                 "combine with lazy=, where= or a sharded checkpoint. Drop mmap=True (lazy "
                 "arrays read only what is asked for)."
             )
-        if to is not None and (lazy or where is not ...):
+        if to is not None and lazy and where is ...:
             raise TypeError(
-                "load: to= converts the arrays a load reads; lazy= and where= leave arrays "
-                "unread. Drop to= and convert what you materialize, or load whole."
+                "load: to= converts the arrays a load reads; lazy=True reads none. Drop "
+                "to= and convert what you materialize, or pass where= to read (and "
+                "convert) the arrays it selects."
             )
         with _gc_paused():
             opened = (
@@ -643,6 +645,8 @@ def load(
                 if sharded
                 else _open_one(path, limits)
             )
+            if like is not None:
+                return _like_opened(opened, like, lazy, where, limits, verify, workers, progress)
             if not lazy and where is ...:  # a sharded checkpoint, whole
                 return _load_whole(
                     opened, limits, expect, verify, workers, progress, (to, device, dtype)
@@ -651,7 +655,10 @@ def load(
         if lazy and where is ...:
             return tree
         # a tensor's errors name its own file (a shard's, for a sharded checkpoint)
-        return materialize(tree, where, workers=workers, progress=progress)
+        convert = None if to is None else converter(to, device, dtype)
+        return materialize_converted(
+            tree, where, workers=workers, progress=progress, convert=convert
+        )
     total = 0
     with _in_file(path), open_for_reading(path) as f, _gc_paused():
         layout = read_layout(f, limits)
@@ -683,6 +690,10 @@ def _open_one(path: str, limits: Limits) -> Opened:
         return open_single(path, limits)
 
 
+#: ``_load_whole``'s ``like=`` when there is no template (None is a template: a leaf).
+_NO_TEMPLATE: Any = object()
+
+
 def _load_whole(
     opened: Opened,
     limits: Limits,
@@ -691,6 +702,8 @@ def _load_whole(
     workers: int | None,
     progress: Progress | None,
     target: tuple[str | None, Any, Any],
+    *,
+    like: Any = _NO_TEMPLATE,
 ) -> Any:
     """Read every shard of an opened checkpoint with ``read_parallel`` (grouped reads,
     CRC32s checked as read), ``workers`` pieces at a time, convert them as ``to=``,
@@ -729,10 +742,67 @@ def _load_whole(
     to, device, dtype = target
     if to is not None:
         arrays = _convert(arrays, to, device, dtype)
+    if like is not _NO_TEMPLATE:  # load(like=) of a sharded checkpoint, whole
+        with _in_file(opened.path):
+            if records is not None and _names_clean(records, arrays):
+                tree = positional(like, records.recs, arrays, limits)
+                if tree is not NO_FIT:
+                    return tree
+            pairs, max_path = template_paths(like)
+            if records is None:
+                leaves = foreign_leaves({name: arrays[name] for name in opened.tensors})
+            else:
+                leaves = file_leaves(records.recs, arrays, arrays, limits, max_path)
+        return fit(like, leaves, f"{opened.path}: ", pairs=pairs)
     if records is None:
         return {name: arrays[name] for name in opened.tensors}
     with _in_file(opened.path):
         return build(records, arrays, limits, expect)
+
+
+def _like_opened(
+    opened: Opened,
+    like: Any,
+    lazy: bool,
+    where: Any,
+    limits: Limits,
+    verify: bool,
+    workers: int | None,
+    progress: Progress | None,
+) -> Any:
+    """``load(like=)`` of an opened checkpoint (a sharded one, or any with ``lazy=`` or
+    ``where=``): read whole and fitted, or fitted over lazy leaves (each checked
+    against the template leaf's shape and dtype, left unread); with ``where=``, the
+    leaves the filter selects in the fitted tree are read and the file's leaves fitted
+    again, so that the arrays read take the template's framework, device and dtype."""
+    if not lazy and where is ...:
+        return _load_whole(
+            opened, limits, None, verify, workers, progress, (None, None, None), like=like
+        )
+    meta = opened.metadata
+    pairs, max_path = template_paths(like)
+    with _in_file(opened.path):
+        if TREE_KEY not in meta and FORMAT_KEY not in meta:
+            lazies = {name: LazyArray(src, t, None) for name, (src, t) in opened.tensors.items()}
+            leaves = foreign_leaves(lazies)
+        else:
+            records = _records_of(meta, limits)
+            crcs = dict(zip(records.names, records.crcs)) if verify else {}
+            lazies = {
+                name: LazyArray(src, t, crcs.get(name))
+                for name, (src, t) in opened.tensors.items()
+            }
+            leaves = file_leaves(records.recs, lazies, lazies, limits, max_path)
+    where_text = f"{opened.path}: "
+    tree = fit(like, leaves, where_text, pairs=pairs)
+    if where is ...:
+        return tree
+    from containers._flatten import leaves as tree_leaves
+
+    selected = [x for x in tree_leaves(tree, where=where) if is_lazy(x)]
+    got = read_many(selected, workers=workers, progress=progress)
+    leaves = [leaf._replace(value=got.get(id(leaf.value), leaf.value)) for leaf in leaves]
+    return fit(like, leaves, where_text, pairs=pairs)
 
 
 def _lazy_tree(opened: Opened, limits: Limits, expect: Any, verify: bool, *, flat: bool) -> Any:

@@ -37,6 +37,7 @@ from containers._paths import (
     keystr,
     parse_keystr,
 )
+from containers._serialize._lazy import is_lazy
 from containers._serialize._limits import Limits
 
 __all__ = [
@@ -262,7 +263,7 @@ def file_leaves(
         if value is not _NODE:
             values[j] = value
             if not is_kept:
-                is_array = tag != "S" and isinstance(value, np.ndarray)
+                is_array = tag != "S" and (isinstance(value, np.ndarray) or is_lazy(value))
                 out.append(new_leaf(FileLeaf, (path, value, is_array, deeper)))
         finished.add(j)
         while True:
@@ -488,7 +489,9 @@ def fit(
             )
             values.append(want)
             continue
-        values.append(_like(kind, a, want))
+        # a lazy leaf (like= with lazy= or where=) stays unread: the template's type
+        # is given to the arrays a load reads
+        values.append(a if is_lazy(a) else _like(kind, a, want))
     if missing:
         found = _prefixes(leaf.path for leaf in leaves)
         for group, items in _grouped([(tuple(p), w) for p, w in missing], found):
