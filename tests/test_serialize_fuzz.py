@@ -23,7 +23,7 @@ import safetensors.numpy
 from hypothesis import HealthCheck, given, settings
 
 import containers as ct
-from containers._serialize import _decode, _diff, _format
+from containers._serialize import _decode, _diff, _format, _layout
 
 
 @ct.container(children=["w", "b"], keep=["name", "shape"], name="tests.fuzz.Layer")
@@ -171,14 +171,14 @@ def _result(fn: Any) -> Any:
 
 def _strict_header(raw: bytes, size: int) -> Any:
     """``parse_header`` with its usual-header fast paths turned off."""
-    usual, column = _format._usual_layout, _format._column_layout
-    _format._usual_layout = lambda *args: None  # type: ignore[assignment]
-    _format._column_layout = lambda *args: None  # type: ignore[assignment]
+    usual, column = _layout._usual_layout, _layout._column_layout
+    _layout._usual_layout = lambda *args: None  # type: ignore[assignment]
+    _layout._column_layout = lambda *args: None  # type: ignore[assignment]
     try:
         return _format.parse_header(raw, size, ct.Limits())
     finally:
-        _format._usual_layout = usual  # type: ignore[assignment]
-        _format._column_layout = column  # type: ignore[assignment]
+        _layout._usual_layout = usual  # type: ignore[assignment]
+        _layout._column_layout = column  # type: ignore[assignment]
 
 
 def _usual_headers(seeds: list[bytes]) -> list[bytes]:
