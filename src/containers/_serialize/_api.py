@@ -1013,7 +1013,7 @@ def inspect(
 
 def _inspect_sharded(path: str, limits: Limits, follow_links: bool) -> FileInfo:
     """``inspect`` of a sharded checkpoint: its index and its shards' headers."""
-    from containers._serialize._decode import _dtype_name
+    from containers._serialize._decode import dtype_name as _dtype_name
 
     opened = open_sharded(path, limits, follow_links=follow_links)
     try:
@@ -1048,7 +1048,7 @@ def _inspect_sharded(path: str, limits: Limits, follow_links: bool) -> FileInfo:
 
 
 def _inspect(path: str, limits: Limits) -> FileInfo:
-    from containers._serialize._decode import _dtype_name
+    from containers._serialize._decode import dtype_name as _dtype_name
 
     with open_for_reading(path) as f:
         layout = read_layout(f, limits)
