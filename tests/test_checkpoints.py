@@ -738,7 +738,7 @@ def test_mutated_files_raise_only_serialization_or_structure_errors_with_like_an
 
 
 def _lean(records: Any, tensors: Any, limits: Any) -> Any:
-    from containers._serialize._target import file_leaves
+    from containers._serialize._like import file_leaves
 
     return file_leaves(records.recs, tensors, dict.fromkeys(tensors), limits)
 
@@ -877,11 +877,12 @@ def test_like_loads_a_hub_style_sharded_checkpoint_by_dotted_names(tmp_path):
 def _fit_by_paths(path: Any, like: Any) -> Any:
     """``load(path, like=)`` through ``fit`` alone (the by-path plain twin of
     ``_target.positional``): the result, or the error's class and message."""
-    from containers._serialize import _api, _target
+    from containers._serialize import _like as _target
+    from containers._serialize import _load
 
     try:
         pairs, max_path = _target.template_paths(like)
-        leaves = _api.read_leaves(path, max_path=max_path)
+        leaves = _load.read_leaves(path, max_path=max_path)
         return _target.fit(like, leaves, f"{os.fspath(path)}: ", pairs=pairs)
     except (ct.SerializationError, ct.StructureError) as err:
         return (type(err).__name__, str(err))
@@ -901,7 +902,8 @@ def test_like_by_position_agrees_with_like_by_path(tmp_path):
     aliases, scalars, None, deques, frameworks), both engines."""
     from collections import deque
 
-    from containers._serialize import _api, _target
+    from containers._serialize import _format, _load
+    from containers._serialize import _like as _target
 
     rng = np.random.default_rng(5)
     a = rng.normal(size=4).astype(np.float32)
@@ -943,10 +945,10 @@ def test_like_by_position_agrees_with_like_by_path(tmp_path):
             for x, y in zip(xs, ys):
                 assert type(x) is type(y)
                 assert np.array_equal(np.asarray(x), np.asarray(y))
-        with open(path, "rb") as f, _api._gc_paused():
-            lay = _api.read_layout(f, ct.Limits())
-            records, wants = _api._tree_records(lay, ct.Limits(), True)
-            arrays = _api.read_arrays(f, lay, wants)
+        with open(path, "rb") as f:
+            lay = _format.read_layout(f, ct.Limits())
+            records, wants = _load._tree_records(lay, ct.Limits(), True)
+            arrays = _format.read_arrays(f, lay, wants)
         fast = _target.positional(like, records.recs, arrays, ct.Limits())
         taken += fast is not _target.NO_FIT
     # base, other scalar and kept values, a list for a deque, a numpy scalar template

@@ -17,9 +17,17 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from containers._errors import FormatError, LimitError, SerializationError, short_repr
+from containers._errors import (
+    FormatError,
+    LimitError,
+    SerializationError,
+    VersionError,
+    short_repr,
+)
 from containers._paths import AttrKey, DictKey, IndexKey, Key
+from containers._serialize._arrays import Wants
 from containers._serialize._encode import FACTORIES
+from containers._serialize._layout import FORMAT_KEY, FORMAT_VERSION, TREE_KEY, Layout
 from containers._serialize._limits import Limits
 from containers._serialize._strictjson import bound_json, json_array_chunks, strict_json
 from containers._serialize._values import decode_key, decode_scalar
@@ -433,3 +441,41 @@ def key_of(rec: Rec, i: int) -> str:
         return f"[{i}]"
     key = keys[i]
     return f".{printable(key.name)}" if type(key) is AttrKey else str(key)
+
+
+# --- a file's records, from its metadata ----------------------------------------------
+
+
+def _records(layout: Layout, limits: Limits) -> Records:
+    return _records_of(layout.metadata, limits)
+
+
+def _records_of(meta: dict[str, str], limits: Limits) -> Records:
+    """The validated records of a file's (or a sharded checkpoint's index's) metadata."""
+    fmt = meta.get(FORMAT_KEY)
+    if TREE_KEY not in meta or fmt is None:
+        raise FormatError(
+            "this safetensors file was not written by containers (its __metadata__ has no "
+            f"{TREE_KEY!r}): load it with safetensors, or look at it with ct.inspect."
+        )
+    if fmt != FORMAT_VERSION:
+        # isascii: "²" and other Unicode digits are isdigit() but not int()'s.
+        if fmt.isascii() and fmt.isdigit() and len(fmt) < 10 and int(fmt) > int(FORMAT_VERSION):
+            raise VersionError(
+                f"the file is in containers format {fmt}, newer than this version reads "
+                f"(format {FORMAT_VERSION}). Upgrade containers to load it."
+            )
+        raise FormatError(f"unknown containers format {fmt[:20]!r}. The file is corrupt.")
+    return parse_records(meta[TREE_KEY], limits)
+
+
+def _wants(records: Records, layout: Layout) -> Wants:
+    """Each tensor's CRC32 from the tree, in file order (None where the tree has none).
+
+    When the tree lists the tensors in file order (it does when the file's order, by
+    item size then name, is the tree's), the tree's list is that list
+    (benchmarks/serialization.py, "many": 100,000 tensors)."""
+    in_file = list(layout.tensors)
+    if records.names == in_file:
+        return list(records.crcs)
+    return list(map(dict(zip(records.names, records.crcs)).get, in_file))
