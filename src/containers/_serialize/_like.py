@@ -368,8 +368,9 @@ def positional(template: Any, recs: Sequence[Any], arrays: Any, limits: Limits) 
     with the same keys (sequences by length; dicts by their str keys, in order;
     declared containers by their child field names) and the same children as nodes
     or leaves; then each leaf's path is the same on both sides, and no path is built.
-    Each leaf must then fit as ``fit`` fits it without a conversion (a numpy array of
-    the same shape and dtype, a scalar for a scalar); anything else, an alias to a
+    Each leaf must then fit as ``fit`` fits it: a numpy array of the same shape and
+    dtype (checked per column), a torch or JAX one converted as ``fit`` converts it, a
+    scalar for a scalar; anything else, an alias to a
     node and any other kind of node included, gives ``NO_FIT``, and ``fit`` decides with
     paths, and says what differs (tests/test_checkpoints.py holds the two to each
     other).
@@ -481,19 +482,35 @@ def positional(template: Any, recs: Sequence[Any], arrays: Any, limits: Limits) 
     # Each leaf fits without a conversion: numpy arrays where the file has arrays, of
     # the same shapes and dtypes, and scalars (of any type a template leaf that is not
     # an array has) where it has scalars; checked per column, in C.
-    if [type(w) is np.ndarray for w in wants] != arrays_at:
-        return NO_FIT
+    want_np = [type(w) is np.ndarray for w in wants]
+    converted: dict[int, Any] = {}
+    if want_np != arrays_at:  # torch or JAX template leaves: converted one by one, as fit does
+        for i in itertools.compress(range(len(wants)), map(operator.ne, want_np, arrays_at)):
+            want, a = wants[i], values[i]
+            kind = _kind(want)
+            if not arrays_at[i] or kind not in ("torch", "jax") or type(a) is not np.ndarray:
+                return NO_FIT
+            if kind == "torch":
+                _views(importlib.import_module("torch"))
+                same_dtype = a.dtype == _TORCH_TO_NUMPY.get(want.dtype)
+            else:
+                same_dtype = a.dtype == want.dtype
+            if not same_dtype or tuple(a.shape) != tuple(want.shape):
+                return NO_FIT
+            converted[i] = _like(kind, a, want)
     for t in set(map(type, itertools.compress(wants, map(operator.not_, arrays_at)))):
         if issubclass(t, np.ndarray) or (t.__module__ or "").startswith(("torch", "jax")):
             return NO_FIT
-    got = list(itertools.compress(values, arrays_at))
-    want = list(itertools.compress(wants, arrays_at))
+    got = list(itertools.compress(values, want_np))
+    want = list(itertools.compress(wants, want_np))
     if set(map(type, got)) - {np.ndarray}:
         return NO_FIT
     if list(map(_SHAPE_OF, got)) != list(map(_SHAPE_OF, want)):
         return NO_FIT
     if list(map(_DTYPE_OF, got)) != list(map(_DTYPE_OF, want)):
         return NO_FIT
+    for i, value in converted.items():
+        values[i] = value
     return Structure(tuple(t_records), len(wants)).unflatten(values)
 
 
