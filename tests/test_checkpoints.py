@@ -738,7 +738,7 @@ def test_mutated_files_raise_only_serialization_or_structure_errors_with_like_an
 
 
 def _lean(records: Any, tensors: Any, limits: Any) -> Any:
-    from containers._serialize._target import file_leaves
+    from containers._serialize._like import file_leaves
 
     return file_leaves(records.recs, tensors, dict.fromkeys(tensors), limits)
 
@@ -794,15 +794,163 @@ def test_to_converts_a_whole_sharded_load(tmp_path):
     assert out["b"].dtype == torch.int64 and out["a"].tolist() == list(range(6))
 
 
-def test_like_and_to_say_what_they_do_not_combine_with(tmp_path):
-    """like= with lazy=/where=/a sharded checkpoint, and to= with lazy=/where=, are
-    TypeErrors that say what to do instead."""
+def test_to_with_lazy_alone_says_why_it_does_not_combine(tmp_path):
+    """to= with lazy=True and no where= is a TypeError that says why (nothing is read)
+    and what to do instead."""
     path = tmp_path / "m.safetensors"
     ct.save(path, {"w": np.ones(3)})
-    with pytest.raises(TypeError, match=r"load: like= fits one file read whole .* lazy="):
-        ct.load(path, like={"w": np.zeros(3)}, lazy=True)
-    ct.save(tmp_path / "ckpt", {"w": np.ones(3)}, max_shard_size=8)
-    with pytest.raises(TypeError, match=r"does not combine\s+with lazy=, where= or a sharded"):
-        ct.load(tmp_path / "ckpt", like={"w": np.zeros(3)})
-    with pytest.raises(TypeError, match=r"load: to= converts the arrays a load reads"):
-        ct.load(path, to="numpy", where=lambda p, v: True)
+    with pytest.raises(TypeError, match=r"load: to= converts the arrays a load reads; lazy=True"):
+        ct.load(path, to="numpy", lazy=True)
+
+
+def test_to_with_where_converts_the_arrays_read_and_leaves_the_others_lazy(tmp_path):
+    """load(to=, where=) reads the selected arrays into the framework (bfloat16 kept
+    exactly); the others stay lazy, on a single file and a sharded checkpoint."""
+    import ml_dtypes
+
+    tree = {"enc": np.arange(4, dtype=ml_dtypes.bfloat16), "dec": np.ones(3, np.float32)}
+    ct.save(tmp_path / "m.safetensors", tree)
+    ct.save(tmp_path / "ckpt", tree, max_shard_size=8)
+    for path in (tmp_path / "m.safetensors", tmp_path / "ckpt"):
+        out = ct.load(path, to="torch", where=PathContains("enc"))
+        assert type(out["enc"]) is torch.Tensor and out["enc"].dtype == torch.bfloat16
+        assert out["enc"].float().tolist() == [0.0, 1.0, 2.0, 3.0]
+        assert isinstance(out["dec"], ct.LazyArray)
+
+
+def test_like_combines_with_lazy_where_and_sharded_checkpoints(tmp_path):
+    """like= with a sharded checkpoint loads whole into the template; with lazy=True
+    the template's classes and kept values hold lazy leaves checked against its shapes
+    and dtypes; with where= the selected leaves are read into the template leaf's
+    framework and the others stay lazy; a mismatch is a StructureError either way."""
+    net = _net()
+    ct.save(tmp_path / "one.safetensors", net)
+    ct.save(tmp_path / "ckpt", net, max_shard_size=64)
+    like = Net(
+        [
+            Dense(torch.zeros(3, 4), torch.zeros(4), act="gelu"),
+            Dense(np.zeros((3, 4), np.float32), np.zeros(4, np.float32), act="tanh"),
+        ]
+    )
+    for path in (tmp_path / "one.safetensors", tmp_path / "ckpt"):
+        if path.is_dir():
+            whole = ct.load(path, like=like)
+            assert type(whole.layers[0].w) is torch.Tensor and whole.layers[1].act == "tanh"
+            assert np.array_equal(whole.layers[0].w.numpy(), net.layers[0].w)
+        lazy = ct.load(path, like=like, lazy=True)
+        assert type(lazy) is Net and lazy.layers[0].act == "gelu"
+        assert all(isinstance(x, ct.LazyArray) for x in ct.leaves(lazy))
+        assert np.array_equal(np.asarray(lazy.layers[1].w), net.layers[1].w)
+        part = ct.load(path, like=like, where=PathContains("b"))
+        assert type(part.layers[0].b) is torch.Tensor
+        assert np.array_equal(part.layers[0].b.numpy(), net.layers[0].b)
+        assert type(part.layers[1].b) is np.ndarray
+        assert isinstance(part.layers[0].w, ct.LazyArray)
+        bad = Net([Dense(np.zeros((3, 5), np.float32), np.zeros(4, np.float32))] * 2)
+        with pytest.raises(ct.StructureError, match=r"shape changed: \.layers\[0\]\.w"):
+            ct.load(path, like=bad, lazy=True)
+
+
+def test_like_loads_a_hub_style_sharded_checkpoint_by_dotted_names(tmp_path):
+    """A sharded checkpoint written by the hub's conventions (flat dotted names, no
+    containers tree) loads into a template with like=, whole or lazily."""
+    ckpt = tmp_path / "hub"
+    ckpt.mkdir()
+    w, b = np.ones((3, 4), np.float32), np.zeros(4, np.float32)
+    safetensors.numpy.save_file({"layers.0.w": w}, str(ckpt / "model-00001-of-00002.safetensors"))
+    safetensors.numpy.save_file({"layers.0.b": b}, str(ckpt / "model-00002-of-00002.safetensors"))
+    index = {
+        "metadata": {"total_size": w.nbytes + b.nbytes},
+        "weight_map": {
+            "layers.0.w": "model-00001-of-00002.safetensors",
+            "layers.0.b": "model-00002-of-00002.safetensors",
+        },
+    }
+    (ckpt / "model.safetensors.index.json").write_text(json.dumps(index))
+    like = {"layers": [{"w": np.zeros((3, 4), np.float32), "b": np.ones(4, np.float32)}]}
+    out = ct.load(ckpt, like=like)
+    assert np.array_equal(out["layers"][0]["w"], w) and np.array_equal(out["layers"][0]["b"], b)
+    lazy = ct.load(ckpt, like=like, lazy=True)
+    assert isinstance(lazy["layers"][0]["w"], ct.LazyArray)
+
+
+def _fit_by_paths(path: Any, like: Any) -> Any:
+    """``load(path, like=)`` through ``fit`` alone (the by-path plain twin of
+    ``_target.positional``): the result, or the error's class and message."""
+    from containers._serialize import _like as _target
+    from containers._serialize import _load
+
+    try:
+        pairs, max_path = _target.template_paths(like)
+        leaves = _load.read_leaves(path, max_path=max_path)
+        return _target.fit(like, leaves, f"{os.fspath(path)}: ", pairs=pairs)
+    except (ct.SerializationError, ct.StructureError) as err:
+        return (type(err).__name__, str(err))
+
+
+def _loaded(path: Any, like: Any) -> Any:
+    try:
+        return ct.load(path, like=like)
+    except (ct.SerializationError, ct.StructureError) as err:
+        return (type(err).__name__, str(err))
+
+
+def test_like_by_position_agrees_with_like_by_path(tmp_path):
+    """load(like=) takes the file's leaves by position when its tree has the template's
+    shape (no path built) and gives what fitting by path gives, on matching templates
+    and on every kind of mismatch (keys, leaf or node, shapes, dtypes, kept values,
+    aliases, scalars, None, deques, frameworks), both engines."""
+    from collections import deque
+
+    from containers._serialize import _format, _load
+    from containers._serialize import _like as _target
+
+    rng = np.random.default_rng(5)
+    a = rng.normal(size=4).astype(np.float32)
+    base = {
+        "g": [Dense(rng.normal(size=(2, 3)), np.zeros(3), act="x"), Dense(a, a)],
+        "s": {"k1": 1.5, "k2": "text", "k3": None},
+        "q": deque([np.arange(3), 7]),
+        "t": (np.ones(2, np.int8), ()),
+    }
+    path = tmp_path / "m.safetensors"
+    ct.save(path, base)
+    variants = [
+        base,
+        {**base, "s": {"k1": 2.5, "k2": "other", "k3": None}},  # other scalar values
+        {**base, "s": {"k1": 1.5, "k2": "text"}},  # a key fewer
+        {**base, "s": {"k1": 1.5, "k2": "text", "k4": None}},  # another key
+        {**base, "q": deque([np.arange(3)])},  # a shorter deque
+        {**base, "q": [np.arange(3), 7]},  # a list for a deque
+        {**base, "t": (np.ones(2, np.int16), ())},  # a dtype
+        {**base, "t": (np.ones(3, np.int8), ())},  # a shape
+        {**base, "t": (np.ones(2, np.int8), 0.0)},  # a leaf for a node
+        {**base, "t": ((), np.ones(2, np.int8))},  # the same leaves, swapped places
+        {**base, "g": [Dense(np.zeros((2, 3)), np.ones(3), act="y"), Dense(a, a)]},
+        {**base, "g": [Dense(np.zeros((2, 3)), np.ones(3)), Dense(a, torch.zeros(4))]},
+        {**base, "g": [Linear(np.zeros((2, 3)), np.ones(3)), Dense(a, a)]},
+        {**base, "s": {"k1": np.float64(1.5), "k2": "text", "k3": None}},
+        {**base, "s": {"k1": np.zeros(1), "k2": "text", "k3": None}},
+        {"g": base["g"]},
+    ]
+    taken = 0
+    for like in variants:
+        expected = _fit_by_paths(path, like)
+        got = _loaded(path, like)
+        if isinstance(expected, tuple):
+            assert got == expected
+        else:
+            (xs, sx), (ys, sy) = ct.flatten(got), ct.flatten(expected)
+            assert sx == sy and len(xs) == len(ys)
+            for x, y in zip(xs, ys):
+                assert type(x) is type(y)
+                assert np.array_equal(np.asarray(x), np.asarray(y))
+        with open(path, "rb") as f:
+            lay = _format.read_layout(f, ct.Limits())
+            records, wants = _load._tree_records(lay, ct.Limits(), True)
+            arrays = _format.read_arrays(f, lay, wants)
+        fast = _target.positional(like, records.recs, arrays, ct.Limits())
+        taken += fast is not _target.NO_FIT
+    # base, other scalar and kept values, a list for a deque, a numpy scalar template,
+    # a torch leaf
+    assert taken == 6

@@ -23,7 +23,7 @@ import safetensors.numpy
 from hypothesis import HealthCheck, given, settings
 
 import containers as ct
-from containers._serialize import _decode, _diff, _format
+from containers._serialize import _decode, _diff, _format, _layout
 
 
 @ct.container(children=["w", "b"], keep=["name", "shape"], name="tests.fuzz.Layer")
@@ -170,13 +170,15 @@ def _result(fn: Any) -> Any:
 
 
 def _strict_header(raw: bytes, size: int) -> Any:
-    """``parse_header`` with its usual-header fast path turned off."""
-    usual = _format._usual_layout
-    _format._usual_layout = lambda *args: None  # type: ignore[assignment]
+    """``parse_header`` with its usual-header fast paths turned off."""
+    usual, column = _layout._usual_layout, _layout._column_layout
+    _layout._usual_layout = lambda *args: None  # type: ignore[assignment]
+    _layout._column_layout = lambda *args: None  # type: ignore[assignment]
     try:
         return _format.parse_header(raw, size, ct.Limits())
     finally:
-        _format._usual_layout = usual  # type: ignore[assignment]
+        _layout._usual_layout = usual  # type: ignore[assignment]
+        _layout._column_layout = column  # type: ignore[assignment]
 
 
 def _usual_headers(seeds: list[bytes]) -> list[bytes]:
@@ -216,7 +218,7 @@ def test_usual_paths_agree_with_their_plain_twins():
         else:
             ct.deserialize(data)
     files = seeds + unusual + [_mutate(rng.choice(seeds), rng) for _ in range(20_000)]
-    fast_layouts = 0
+    fast_layouts = column_layouts = 0
     for data in files:
         if len(data) < 8:
             continue
@@ -233,6 +235,10 @@ def test_usual_paths_agree_with_their_plain_twins():
         except UnicodeDecodeError:
             fast = None
         fast_layouts += fast is not None
+        column = _format._column_layout(raw.decode(), 8 + n, len(data), ct.Limits())
+        if column is not None:  # the columns agree with the entries read one by one
+            assert column == fast
+            column_layouts += 1
         tree = got.metadata[_format.TREE_KEY]
         records = _result(lambda tree=tree: _decode.parse_records(tree, ct.Limits()))
 
@@ -244,6 +250,7 @@ def test_usual_paths_agree_with_their_plain_twins():
 
         assert repr(records) == repr(_result(strict))  # repr: nan != nan
     assert fast_layouts > 5_000  # the fast path does run
+    assert column_layouts > 1_000  # and the columnar one
 
 
 # --- hypothesis: random container classes and trees round-trip -----------------------
@@ -511,3 +518,36 @@ def test_new_hostile_input_classes_raise_only_serialization_errors_in_bounded_ti
         for fn in (lambda t=target: ct.load(t), lambda t=target: ct.inspect(t)):
             outcome, elapsed, _ = _call(fn)
             assert outcome in ("FormatError", "IsADirectoryError") and elapsed < 2
+
+
+def test_read_groups_agree_with_their_plain_twin():
+    """``_format._groups`` (a binary search per range) cuts the tensors of a file into
+    the same read ranges as ``_groups_plain`` (a step per tensor), big and empty
+    tensors and runs of small ones included."""
+    rng = random.Random(7)
+    own = _format._OWN
+    for _ in range(2_000):
+        pos, tensors = 0, []
+        for i in range(rng.choice([0, 1, 63, 64, 65, 300, 2_000])):
+            k = rng.choice([0, 16, 1_000, own // 3, own - 1, own, own + 5, 3 * own])
+            tensors.append(_format.Tensor(pos, pos + k, str(i), "U8", (k,), np.dtype("u1")))
+            pos += k
+        assert list(_format._groups(tensors)) == list(_format._groups_plain(tensors))
+
+
+def test_many_small_tensors_take_the_columnar_path():
+    """A file of many small tensors (the benchmark's "many" tree, smaller) is parsed by
+    the columnar fast path into the layout the plain checks build, and loads."""
+    tree = {
+        f"g{i}": {f"a{j}": np.full(4, i + j, np.float32) for j in range(50)} for i in range(40)
+    }
+    tree["s"] = {f"s{i}": i / 7 for i in range(100)}
+    data = ct.serialize(tree)
+    n = int.from_bytes(data[:8], "little")
+    raw = data[8 : 8 + n]
+    column = _format._column_layout(raw.decode(), 8 + n, len(data), ct.Limits())
+    assert column is not None
+    assert column == _strict_header(raw, len(data))
+    back = ct.deserialize(data)
+    assert back["s"] == tree["s"]
+    assert all(np.array_equal(back[g][a], tree[g][a]) for g in tree if g != "s" for a in tree[g])

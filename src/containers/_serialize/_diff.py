@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from containers._serialize._api import FileInfo, PathLike, _in_file, inspect
+from containers._serialize._common import PathLike, _in_file
 from containers._serialize._decode import RowPaths
 from containers._serialize._format import map_file, open_for_reading, read_layout, view_arrays
+from containers._serialize._inspect import FileInfo, inspect
 from containers._serialize._limits import DEFAULT_LIMITS, Limits
 from containers._serialize._shards import ShardedArrays, is_sharded, open_sharded
 

@@ -303,12 +303,27 @@ def materialize(
     Raises:
         IntegrityError, FormatError: a selected tensor's data is bad.
     """
+    check_io(workers, progress, "materialize")
+    return materialize_converted(tree, where, workers=workers, progress=progress)
+
+
+def materialize_converted(
+    tree: Any,
+    where: Any = ...,
+    *,
+    workers: int | None = None,
+    progress: Progress | None = None,
+    convert: Callable[[np.ndarray[Any, Any]], Any] | None = None,
+) -> Any:
+    """``materialize``, each array read passed through ``convert`` (``load(to=...,
+    where=...)``: the arrays read go to the framework, the others stay lazy)."""
     from containers._flatten import leaves
     from containers._fmap import fmap
 
-    check_io(workers, progress, "materialize")
     selected = [x for x in leaves(tree, where=where) if is_lazy(x)]
     if not selected:
         return tree
     got = read_many(selected, workers=workers, progress=progress)
+    if convert is not None:
+        got = {k: convert(a) for k, a in got.items()}
     return fmap(lambda x: got.get(id(x), x), tree)

@@ -1,4 +1,4 @@
-"""Where loaded arrays go: a framework (``to=``), a template (``like=``), dotted names.
+"""Where loaded arrays go: a framework (``to=``), dotted names (``_like`` fits templates).
 
 This stage sits beside ``_api``: it converts the arrays ``_format`` read (numpy, every
 file dtype) to torch or JAX without a copy where the framework can wrap the buffer,
@@ -10,41 +10,31 @@ file is imported or looked up; the file's names are dictionary keys only).
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from containers._errors import (
-    FormatError,
-    LimitError,
     SerializationError,
     StructureError,
     short_repr,
 )
 from containers._paths import (
     AttrKey,
-    DictKey,
     IndexKey,
     Key,
-    index_keys,
-    keystr,
     parse_keystr,
 )
-from containers._serialize._limits import Limits
 
 __all__ = [
     "FRAMEWORKS",
-    "FileLeaf",
     "check_to",
     "converter",
     "dotted",
     "dotted_names",
-    "file_leaves",
-    "fit",
+    "torch_tensor",
 ]
 
 #: The values ``to=`` takes.
@@ -172,148 +162,6 @@ def _views(torch: Any) -> dict[np.dtype[Any], tuple[type[Any], Any]]:
     return _VIEWS
 
 
-# --- a file's leaves, by path ----------------------------------------------------------
-
-
-class FileLeaf(NamedTuple):
-    """A child leaf of a file's tree: its path, and its array or scalar."""
-
-    path: tuple[Key, ...]
-    value: Any
-    is_array: bool
-    deep: bool = False  # the path was cut (file_leaves' max_path): it matches nothing
-
-
-def file_leaves(
-    recs: Sequence[Any],
-    tensors: Any,
-    arrays: dict[str, Any],
-    limits: Limits,
-    max_path: int | None = None,
-) -> list[FileLeaf]:
-    """The child leaves of a file's tree, in pre-order, validated as ``_decode.rows``
-    validates a tree (but for the text it makes of each row: benchmarks/serialization.py,
-    "containers like=", "many"): no record after the end or missing at it, an alias
-    only to a finished record, each tensor named once and every tensor named, the depth
-    bounded. Kept values and register_node aux are left out (a template decides them).
-    An alias is the value of the record it points to; a shared node's leaves appear
-    under the first path only.
-
-    Paths longer than ``max_path`` keys (the template's longest) could match nothing:
-    they are cut after ``max_path + 1`` keys and a leaf below is marked ``deep``, so that a
-    file nested 100,000 levels deep costs linear time, not a path per level."""
-    out: list[FileLeaf] = []
-    cut = -1 if max_path is None else max_path + 1
-    new_leaf = tuple.__new__
-    values: dict[int, Any] = {}
-    finished: set[int] = set()
-    used: set[str] = set()
-    # [record index, values seen, its path, its keys, index of its first kept value]
-    stack: list[list[Any]] = []
-    done = False
-    is_kept = False
-    for j, rec in enumerate(recs):
-        if done:
-            raise _bad(j, "follows the end of the tree")
-        if stack:
-            top = stack[-1]
-            i = top[1]
-            path: tuple[Key, ...] = top[2]
-            deeper = len(path) == cut  # its parent's path is cut or full: it is cut
-            if not deeper:
-                path = (*path, top[3][i])
-            is_kept = i >= top[4]
-        else:
-            path, deeper = (), False
-        tag = rec.tag
-        if tag == "A":
-            name = rec.data
-            if name not in tensors or name in used:
-                raise FormatError(
-                    f"the tree refers to tensor {name!r} "
-                    f"{'twice' if name in tensors else 'that the file does not have'}. "
-                    f"The file is corrupt."
-                )
-            used.add(name)
-            value = arrays[name]
-        elif tag == "S":
-            value = rec.data
-        elif tag == "@":
-            k = rec.data
-            if k not in finished:
-                raise _bad(j, f"is an alias to record #{k}, which is not finished")
-            value = values.get(k, _NODE)
-        else:
-            value = _NODE
-            if rec.n:
-                if len(stack) >= limits.max_depth:
-                    raise LimitError(
-                        f"the tree is nested deeper than max_depth={limits.max_depth} at "
-                        f"record #{j}. Pass limits=Limits(max_depth=...) to accept it."
-                    )
-                keys, first_kept = _keys(rec)
-                # the values of a kept value are kept: no child of it counts
-                stack.append([j, 0, path, keys, 0 if is_kept else first_kept])
-                continue
-        if value is not _NODE:
-            values[j] = value
-            if not is_kept:
-                is_array = tag != "S" and isinstance(value, np.ndarray)
-                out.append(new_leaf(FileLeaf, (path, value, is_array, deeper)))
-        finished.add(j)
-        while True:
-            if not stack:
-                done = True
-                break
-            top = stack[-1]
-            top[1] += 1
-            if top[1] < recs[top[0]].n:
-                is_kept = top[1] >= top[4]
-                break
-            finished.add(stack.pop()[0])
-    if not done:
-        raise FormatError("the tree ends inside a node: records are missing. The file is corrupt.")
-    if len(used) != len(tensors):
-        unused = set(tensors) - used
-        raise FormatError(
-            f"the file has {len(unused)} tensor(s) the tree never refers to, e.g. "
-            f"{sorted(unused)[0]!r}. The file is corrupt."
-        )
-    return out
-
-
-def _bad(j: int, what: str) -> FormatError:
-    """``_decode._bad``'s error (which this stage cannot import: _decode imports _encode,
-    which imports this)."""
-    return FormatError(f"the tree's record #{j} {what}. The file is corrupt.")
-
-
-_NODE = object()  # an alias to a node: its leaves are under the first path
-
-
-def _keys(rec: Any) -> tuple[Sequence[Key], int]:
-    """The keys of a node record's values, and the index of its first kept value (or
-    register_node aux): the values from it on are not children."""
-    tag = rec.tag
-    if tag in ("T", "L", "Q"):
-        return index_keys(rec.n), rec.n
-    if tag in ("D", "O", "DD"):
-        return [DictKey(k) for k in rec.data[0]], rec.n
-    if tag == "C":
-        kids, kept_names = rec.data[2], rec.data[3]
-        return [AttrKey(name) for name in (*kids, *kept_names)], len(kids)
-    _, n, keys = rec.data
-    return [*(index_keys(n) if keys is None else keys), AttrKey("<aux>")], n
-
-
-def foreign_leaves(arrays: dict[str, Any]) -> list[FileLeaf]:
-    """The tensors of a safetensors file not written by containers, by name."""
-    return [FileLeaf((DictKey(name),), a, True) for name, a in arrays.items()]
-
-
-# --- dotted names ----------------------------------------------------------------------
-
-
 def dotted(path: Sequence[Key]) -> str:
     """The dotted name of a path (``layers.0.w``), as torch state_dicts and hub files
     name tensors; ``ValueError`` for a dict key that is neither a str nor an int."""
@@ -354,213 +202,3 @@ def dotted_names(names: list[str]) -> list[str]:
 
 
 # --- fitting a template ----------------------------------------------------------------
-
-
-def _kind(leaf: Any) -> str | None:
-    """The framework of an array-like template leaf, or None for a scalar leaf."""
-    t = type(leaf)
-    if t is np.ndarray or isinstance(leaf, np.ndarray):
-        return "numpy"
-    module = t.__module__ or ""
-    if module.startswith("torch") and hasattr(leaf, "detach"):
-        return "torch"
-    if module.startswith(("jax", "jaxlib")) and hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-        return "jax"
-    return None
-
-
-def _describe(leaf: Any, is_array: bool) -> str:
-    if is_array or _kind(leaf) is not None:
-        shape = ",".join(map(str, tuple(leaf.shape)))
-        return f"{_dtype_name(leaf.dtype)}[{shape}]"
-    return f"{type(leaf).__qualname__} {short_repr(leaf)}"
-
-
-def template_paths(template: Any) -> tuple[list[tuple[Any, Any]], int]:
-    """The template's ``(path, leaf)`` pairs and its longest path (``file_leaves``'
-    ``max_path``)."""
-    from containers._flatten import leaves_with_path
-
-    pairs = leaves_with_path(template)
-    return pairs, max(map(len, (p for p, _ in pairs)), default=0)
-
-
-def fit(
-    template: Any,
-    leaves: list[FileLeaf],
-    where: str,
-    *,
-    strict: bool = True,
-    pairs: list[tuple[Any, Any]] | None = None,
-) -> Any:
-    """``template`` with each leaf replaced by the file's leaf at its path (by keystr
-    path, else by dotted name), converted to the framework, device and dtype of the
-    template's leaf; ``StructureError`` listing every mismatch. ``pairs`` are the
-    template's ``template_paths`` when known."""
-    from containers._flatten import leaves_with_path, structure, unflatten
-
-    if pairs is None:
-        pairs = leaves_with_path(template)
-    # The file's leaf at the template leaf's position first (the usual case: one
-    # structure), then by path as keys, then by keystr and dotted name; each map is
-    # built only when a path is not found before it (benchmarks/serialization.py,
-    # "containers like=", "many").
-    by_keys: dict[tuple[Key, ...], int] = {}
-    by_path: dict[str, int] = {}
-    by_dotted: dict[str, int] = {}
-
-    def by_name(path: tuple[Key, ...]) -> int | None:
-        if not by_path:
-            for k, leaf in enumerate(leaves):
-                if leaf.deep:
-                    continue
-                by_path.setdefault(keystr(leaf.path), k)
-                with contextlib.suppress(ValueError):  # a key without a dotted name
-                    by_dotted.setdefault(dotted(leaf.path), k)
-        i = by_path.get(keystr(path))
-        if i is None or used[i]:
-            try:
-                i = by_dotted.get(dotted(path))
-            except ValueError:
-                i = None
-        return i
-
-    used = [False] * len(leaves)
-    problems: list[str] = []
-    values: list[Any] = []
-    missing: list[tuple[tuple[Key, ...], Any]] = []
-    n = len(leaves)
-    for pos, (path, want) in enumerate(pairs):
-        i: int | None = pos
-        if pos >= n or used[pos] or leaves[pos].path != path:
-            if not by_keys:
-                for k, leaf in enumerate(leaves):
-                    if not leaf.deep:
-                        by_keys.setdefault(leaf.path, k)
-            i = by_keys.get(path)
-        if i is None or used[i]:
-            i = by_name(path)
-        if i is None or used[i]:
-            if not strict:
-                values.append(want)
-                continue
-            missing.append((path, want))
-            values.append(want)
-            continue
-        used[i] = True
-        got = leaves[i]
-        if type(want) is np.ndarray and got.is_array:  # the usual numpy leaf, inline
-            a = got.value
-            if a.shape == want.shape and a.dtype == want.dtype:
-                values.append(a)
-                continue
-        kind = _kind(want)
-        if kind is None:
-            if got.is_array:
-                problems.append(
-                    f"changed: {keystr(path) or 'the root'} is {_describe(got.value, True)} in the file, "
-                    f"{_describe(want, False)} in the template"
-                )
-            values.append(got.value)
-            continue
-        if not got.is_array:
-            problems.append(
-                f"changed: {keystr(path) or 'the root'} is {_describe(got.value, False)} in the file, "
-                f"{_describe(want, False)} in the template"
-            )
-            values.append(want)
-            continue
-        a = got.value
-        if kind == "torch":
-            _views(importlib.import_module("torch"))
-            same_dtype = a.dtype == _TORCH_TO_NUMPY.get(want.dtype)
-        else:
-            same_dtype = a.dtype == want.dtype
-        if not same_dtype or tuple(a.shape) != tuple(want.shape):
-            what = "shape" if tuple(a.shape) != tuple(want.shape) else "dtype"
-            problems.append(
-                f"{what} changed: {keystr(path) or 'the root'} is {_describe(a, True)} in the file, "
-                f"{_describe(want, False)} in the template"
-            )
-            values.append(want)
-            continue
-        values.append(_like(kind, a, want))
-    if missing:
-        found = _prefixes(leaf.path for leaf in leaves)
-        for group, items in _grouped([(tuple(p), w) for p, w in missing], found):
-            if len(items) == 1 and items[0][0] == group:
-                shown = f"{_describe(items[0][1], False)} in the template"
-            else:
-                shown = f"{_leaves_text(len(items))} in the template, none in the file"
-            problems.append(f"missing: {keystr(group) or 'the root'} ({shown})")
-    extra = [(leaf.path, leaf) for i, leaf in enumerate(leaves) if strict and not used[i]]
-    if extra:
-        for group, items in _grouped(extra, _prefixes(tuple(p) for p, _ in pairs)):
-            if len(items) == 1 and items[0][0] == group:
-                shown = "in the file, not in the template"
-            else:
-                shown = f"{_leaves_text(len(items))} in the file, none in the template"
-            problems.append(f"extra: {keystr(group) or 'the root'} ({shown})")
-    if problems:
-        listed = problems[:_SHOWN]
-        more = len(problems) - len(listed)
-        raise StructureError(
-            f"{where}the file does not match the template (like=): {len(problems)} "
-            f"problem{'' if len(problems) == 1 else 's'}:\n  "
-            + "\n  ".join(listed)
-            + (f"\n  ... and {more} more" if more else "")
-            + "\nLoad it without like= to see its tree (or `containers inspect FILE`), "
-            "and make the template match it."
-        )
-    return unflatten(structure(template), values)
-
-
-def _leaves_text(n: int) -> str:
-    return f"{n} lea{'f' if n == 1 else 'ves'}"
-
-
-def _prefixes(paths: Any) -> set[tuple[Key, ...]]:
-    """Every prefix of every path (the root's ``()`` included)."""
-    out: set[tuple[Key, ...]] = set()
-    for path in paths:
-        for d in range(len(path) + 1):
-            out.add(tuple(path[:d]))
-    return out
-
-
-def _grouped(
-    items: list[tuple[tuple[Key, ...], Any]], other: set[tuple[Key, ...]]
-) -> list[tuple[tuple[Key, ...], list[tuple[tuple[Key, ...], Any]]]]:
-    """``items`` grouped by the shortest prefix of their path that the other side has no
-    leaf under, in order: a subtree only one side has is one problem, not one per leaf."""
-    groups: dict[tuple[Key, ...], list[tuple[tuple[Key, ...], Any]]] = {}
-    for path, value in items:
-        d = 0
-        while d < len(path) and path[: d + 1] in other:
-            d += 1
-        groups.setdefault(path[: d + 1], []).append((path, value))
-    return list(groups.items())
-
-
-#: Problems listed in full by a template mismatch.
-_SHOWN = 50
-
-
-def _like(kind: str, a: np.ndarray[Any, Any], want: Any) -> Any:
-    """``a`` in the framework and on the device of the template leaf ``want``."""
-    if kind == "numpy":
-        return a
-    if kind == "torch":
-        torch = sys.modules["torch"]  # imported: the template holds a tensor
-        t = torch_tensor(torch, a)
-        device = want.device
-        if device.type not in ("cpu", "meta"):
-            t = t.to(device)
-        if type(want) is torch.Tensor:  # Parameter's isinstance check is slow (many leaves)
-            return t
-        if isinstance(want, torch.nn.Parameter):
-            return torch.nn.Parameter(t, requires_grad=want.requires_grad)
-        return t
-    jax = importlib.import_module("jax")
-    sharding = getattr(want, "sharding", None)
-    return jax.device_put(a, sharding)
