@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import json.encoder
+import sys
 from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -83,24 +84,50 @@ class Plan:
 
         Tensors are sorted by item size (largest first), then name, so each is aligned
         to its item size. The members are rendered directly rather than through
-        ``json.dumps`` of dicts (benchmarks/serialization.py, "many": 100,000 entries).
+        ``json.dumps`` of dicts, the part that depends on the dtype and shape once per
+        distinct pair (benchmarks/serialization.py, "many": 100,000 entries of 4
+        distinct kinds at most); ``_layout_plain`` is the plain twin
+        (tests/test_serialize_encode.py).
         """
+        arrays, names = self.arrays, self.names
+        sizes = {a.itemsize for a in arrays}
+        if len(sizes) == 1:  # no ties: the names are distinct
+            order = sorted(range(len(arrays)), key=names.__getitem__)
+        else:
+            keyed = sorted(zip([-a.itemsize for a in arrays], names, range(len(arrays))))
+            order = [k[2] for k in keyed]
+        # What json.dumps gives for a str, without its per-call overhead (100,000 names).
+        dumps = json.encoder.encode_basestring_ascii
+        middles: dict[tuple[Any, tuple[int, ...]], str] = {}
+        parts = []
+        pos = 0
+        for i in order:
+            a = arrays[i]
+            key = (a.dtype, a.shape)
+            middle = middles.get(key)
+            if middle is None:
+                shape = ",".join(map(str, a.shape))
+                middle = middles[key] = (
+                    f':{{"dtype":"{CODES[a.dtype.type]}","shape":[{shape}],"data_offsets":['
+                )
+            end = pos + a.nbytes
+            parts.append(f"{dumps(names[i])}{middle}{pos},{end}]}}")
+            pos = end
+        return ",".join(parts), order
+
+    def _layout_plain(self) -> tuple[str, list[int]]:
+        """``layout``'s plain twin: the same entries, one ``json.dumps`` each."""
         arrays, names = self.arrays, self.names
         keyed = sorted(zip([-a.itemsize for a in arrays], names, range(len(arrays))))
         order = [k[2] for k in keyed]
-        # What json.dumps gives for a str, without its per-call overhead (100,000 names).
-        dumps = json.encoder.encode_basestring_ascii
         parts = []
         pos = 0
-        for _, name, i in keyed:
+        for i in order:
             a = arrays[i]
-            end = pos + a.nbytes
-            shape = ",".join(map(str, a.shape))
-            parts.append(
-                f'{dumps(name)}:{{"dtype":"{CODES[a.dtype.type]}","shape":[{shape}],'
-                f'"data_offsets":[{pos},{end}]}}'
-            )
-            pos = end
+            entry = {"dtype": CODES[a.dtype.type], "shape": list(a.shape)}
+            entry["data_offsets"] = [pos, pos + a.nbytes]
+            parts.append(json.dumps({names[i]: entry}, separators=(",", ":"))[1:-1])
+            pos += a.nbytes
         return ",".join(parts), order
 
     def header(self, entries: str) -> bytes:
@@ -120,8 +147,8 @@ class Plan:
             for i in order:
                 self.crc_slots[i][2] = f"{crc32(self.arrays[i]):08x}"
             return
-        for slot, a in zip(self.crc_slots, self.arrays):
-            slot[2] = f"{crc32(a):08x}"
+        for slot, value in zip(self.crc_slots, map(crc32, self.arrays)):
+            slot[2] = f"{value:08x}"
 
 
 def _fail(where: str, what: str, fix: str) -> SerializationError:
@@ -202,8 +229,11 @@ def _torch_numpy(x: Any) -> np.ndarray[Any, Any]:
 
 
 class _Encoder:
-    def __init__(self) -> None:
+    def __init__(self, runs: bool = True) -> None:
         self.plan = Plan()
+        #: ``run`` takes nodes of this many leaf children or more (``runs=False``: the
+        #: per-leaf loop alone, its plain twin)
+        self.min_run = _MIN_RUN if runs else sys.maxsize
         # id of an array or mutable node -> its record; the Memo keeps each object
         # alive while the file is written, so that no id is reused (a temporary array)
         self.first = Memo()
@@ -381,6 +411,59 @@ class _Encoder:
             value = aux.aux if isinstance(aux, _KeyedAux) else aux
             self.tree(value, lambda: f"{where()}<aux>", plain=True)
 
+    def run(
+        self, values: list[Any], vi: int, n: int, kind: NodeKind, aux: Any, where: Callable[[], str]
+    ) -> bool:
+        """The ``n`` children of a node, all leaves, from ``values[vi]``, at once: plain
+        arrays (new, C-contiguous, little-endian, not bool) become tensors, or plain
+        scalars become records; False (nothing written) for anything else, which the
+        per-leaf loop of ``tree`` then handles (its plain twin: tests/test_serialize_encode.py).
+
+        The "many" tree of benchmarks/serialization.py is 1,000 dicts of 100 arrays and
+        one of 10,000 floats: one pass per run instead of a method call per array.
+        """
+        vals = values[vi : vi + n]
+        out = self.plan.records
+        types = set(map(type, vals))
+        if len(types) != 1:
+            return False
+        t = types.pop()
+        if t is float or t is str:
+            out.extend([["S", encode_scalar(v)] for v in vals])
+            return True
+        if t is not np.ndarray:
+            return False
+        known = self.first.results
+        ids = set(map(id, vals))
+        if len(ids) != n or any(map(known.__contains__, ids)):
+            return False  # aliases
+        for dt in {v.dtype for v in vals}:
+            if dt.byteorder == ">" or dt.type not in CODES or dt.type is np.bool_:
+                return False
+        if not all([v.flags.c_contiguous for v in vals]):
+            return False
+        prefix = where()
+        if kind is DICT and all([type(k) is str for k in aux[0]]):
+            paths = [f"{prefix}[{k!r}]" for k in aux[0]]
+        else:
+            paths = [prefix + str(k) for k in kind.keys(aux, n)]
+        taken = self.names
+        fresh = set(paths)
+        if len(fresh) != n or not fresh.isdisjoint(taken) or not "".join(paths).isascii():
+            return False  # the per-leaf loop names the clash, or escapes the name
+        taken |= fresh
+        start = len(out)
+        recs = [["A", p, "00000000"] for p in paths]
+        out.extend(recs)
+        plan = self.plan
+        plan.names.extend(paths)
+        plan.arrays.extend(vals)
+        plan.crc_slots.extend(recs)
+        store = self.first.store
+        for k, v in enumerate(vals, start):
+            store(v, k)
+        return True
+
     def tree(self, tree: Any, base: Callable[[], str], *, plain: bool) -> None:
         """Append the records of ``tree`` (a pre-order walk of flatten's records).
 
@@ -389,36 +472,47 @@ class _Encoder:
         """
         values: list[Any] = []
         see = values.append
-        seen: set[int] = set()
+        seen = Memo()  # the nodes met so far (the engine's identity table)
+        met = seen.results
+        mark = seen.store
         limit = DEFAULT_LIMITS.max_nodes
 
         def is_leaf(v: Any) -> bool:
             # A mutable node met again is cut here, made a leaf that the walk below
             # writes as an alias: flatten does not expand it, so a DAG of shared lists
             # costs time linear in its distinct objects, not in its paths. What must be
-            # written in full (tuples, kept values) is bounded by what load accepts.
+            # written in full (tuples, kept values) is bounded by what load accepts:
+            # checked at every value that is not an array or a scalar (those expand
+            # nothing: between two checks come at most one node's children), and once
+            # more after the walk.
             see(v)
-            if len(values) > limit:
-                raise _fail(
-                    _where(base()),
-                    f"a tree of more than max_nodes={limit} values once its shared "
-                    f"tuples and kept values are written out in full, which load would "
-                    f"refuse",
-                    "Share lists or containers rather than tuples (they are written "
-                    "once), or save parts of the tree in several files.",
-                )
             t = type(v)
-            if plain or t is np.ndarray or t in _SCALARS:
+            if t is np.ndarray or t in _SCALARS:
                 return False
-            k = id(v)
-            if k in seen:
+            if len(values) > limit:
+                raise too_many()
+            if plain:
+                return False
+            if id(v) in met:
                 kind = kind_of(v)
                 return kind is not None and kind.mutable
-            seen.add(k)
+            mark(v, True)
             return False
+
+        def too_many() -> SerializationError:
+            return _fail(
+                _where(base()),
+                f"a tree of more than max_nodes={limit} values once its shared "
+                f"tuples and kept values are written out in full, which load would "
+                f"refuse",
+                "Share lists or containers rather than tuples (they are written "
+                "once), or save parts of the tree in several files.",
+            )
 
         records: list[Any] = []
         flatten_records(tree, is_leaf, False, "save", records)  # errors name save
+        if len(values) > limit:
+            raise too_many()
         if not records:
             self.leaf(values[0], base, plain)
             return
@@ -426,8 +520,8 @@ class _Encoder:
         vi = 0
         ri = 0
         keystack: list[str] = []  # the rendered key of each open node below the root
-        # frames: [kind, aux, keys, mask, next child, where, path (built on first use),
-        # the node's index in values]
+        # frames: [kind, aux, keys (built on first use), mask, next child, where, path
+        # (built on first use), the node's index in values, number of children]
         stack: list[list[Any]] = []
         open_ids: dict[int, Callable[[], str]] = {}  # mutable nodes open on the stack
 
@@ -456,11 +550,20 @@ class _Encoder:
                 open_ids[id(obj)] = where
             out.append(self.node_record(kind, aux, n, where, plain))
             if n == 0:
+                open_ids.pop(id(obj), None)  # closed at once: a later alias is no cycle
                 self.tail(kind, aux, where)
                 if key is not None:
                     keystack.pop()
                 return
-            stack.append([kind, aux, kind.keys(aux, n), mask, 0, where, None, vi - 1])
+            if mask is None and n >= self.min_run and not plain:
+                if self.run(values, vi, n, kind, aux, where):
+                    vi += n
+                    open_ids.pop(id(obj), None)
+                    self.tail(kind, aux, where)
+                    if key is not None:
+                        keystack.pop()
+                    return
+            stack.append([kind, aux, None, mask, 0, where, None, vi - 1, n])
 
         def skip(n: int, mask: Any) -> None:
             nonlocal vi, ri
@@ -479,8 +582,8 @@ class _Encoder:
         open_node(None)
         while stack:
             fr = stack[-1]
-            kind, aux, keys, mask, i, where, prefix, _ = fr
-            if i == len(keys):
+            kind, aux, keys, mask, i, where, prefix, _, n = fr
+            if i == n:
                 stack.pop()
                 open_ids.pop(id(values[fr[7]]), None)
                 self.tail(kind, aux, where)
@@ -488,6 +591,8 @@ class _Encoder:
                     keystack.pop()
                 continue
             fr[4] = i + 1
+            if keys is None:
+                keys = fr[2] = kind.keys(aux, n)
             if mask is None or (mask is not True and not mask[i]):
                 v = values[vi]
                 tv = type(v)
@@ -509,6 +614,9 @@ class _Encoder:
 
 
 _BUILTIN_TYPES = (tuple, list, dict, OrderedDict, defaultdict, deque, type(None))
+
+#: Nodes with fewer leaf children than this go through the per-leaf loop alone.
+_MIN_RUN = 8
 
 
 def _cycle(path: str, first: str) -> StructureError:
@@ -549,17 +657,19 @@ def encode(
     op: str = "save",
     names: str = "keystr",
     metadata: Any = None,
+    runs: bool = True,
 ) -> Plan:
     """Validate ``tree`` and encode it; raises ``SerializationError`` naming the path.
 
     ``op`` names the public function in errors; ``names="dotted"`` names tensors as
     torch state_dicts do (``layers.0.w``); ``metadata`` is the user's str -> str
-    metadata, stored beside the tree in ``__metadata__``.
+    metadata, stored beside the tree in ``__metadata__``; ``runs=False`` encodes
+    leaf by leaf (the plain twin of ``_Encoder.run``).
     """
     if names not in ("keystr", "dotted"):
         raise ValueError(f"{op}: names must be 'keystr' or 'dotted', got {names!r}.")
     user = _check_metadata(metadata, op)
-    enc = _Encoder()
+    enc = _Encoder(runs)
     try:
         enc.tree(tree, str, plain=False)
         if names == "dotted":
