@@ -415,7 +415,7 @@ def _write_plan(
         return
     with _gc_paused():
         entries, order = plan.layout()
-        overlap = sum(a.nbytes for a in plan.arrays) >= _OVERLAP_BYTES
+        overlap = total >= _OVERLAP_BYTES
         if not overlap:
             # The CRC32s cost little next to the header, so it is rendered once,
             # complete (benchmarks/serialization.py, "many": 1.6 MB of arrays, a
