@@ -74,9 +74,7 @@ def trees(draw: Any) -> Any:
                 kids.append(a if draw(st.integers(0, 9)) else pool[0])
             else:
                 kids.append(_leaf(draw, pool))
-        made: Any = (
-            dict(zip(keys, kids)) if draw(st.integers(0, 3)) else [*kids, float(len(kids))]
-        )
+        made: Any = dict(zip(keys, kids)) if draw(st.integers(0, 3)) else [*kids, float(len(kids))]
         nodes.append(made)
         return made
 

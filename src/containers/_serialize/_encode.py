@@ -416,7 +416,13 @@ class _Encoder:
             self.tree(value, lambda: f"{where()}<aux>", plain=True)
 
     def run(
-        self, values: list[Any], vi: int, n: int, kind: NodeKind, aux: Any, where: Callable[[], str]
+        self,
+        values: list[Any],
+        vi: int,
+        n: int,
+        kind: NodeKind,
+        aux: Any,
+        where: Callable[[], str],
     ) -> bool:
         """The ``n`` children of a node, all leaves, from ``values[vi]``, at once: plain
         arrays (new, C-contiguous, little-endian, not bool) become tensors, or plain
@@ -444,7 +450,7 @@ class _Encoder:
         for dt in {v.dtype for v in vals}:
             if dt.byteorder == ">" or dt.type not in CODES or dt.type is np.bool_:
                 return False
-        if not all([v.flags.c_contiguous for v in vals]):
+        if not all(v.flags.c_contiguous for v in vals):
             return False
         prefix = where()
         if kind is DICT and _all_str(aux[0]):
@@ -559,14 +565,18 @@ class _Encoder:
                 if key is not None:
                     keystack.pop()
                 return
-            if mask is None and n >= self.min_run and not plain:
-                if self.run(values, vi, n, kind, aux, where):
-                    vi += n
-                    open_ids.pop(id(obj), None)
-                    self.tail(kind, aux, where)
-                    if key is not None:
-                        keystack.pop()
-                    return
+            if (
+                mask is None
+                and n >= self.min_run
+                and not plain
+                and self.run(values, vi, n, kind, aux, where)
+            ):
+                vi += n
+                open_ids.pop(id(obj), None)
+                self.tail(kind, aux, where)
+                if key is not None:
+                    keystack.pop()
+                return
             stack.append([kind, aux, None, mask, 0, where, None, vi - 1, n])
 
         def skip(n: int, mask: Any) -> None:
@@ -633,7 +643,7 @@ def _cycle(path: str, first: str) -> StructureError:
 
 
 def _all_str(keys: tuple[Any, ...]) -> bool:
-    return all([type(k) is str for k in keys])
+    return all(type(k) is str for k in keys)
 
 
 def _key_form(k: Key) -> list[Any]:
