@@ -142,3 +142,25 @@ def test_shared_empty_node_is_an_alias_not_a_cycle() -> None:
     back = ct.deserialize(ct.serialize([e, e, lst, {"x": lst}, 2.0]))
     assert back == [{}, {}, [], {"x": []}, 2.0]
     assert back[0] is back[1] and back[2] is back[3]["x"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(trees())
+def test_record_cursor_key_and_where_agree_with_path(tree: Any) -> None:
+    """RecordCursor.key() is the last key of path(), and where() renders path() whole,
+    also when called at the node's CLOSE (what the encoder's tail and errors rely on)."""
+    from containers._records import CLOSE, OPEN, RecordCursor
+
+    cursor = RecordCursor(ct.structure(tree)._records)
+    opened = []
+    while (event := cursor.step()) is not None:
+        path = cursor.path()
+        if event == CLOSE:
+            where, want = opened.pop()
+            assert where() == want == "".join(map(str, path))
+            continue
+        assert cursor.where()() == "".join(map(str, path))
+        if path:
+            assert cursor.key() == path[-1]
+        if event == OPEN:
+            opened.append((cursor.where(), "".join(map(str, path))))

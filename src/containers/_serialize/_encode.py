@@ -12,7 +12,7 @@ import json
 import json.encoder
 import sys
 from collections import OrderedDict, defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,7 @@ from containers._engine._core import Memo
 from containers._engine._flat import flatten_records
 from containers._errors import SerializationError, StructureError, short_repr, type_name
 from containers._paths import AttrKey, IndexKey, Key
+from containers._records import CLOSE, LEAF, RecordCursor
 from containers._registry import (
     DEFAULT_DICT,
     DEQUE,
@@ -527,104 +528,95 @@ class _Encoder:
             self.leaf(values[0], base, plain)
             return
         out = self.plan.records
-        vi = 0
-        ri = 0
-        keystack: list[str] = []  # the rendered key of each open node below the root
-        # frames: [kind, aux, keys (built on first use), mask, next child, where, path
-        # (built on first use), the node's index in values, number of children]
-        stack: list[list[Any]] = []
-        open_ids: dict[int, Callable[[], str]] = {}  # mutable nodes open on the stack
-
-        def here(extra: str = "") -> Callable[[], str]:
-            depth = len(keystack)
-            return lambda: base() + "".join(keystack[:depth]) + extra
-
-        def open_node(key: str | None) -> None:
-            nonlocal vi, ri
-            kind, aux, n, mask = records[ri]
+        # The second pass: the records' walk is RecordCursor's, and so are the paths
+        # (cursor.where: rendered only for tensor names and errors). Values are in
+        # pre-order, nodes and leaves alike: before a leaf come next_record nodes and
+        # index leaves, before a node its record index and next_leaf leaves.
+        cursor = RecordCursor(records)
+        step = cursor.step
+        key = cursor.key
+        # per open node: [kind, aux, where, its path (built on first use), its id]
+        nodes: list[list[Any]] = []
+        open_ids: dict[int, Callable[[], str]] = {}  # mutable nodes open on the walk
+        while (event := step()) is not None:
+            if event == LEAF:
+                v = values[cursor.next_record + cursor.index]
+                tv = type(v)
+                # Arrays and plain scalars inline, the path string built once per node.
+                if tv is np.ndarray and not plain:
+                    node = nodes[-1]
+                    prefix = node[3]
+                    if prefix is None:
+                        prefix = node[3] = node[2]()
+                    self.array(v, prefix + str(key()))
+                elif tv is float or tv is str or tv is int or tv is bool:
+                    out.append(["S", encode_scalar(v)])
+                else:
+                    where = _under(base, cursor.where())
+                    if id(v) in open_ids:  # cut by is_leaf: an ancestor of itself
+                        raise _cycle(where(), open_ids[id(v)]())
+                    self.leaf(v, where, plain)
+                continue
+            if event == CLOSE:
+                kind, aux, where, _, oid = nodes.pop()
+                open_ids.pop(oid, None)
+                self.tail(kind, aux, where)
+                continue
+            kind, aux, n, mask = cursor.record
+            vi = cursor.index + cursor.next_leaf
             obj = values[vi]
-            ri += 1
-            vi += 1
-            if key is not None:
-                keystack.append(key)
-            where = here()
+            where = _under(base, cursor.where())
             if kind.mutable and not plain:
                 k = self.first.results.get(id(obj))
                 if k is not None:
                     out.append(["@", k])
-                    skip(n, mask)
-                    if key is not None:
-                        keystack.pop()
-                    return
+                    cursor.skip()
+                    continue
                 self.first.store(obj, len(out))
                 open_ids[id(obj)] = where
             out.append(self.node_record(kind, aux, n, where, plain))
-            if n == 0:
-                open_ids.pop(id(obj), None)  # closed at once: a later alias is no cycle
-                self.tail(kind, aux, where)
-                if key is not None:
-                    keystack.pop()
-                return
-            if (
-                mask is None
-                and n >= self.min_run
-                and not plain
-                and self.run(values, vi, n, kind, aux, where)
-            ):
-                vi += n
+            if mask is None and n and not plain:
+                # All children leaves: taken here, not one cursor step each (a model's
+                # layers of a few arrays), as a run when they are alike.
+                if n < self.min_run or not self.run(values, vi + 1, n, kind, aux, where):
+                    self.leaf_children(values, vi + 1, kind.keys(aux, n), where, open_ids)
+                cursor.skip()
                 open_ids.pop(id(obj), None)
                 self.tail(kind, aux, where)
-                if key is not None:
-                    keystack.pop()
-                return
-            stack.append([kind, aux, None, mask, 0, where, None, vi - 1, n])
-
-        def skip(n: int, mask: Any) -> None:
-            nonlocal vi, ri
-            nodes = 0 if mask is None else n if mask is True else sum(mask)
-            leaves = n - nodes
-            j = ri
-            while nodes:
-                _, _, m, mk = records[j]
-                j += 1
-                sub = 0 if mk is None else m if mk is True else sum(mk)
-                nodes += sub - 1
-                leaves += m - sub
-            vi += (j - ri) + leaves
-            ri = j
-
-        open_node(None)
-        while stack:
-            fr = stack[-1]
-            kind, aux, keys, mask, i, where, prefix, _, n = fr
-            if i == n:
-                stack.pop()
-                open_ids.pop(id(values[fr[7]]), None)
-                self.tail(kind, aux, where)
-                if stack:
-                    keystack.pop()
                 continue
-            fr[4] = i + 1
-            if keys is None:
-                keys = fr[2] = kind.keys(aux, n)
-            if mask is None or (mask is not True and not mask[i]):
-                v = values[vi]
-                tv = type(v)
-                # Arrays and plain scalars inline, the path string built once per node
-                # (benchmarks/serialization.py, "many": 110,000 leaves).
-                if tv is np.ndarray and not plain:
-                    if prefix is None:
-                        prefix = fr[6] = where()
-                    self.array(v, prefix + str(keys[i]))
-                elif tv is float or tv is str or tv is int or tv is bool:
-                    out.append(["S", encode_scalar(v)])
-                else:
-                    if id(v) in open_ids:  # cut by is_leaf: an ancestor of itself
-                        raise _cycle(here(str(keys[i]))(), open_ids[id(v)]())
-                    self.leaf(v, here(str(keys[i])), plain)
-                vi += 1
+            nodes.append([kind, aux, where, None, id(obj)])
+
+    def leaf_children(
+        self,
+        values: list[Any],
+        vi: int,
+        keys: Sequence[Key],
+        where: Callable[[], str],
+        open_ids: dict[int, Callable[[], str]],
+    ) -> None:
+        """The leaf children of a node (``keys``, values from ``values[vi]``) one by one:
+        what ``tree`` does at each ``LEAF``, without the cursor's step per leaf."""
+        out = self.plan.records
+        prefix = None
+        for i, k in enumerate(keys, vi):
+            v = values[i]
+            tv = type(v)
+            if tv is np.ndarray:
+                if prefix is None:
+                    prefix = where()
+                self.array(v, prefix + str(k))
+            elif tv is float or tv is str or tv is int or tv is bool:
+                out.append(["S", encode_scalar(v)])
             else:
-                open_node(str(keys[i]))
+                at = _under(where, lambda k=k: str(k))  # type: ignore[misc]
+                if id(v) in open_ids:  # cut by is_leaf: an ancestor of itself
+                    raise _cycle(at(), open_ids[id(v)]())
+                self.leaf(v, at, False)
+
+
+def _under(base: Callable[[], str], path: Callable[[], str]) -> Callable[[], str]:
+    """``base() + path()``, rendered when called."""
+    return lambda: base() + path()
 
 
 _BUILTIN_TYPES = (tuple, list, dict, OrderedDict, defaultdict, deque, type(None))
