@@ -8,12 +8,9 @@ written, so a tree that cannot be saved leaves no file behind.
 
 from __future__ import annotations
 
-import json
-import json.encoder
 import sys
 from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,16 +34,14 @@ from containers._registry import (
     kind_of,
     name_of,
 )
-from containers._serialize import _format
+from containers._serialize._arrays import fail as _fail
+from containers._serialize._arrays import to_numpy
+from containers._serialize._arrays import where_of as _where
 from containers._serialize._format import (
     CODES,
-    FORMAT_KEY,
-    FORMAT_VERSION,
-    TREE_KEY,
-    build_header,
-    crc32,
 )
 from containers._serialize._limits import DEFAULT_LIMITS
+from containers._serialize._plan import Plan
 from containers._serialize._target import dotted_names as _dotted_names
 from containers._serialize._values import NotStorable, encode_key, encode_scalar
 
@@ -71,166 +66,6 @@ _FACTORY_NAMES = {id(v): k for k, v in FACTORIES.items()}
 _SCALARS = (int, float, complex, str, bytes, bool)
 
 
-@dataclass
-class Plan:
-    """A validated tree ready to write: records, tensors (C-contiguous, little-endian)."""
-
-    records: list[Any] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)
-    arrays: list[np.ndarray[Any, Any]] = field(default_factory=list)
-    crc_slots: list[list[Any]] = field(default_factory=list)  # the "A" records
-    metadata: dict[str, str] = field(default_factory=dict)  # save(metadata=...)
-
-    def layout(self) -> tuple[str, list[int]]:
-        """The tensor entries as JSON members, and the order of the tensors in the file.
-
-        Tensors are sorted by item size (largest first), then name, so each is aligned
-        to its item size. The members are rendered directly rather than through
-        ``json.dumps`` of dicts, the part that depends on the dtype and shape once per
-        distinct pair (benchmarks/serialization.py, "many": 100,000 entries of 4
-        distinct kinds at most); ``_layout_plain`` is the plain twin
-        (tests/test_serialize_encode.py).
-        """
-        arrays, names = self.arrays, self.names
-        sizes = {a.itemsize for a in arrays}
-        if len(sizes) == 1:  # no ties: the names are distinct
-            order = sorted(range(len(arrays)), key=names.__getitem__)
-        else:
-            keyed = sorted(zip([-a.itemsize for a in arrays], names, range(len(arrays))))
-            order = [k[2] for k in keyed]
-        # What json.dumps gives for a str, without its per-call overhead (100,000 names).
-        dumps = json.encoder.encode_basestring_ascii
-        middles: dict[tuple[Any, tuple[int, ...]], str] = {}
-        parts = []
-        pos = 0
-        for i in order:
-            a = arrays[i]
-            key = (a.dtype, a.shape)
-            middle = middles.get(key)
-            if middle is None:
-                shape = ",".join(map(str, a.shape))
-                middle = middles[key] = (
-                    f':{{"dtype":"{CODES[a.dtype.type]}","shape":[{shape}],"data_offsets":['
-                )
-            end = pos + a.nbytes
-            parts.append(f"{dumps(names[i])}{middle}{pos},{end}]}}")
-            pos = end
-        return ",".join(parts), order
-
-    def _layout_plain(self) -> tuple[str, list[int]]:
-        """``layout``'s plain twin: the same entries, one ``json.dumps`` each."""
-        arrays, names = self.arrays, self.names
-        keyed = sorted(zip([-a.itemsize for a in arrays], names, range(len(arrays))))
-        order = [k[2] for k in keyed]
-        parts = []
-        pos = 0
-        for i in order:
-            a = arrays[i]
-            entry = {"dtype": CODES[a.dtype.type], "shape": list(a.shape)}
-            entry["data_offsets"] = [pos, pos + a.nbytes]
-            parts.append(json.dumps({names[i]: entry}, separators=(",", ":"))[1:-1])
-            pos += a.nbytes
-        return ",".join(parts), order
-
-    def header(self, entries: str) -> bytes:
-        """The header bytes, with the CRC32 slots as they are now.
-
-        The tree is ASCII: a str holding a lone surrogate (which UTF-8 cannot encode)
-        is then the escape ``\\udcff`` inside the tree string, and the header stays
-        the valid UTF-8 JSON every safetensors reader requires (docs/file-format.md).
-        """
-        tree = json.dumps(self.records, separators=(",", ":"))
-        return build_header(entries, {**self.metadata, FORMAT_KEY: FORMAT_VERSION, TREE_KEY: tree})
-
-    def fill_crcs(self, order: list[int] | None = None) -> None:
-        """Compute every tensor's CRC32 into its record (with ``order``: those tensors'
-        only, by index)."""
-        if order is not None:
-            for i in order:
-                self.crc_slots[i][2] = f"{crc32(self.arrays[i]):08x}"
-            return
-        # _format._crc read now (tests switch it), called without crc32's own frame
-        for slot, value in zip(self.crc_slots, map(_format._crc, self.arrays)):
-            slot[2] = f"{value:08x}"
-
-
-def _fail(where: str, what: str, fix: str) -> SerializationError:
-    return SerializationError(f"save: at {where}: {what}. {fix}")
-
-
-def _where(path: str) -> str:
-    return path if path else "the root"
-
-
-def _to_numpy(x: Any, path: str) -> np.ndarray[Any, Any] | None:
-    """``x`` as a C-contiguous little-endian ndarray if it is an array leaf, else None."""
-    t = type(x)
-    a: np.ndarray[Any, Any]
-    if t is np.ndarray:
-        a = x
-    elif t is np.memmap:  # np.load(mmap_mode=...): the subclass only says where bytes live
-        a = x.view(np.ndarray)
-    else:
-        module = t.__module__ or ""
-        convert: Callable[[Any], np.ndarray[Any, Any]] | None = None
-        if module.startswith(("jax", "jaxlib")) and hasattr(x, "__array__"):
-            convert = np.asarray
-        elif module.startswith("torch") and hasattr(x, "detach"):
-            convert = _torch_numpy
-        elif getattr(t, "__containers_lazy__", False) is True:
-            convert = np.asarray  # a LazyArray: read now, to be written
-        if convert is not None:
-            try:
-                a = convert(x)
-            except Exception as err:  # float8, sparse, meta, key arrays: the library's own error
-                raise _fail(
-                    _where(path),
-                    f"a {module.split('.')[0]}.{t.__qualname__} of dtype "
-                    f"{getattr(x, 'dtype', '?')}, which cannot be converted to a numpy array "
-                    f"({type(err).__name__}: {' '.join(str(err).split()).rstrip('.')})",
-                    "Convert it to a supported dtype, dense and with data, first (e.g. "
-                    "x.float() in torch, jax.random.key_data(k) for jax keys).",
-                ) from err
-        elif isinstance(x, np.ndarray):
-            raise _fail(
-                _where(path),
-                f"an array of type {t.__qualname__} (a numpy subclass, whose meaning a plain "
-                f"array loses)",
-                "Convert it with np.asarray first.",
-            )
-        else:
-            return None
-    code = CODES.get(a.dtype.type)
-    if code is None:
-        raise _fail(
-            _where(path),
-            f"an array of dtype {a.dtype}, which files cannot hold",
-            "Supported dtypes: bool, int8-int64, uint8-uint64, float16/32/64, complex64, "
-            "bfloat16; convert it (e.g. a.astype(np.float64)).",
-        )
-    if a.dtype.byteorder == ">":
-        a = a.astype(a.dtype.newbyteorder("<"))
-    return a if a.flags.c_contiguous else a.copy(order="C")  # ascontiguousarray makes 0-d 1-d
-
-
-def _torch_numpy(x: Any) -> np.ndarray[Any, Any]:
-    # conj() and the imaginary part of a conjugate view are lazy: a bit on the tensor,
-    # which numpy() refuses until it is resolved into data.
-    x = x.detach().cpu().resolve_conj().resolve_neg()
-    if str(x.dtype) in _TORCH_FLOAT8:
-        import ml_dtypes
-        import torch
-
-        as_bytes = x.contiguous().view(torch.uint8).numpy()
-        return np.asarray(as_bytes.view(getattr(ml_dtypes, str(x.dtype)[6:])))
-    if str(x.dtype) == "torch.bfloat16":
-        import ml_dtypes
-        import torch
-
-        return np.asarray(x.view(torch.int16).numpy().view(ml_dtypes.bfloat16))
-    return np.asarray(x.numpy())
-
-
 class _Encoder:
     def __init__(self, runs: bool = True) -> None:
         self.plan = Plan()
@@ -253,7 +88,7 @@ class _Encoder:
         if v.flags.c_contiguous and dt.byteorder != ">" and dt.type in CODES:
             a = v
         else:
-            a = _to_numpy(v, path)  # type: ignore[assignment]
+            a = to_numpy(v, path)  # type: ignore[assignment]
         self.add(v, a, path)
 
     def add(self, v: Any, a: np.ndarray[Any, Any], path: str) -> None:
@@ -295,7 +130,7 @@ class _Encoder:
                 ) from None
             return
         if plain:
-            if isinstance(v, np.ndarray) or _to_numpy(v, where()) is not None:
+            if isinstance(v, np.ndarray) or to_numpy(v, where()) is not None:
                 raise _fail(
                     _where(where()),
                     "an array inside a kept value or register_node aux",
@@ -308,7 +143,7 @@ class _Encoder:
                 out.append(["@", k])
                 return
             path = where()
-            a = _to_numpy(v, path)
+            a = to_numpy(v, path)
         if a is None:
             raise _fail(
                 _where(where()),
@@ -644,10 +479,6 @@ def _key_form(k: Key) -> list[Any]:
     if isinstance(k, IndexKey):
         return ["i", k.idx]
     return ["d", encode_key(k.raw)]
-
-
-#: torch's float8 dtypes that files hold (as safetensors names them: F8_E4M3, ...).
-_TORCH_FLOAT8 = frozenset({"torch.float8_e4m3fn", "torch.float8_e5m2", "torch.float8_e8m0fnu"})
 
 
 class _Unregistered(SerializationError):

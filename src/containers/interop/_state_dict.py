@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from containers._paths import DictKey, keystr
 from containers._serialize._api import read_leaves
-from containers._serialize._encode import _to_numpy
+from containers._serialize._arrays import to_numpy as _to_numpy
 from containers._serialize._target import FileLeaf, dotted, fit, torch_tensor
 
 __all__ = ["from_state_dict", "load_into_module", "to_state_dict"]
