@@ -14,7 +14,9 @@ Contenders, each saving to and loading from a file in a temp directory:
   "+tree" row also flattens the tree to that dict (`ct.leaves_with_path`) and rebuilds it
   on load (`Structure.unflatten`, the structure kept in memory, scalars carried in the
   metadata as JSON), which is what a user of safetensors has to do;
-- pickle (protocol 5) to a file;
+- pickle (protocol 5) to a file: ``dumps`` then one write; ``dump`` + ``fsync`` (what
+  ``ct.save``'s durability costs pickle) and ``load`` from the open file (ISSUE 33);
+- in memory: ``ct.serialize``/``ct.deserialize`` and ``pickle.dumps``/``pickle.loads``;
 - flax: `flax.serialization.to_bytes` / `msgpack_restore`, written to / read from a file;
 - torch: `torch.save` / `torch.load(weights_only=True)` of the same tree with torch tensors;
 - numpy: `np.savez` / `np.load` of the flat dict (scalars as 0-d arrays);
@@ -147,12 +149,38 @@ def cases(tree: Any) -> dict[str, Case]:
         lambda p: _write(p, pickle.dumps(tree, protocol=5)),
         lambda p: pickle.loads(_read(p)),
     )
-    import flax.serialization as fs
 
-    out["flax msgpack"] = (
-        lambda p: _write(p, fs.to_bytes(tree)),
-        lambda p: fs.msgpack_restore(_read(p)),
+    def pickle_dump_fsync(p: str) -> None:
+        with open(p, "wb") as f:
+            pickle.dump(tree, f, protocol=5)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def pickle_load(p: str) -> Any:
+        with open(p, "rb") as f:
+            return pickle.load(f)
+
+    # ISSUE 33's bounds: save <= pickle.dump + fsync, load <= pickle.load, and in
+    # memory serialize <= pickle.dumps, deserialize <= pickle.loads.
+    out["pickle 5 dump+fsync / load"] = (pickle_dump_fsync, pickle_load)
+    memory: dict[str, bytes] = {}
+    out["containers serialize / deserialize (memory)"] = (
+        lambda p: memory.__setitem__(p, ct.serialize(tree)),
+        lambda p: ct.deserialize(memory.pop(p)),
     )
+    out["pickle 5 dumps / loads (memory)"] = (
+        lambda p: memory.__setitem__(p, pickle.dumps(tree, protocol=5)),
+        lambda p: pickle.loads(memory.pop(p)),
+    )
+    try:  # not in the dev extra: the row is left out where flax is not installed
+        import flax.serialization as fs
+    except ImportError:
+        print("flax is not installed: its row is left out", file=sys.stderr)
+    else:
+        out["flax msgpack"] = (
+            lambda p: _write(p, fs.to_bytes(tree)),
+            lambda p: fs.msgpack_restore(_read(p)),
+        )
     import torch
 
     torch_tree = ct.fmap(lambda a: torch.from_numpy(a) if isinstance(a, np.ndarray) else a, tree)
@@ -521,6 +549,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         runs = [json.loads(Path(p).read_text()) for p in args.report]
         print(table(medians_of(runs)))
+        print(pickle_ratios(medians_of(runs)))
         print(target_ratios(medians_of(runs)))
         return 0
     if args.checkpoints:
@@ -540,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"CRC32 of save and load: {crc_implementation()}")
     medians = medians_of([results])
     print(table(medians))
+    print(pickle_ratios(medians))
     print(target_ratios(medians))
     return 0
 
@@ -561,6 +591,33 @@ def target_ratios(medians: dict[str, dict[str, float]]) -> str:
             if f"{ours} load" in cells and f"{plain} load" in cells:
                 ratio = cells[f"{ours} load"] / cells[f"{plain} load"]
                 lines.append(f"- {tree_name}: {ours} / {plain}: {ratio:.2f}")
+    return "\n".join(lines)
+
+
+#: ISSUE 33's bounds (1.0): containers' cell over pickle's, per tree.
+PICKLE_PAIRS = [
+    ("containers save", "pickle 5 dump+fsync / load save"),
+    ("containers load", "pickle 5 dump+fsync / load load"),
+    (
+        "containers serialize / deserialize (memory) save",
+        "pickle 5 dumps / loads (memory) save",
+    ),
+    (
+        "containers serialize / deserialize (memory) load",
+        "pickle 5 dumps / loads (memory) load",
+    ),
+]
+
+
+def pickle_ratios(medians: dict[str, dict[str, float]]) -> str:
+    """containers over pickle: save/dump+fsync, load/load, serialize/dumps,
+    deserialize/loads (bound: 1.0)."""
+    lines = ["\n**containers over pickle** (bound 1.0)\n"]
+    for tree_name, cells in medians.items():
+        for ours, theirs in PICKLE_PAIRS:
+            if ours in cells and theirs in cells:
+                ratio = cells[ours] / cells[theirs]
+                lines.append(f"- {tree_name}: {ours} / {theirs}: {ratio:.2f}")
     return "\n".join(lines)
 
 

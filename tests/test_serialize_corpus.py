@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ from typing import Any
 import pytest
 
 import containers as ct
+from containers.filters import PathContains
 
 CORPUS = Path(__file__).parent / "corpus"
 EXPECTED: dict[str, dict[str, Any]] = json.loads((CORPUS / "expected.json").read_text())
@@ -102,4 +105,54 @@ def test_each_bad_file_raises_its_error_through_a_lazy_load(name):
             lambda: ct.materialize(ct.load(path, lazy=True, verify=False, **kw)),
             want["unverified"],
         )
+    assert set(sys.modules) == modules
+
+
+# --- bad sharded checkpoints (tests/corpus/sharded/, ISSUE 29) --------------------------
+
+SHARDED = CORPUS / "sharded"
+SHARDED_EXPECTED: dict[str, dict[str, Any]] = json.loads(
+    (CORPUS / "expected_sharded.json").read_text()
+)
+INDEX = "model.safetensors.index.json"
+
+
+def test_checked_in_sharded_corpus_is_what_the_generator_writes():
+    """Every sharded case of make_corpus.py is on disk, file for file and link for link."""
+    generator = _generator()
+    cases = generator.sharded_cases()
+    assert sorted(name for name, _, _ in cases) == sorted(SHARDED_EXPECTED)
+    assert sorted(p.name for p in SHARDED.iterdir() if p.is_dir()) == sorted(SHARDED_EXPECTED)
+    assert (SHARDED / "outside.safetensors").read_bytes() == generator.OUTSIDE
+    for name, files, expectation in cases:
+        assert sorted(p.name for p in (SHARDED / name).iterdir()) == sorted(files), name
+        for fname, data in files.items():
+            path = SHARDED / name / fname
+            if isinstance(data, generator.Link):
+                assert path.is_symlink() and os.readlink(path) == str(data), (name, fname)
+            else:
+                assert not path.is_symlink() and path.read_bytes() == data, (name, fname)
+        assert SHARDED_EXPECTED[name] == expectation, name
+
+
+@pytest.mark.parametrize("name", sorted(SHARDED_EXPECTED))
+def test_each_bad_sharded_checkpoint_is_refused_naming_its_index(name):
+    """load (of the directory and of the index, whole, lazy, partial) and inspect raise the
+    case's SerializationError, naming the index; nothing is imported, and the file
+    outside the checkpoint's directory is never what loads."""
+    want = SHARDED_EXPECTED[name]
+    directory = SHARDED / name
+    index = re.escape(str(directory / INDEX))
+    cls = getattr(ct, want["error"])
+    modules = set(sys.modules)
+    for how in (directory, directory / INDEX):
+        for call in (
+            lambda how=how: ct.load(how),
+            lambda how=how: ct.load(how, lazy=True),
+            lambda how=how: ct.load(how, where=PathContains("a")),
+            lambda how=how: ct.inspect(how),
+        ):
+            with pytest.raises(cls, match=rf"^{index}: .*{want['match']}") as info:
+                call()
+            assert type(info.value) is cls
     assert set(sys.modules) == modules

@@ -551,3 +551,58 @@ def test_many_small_tensors_take_the_columnar_path():
     back = ct.deserialize(data)
     assert back["s"] == tree["s"]
     assert all(np.array_equal(back[g][a], tree[g][a]) for g in tree if g != "s" for a in tree[g])
+
+
+def test_mutated_index_files_of_the_sharded_corpus_read_nothing_outside(tmp_path):
+    """3,600 mutations of the indexes of the sharded corpus (tests/corpus/sharded/, a
+    valid checkpoint among them) by bytes and by weight_map entry: every load (whole,
+    lazy, partial) and inspect succeeds or raises SerializationError, and none returns
+    the tensor of the valid file placed beside the checkpoint (nothing outside read)."""
+    import shutil
+
+    corpus = os.path.join(os.path.dirname(__file__), "corpus", "sharded")
+    index = "model.safetensors.index.json"
+    shutil.copy(os.path.join(corpus, "outside.safetensors"), tmp_path / "outside.safetensors")
+    seeds = sorted(d for d in os.listdir(corpus) if os.path.isdir(os.path.join(corpus, d)))
+    valid = tmp_path / "valid"
+    ct.save(valid, {"a": np.zeros(4, np.float32), "b": np.ones(4, np.float32)}, max_shard_size=16)
+    rng = random.Random(33)
+    names = [b"../outside.safetensors", b"/etc/passwd", b"..", b".", b"", b"a/b", b"\x00"]
+    alphabet = b'{}[]",:./\\ 0123456789-aez\x00'
+    for seed in [None, *seeds]:
+        work = tmp_path / "work"
+        shutil.rmtree(work, ignore_errors=True)
+        if seed is None:
+            shutil.copytree(valid, work)
+        else:
+            shutil.copytree(os.path.join(corpus, seed), work, symlinks=True)
+        if not (work / index).is_file() or (work / index).is_symlink():
+            continue
+        original = (work / index).read_bytes()
+        for _ in range(190):
+            data = bytearray(original)
+            if rng.random() < 0.3 and b".safetensors" in data:
+                at = data.find(b'"model-0')
+                if at >= 0:  # a shard name in the weight_map, replaced by a hostile one
+                    end = data.index(b'"', at + 1)
+                    data[at + 1 : end] = rng.choice(names)
+            else:
+                for _ in range(rng.randint(1, 4)):
+                    i = rng.randrange(len(data))
+                    if rng.random() < 0.5:
+                        data[i] = rng.choice(alphabet)
+                    else:
+                        del data[i]
+            (work / index).write_bytes(bytes(data))
+            for call in (
+                lambda work=work: ct.load(work),
+                lambda work=work: ct.materialize(ct.load(work / index, lazy=True)),
+                lambda work=work: ct.inspect(work),
+            ):
+                try:
+                    out = call()
+                except ct.SerializationError:
+                    continue
+                if isinstance(out, dict):
+                    for v in ct.leaves(out):
+                        assert not (np.asarray(v) == 6).any(), "read outside the directory"

@@ -174,8 +174,9 @@ class RecordCursor:
     the end; a structure that is one leaf gives one ``LEAF``. ``path()`` is the key
     path of the current position, from the open nodes' keys, computed for a node only
     when a path below it is asked for; ``depth`` is its length. ``next_record`` and
-    ``next_leaf`` count what was read. A pass over records that has no faster loop of
-    its own is a client (``ends``; the file decoder's records and rows: its ``build``
+    ``next_leaf`` count what was read; ``key()`` and ``where()`` give the current
+    key and the whole path, rendered on demand. A pass over records that has no faster
+    loop of its own is a client (``ends``; the file decoder's records and rows: its ``build``
     opens a node at ``OPEN``, reads a value at ``LEAF``, rebuilds at ``CLOSE`` and
     names ``path()`` in its errors, shortened by ``_paths.shorten``).
 
@@ -293,6 +294,27 @@ class RecordCursor:
             return "".join(render(self._keys(fr)[fr[3]]) for fr in frames[start:stop])
 
         return shorten(len(frames), text) or "the root"
+
+    def key(self) -> Any:
+        """The current position's key in its parent node (the last key of ``path()``;
+        at the root, which has none: ``IndexError``)."""
+        frame = self._frames[-2] if self._event == OPEN else self._frames[-1]
+        return self._keys(frame)[frame[3]]
+
+    def where(self, render: Callable[[Any], str] = str) -> Callable[[], str]:
+        """The current position's whole path (never shortened: a name, not a message),
+        each key rendered by ``render``, as a function that renders it when called.
+        It stays right while the position's ancestors are open: within its subtree and
+        at its ``CLOSE``. Taking one costs O(1), so a pass may take one per node and
+        render the few it needs (the save encoder's tensor names and errors)."""
+        frames = self._frames
+        depth = self.depth
+        keys = self._keys
+
+        def text() -> str:
+            return "".join([render(keys(fr)[fr[3]]) for fr in frames[:depth]])
+
+        return text
 
     def _keys(self, frame: list[Any]) -> Sequence[Any]:
         if frame[4] is None:

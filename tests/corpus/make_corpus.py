@@ -539,6 +539,178 @@ def cases() -> list[tuple[str, bytes, dict[str, Any]]]:
     return out
 
 
+# --- sharded checkpoints (ISSUE 29) ----------------------------------------------------
+
+SHARDED = HERE / "sharded"
+INDEX = "model.safetensors.index.json"
+S1 = "model-00001-of-00002.safetensors"
+S2 = "model-00002-of-00002.safetensors"
+ZEROS = struct.pack("<4f", 0, 0, 0, 0)
+ONES = struct.pack("<4f", 1, 1, 1, 1)
+
+
+class Link(str):
+    """A symbolic link to write, holding its target."""
+
+
+def shard(**tensors: bytes) -> bytes:
+    """A hub-style shard (no containers metadata): float32[n] tensors, packed in order."""
+    header: dict[str, Any] = {}
+    pos = 0
+    for name, raw in tensors.items():
+        header[name] = {
+            "dtype": "F32",
+            "shape": [len(raw) // 4],
+            "data_offsets": [pos, pos + len(raw)],
+        }
+        pos += len(raw)
+    return header_bytes(header) + b"".join(tensors.values())
+
+
+def index(weight_map: Any = None, total_size: Any = 32, **extra: Any) -> bytes:
+    """An index as the hub writes it (``metadata.total_size`` and ``weight_map``)."""
+    body: dict[str, Any] = {
+        "metadata": {"total_size": total_size},
+        "weight_map": {"a": S1, "b": S2} if weight_map is None else weight_map,
+    }
+    body.update(extra)
+    return json.dumps(body, indent=2).encode()
+
+
+def sharded(**files: bytes | Link) -> dict[str, bytes | Link]:
+    """A checkpoint directory's files: the two valid shards, an index, then ``files``."""
+    out: dict[str, bytes | Link] = {S1: shard(a=ZEROS), S2: shard(b=ONES), INDEX: index()}
+    out.update(files)
+    return out
+
+
+#: A valid safetensors file beside the case directories: what a weight_map or a link
+#: pointing outside a checkpoint would reach. Nothing may read it.
+OUTSIDE = shard(b=struct.pack("<4f", 6, 6, 6, 6))
+
+
+def sharded_cases() -> list[tuple[str, dict[str, bytes | Link], dict[str, Any]]]:
+    """(name, the directory's files, expectation) for every bad sharded checkpoint. Each
+    is a FormatError or LimitError whose message starts with the index's path."""
+    not_a_name = "which is not a file name in the checkpoint's directory"
+    cases: list[tuple[str, dict[str, bytes | Link], dict[str, Any]]] = [
+        (
+            "s01-weight-map-parent",
+            sharded(**{INDEX: index({"a": S1, "b": "../outside.safetensors"})}),
+            not_a_name,
+        ),
+        (
+            "s02-weight-map-absolute",
+            sharded(**{INDEX: index({"a": S1, "b": "/etc/passwd"})}),
+            not_a_name,
+        ),
+        (
+            "s03-weight-map-separator",
+            sharded(**{INDEX: index({"a": S1, "b": "sub/x.safetensors"})}),
+            not_a_name,
+        ),
+        ("s04-weight-map-dot-dot", sharded(**{INDEX: index({"a": S1, "b": ".."})}), not_a_name),
+        (
+            "s05-symlink-out",
+            sharded(
+                **{
+                    "link.safetensors": Link("../outside.safetensors"),
+                    INDEX: index({"a": S1, "b": "link.safetensors"}),
+                }
+            ),
+            "is a symbolic link to .*outside the checkpoint's directory",
+        ),
+        (
+            "s06-shard-missing",
+            {S1: shard(a=ZEROS), INDEX: index()},
+            "the shard 'model-00002-of-00002.safetensors' that the weight_map names is missing",
+        ),
+        (
+            "s07-shard-listed-twice",
+            sharded(
+                **{"twin.safetensors": Link(S1), INDEX: index({"a": S1, "b": "twin.safetensors"})}
+            ),
+            "the shards 'model-00001-of-00002.safetensors' and 'twin.safetensors' are the same file",
+        ),
+        (
+            "s08-tensor-in-two-shards",
+            sharded(**{S2: shard(a=ZEROS, b=ONES), INDEX: index(total_size=48)}),
+            "holds the tensor 'a', but the weight_map maps it to 'model-00001",
+        ),
+        (
+            "s09-tensor-not-listed",
+            sharded(**{S1: shard(a=ZEROS, c=ONES), INDEX: index(total_size=48)}),
+            "holds the tensor 'c', but the weight_map does not list it",
+        ),
+        (
+            "s10-tensor-not-held",
+            sharded(**{INDEX: index({"a": S1, "b": S2, "c": S1})}),
+            "maps the tensor 'c' to 'model-00001-of-00002.safetensors', which does not hold it",
+        ),
+        (
+            "s11-total-size-too-large",
+            sharded(**{INDEX: index(total_size=10**12)}),
+            "metadata.total_size is 1000000000000 bytes, but the shards' tensors hold 32",
+        ),
+        (
+            "s12-total-size-too-small",
+            sharded(**{INDEX: index(total_size=16)}),
+            "metadata.total_size is 16 bytes, but the shards' tensors hold 32",
+        ),
+        (
+            "s13-total-size-string",
+            sharded(**{INDEX: index(total_size="32")}),
+            "metadata.total_size '32' is not a non-negative integer",
+        ),
+        ("s14-index-not-json", sharded(**{INDEX: b'{"weight_map": '}), "not valid JSON"),
+        (
+            "s15-index-a-list",
+            sharded(**{INDEX: b"[1, 2]"}),
+            "the index must be an object with 'weight_map' and 'metadata', got list",
+        ),
+        (
+            "s16-index-duplicate-key",
+            sharded(
+                **{INDEX: b'{"metadata": {"total_size": 32}, "weight_map": {"a": "x", "a": "y"}}'}
+            ),
+            "the index: duplicate key 'a'",
+        ),
+        (
+            "s17-index-unknown-key",
+            sharded(**{INDEX: index(extra=1)}),
+            "got \\['extra', 'metadata', 'weight_map'\\]",
+        ),
+        (
+            "s18-weight-map-value-a-list",
+            sharded(**{INDEX: index({"a": S1, "b": ["x"]})}),
+            "names a shard by the JSON value \\['x'\\] \\(a list\\); a shard is named by a string",
+        ),
+    ]
+    return [
+        (name, files, {"error": "FormatError", "match": match}) for name, files, match in cases
+    ]
+
+
+def write_sharded_cases() -> None:
+    if SHARDED.exists():
+        for old in sorted(SHARDED.rglob("*"), reverse=True):
+            old.rmdir() if old.is_dir() and not old.is_symlink() else old.unlink()
+    SHARDED.mkdir(exist_ok=True)
+    (SHARDED / "outside.safetensors").write_bytes(OUTSIDE)
+    expected = {}
+    for name, files, expectation in sharded_cases():
+        (SHARDED / name).mkdir()
+        for fname, data in files.items():
+            if isinstance(data, Link):
+                (SHARDED / name / fname).symlink_to(str(data))
+            else:
+                (SHARDED / name / fname).write_bytes(data)
+        expected[name] = expectation
+    (HERE / "expected_sharded.json").write_text(
+        json.dumps(expected, indent=1, sort_keys=True) + "\n"
+    )
+
+
 def main() -> None:
     FILES.mkdir(exist_ok=True)
     for old in FILES.glob("*.safetensors"):
@@ -548,6 +720,7 @@ def main() -> None:
         (FILES / f"{name}.safetensors").write_bytes(data)
         expected[name] = expectation
     (HERE / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
+    write_sharded_cases()
 
 
 if __name__ == "__main__":

@@ -10,12 +10,12 @@ from containers._serialize._api import FileInfo as FileInfo
 from containers._serialize._api import deserialize as deserialize
 from containers._serialize._api import inspect as inspect
 from containers._serialize._api import load as load
-from containers._serialize._api import save as save
-from containers._serialize._api import serialize as serialize
 from containers._serialize._lazy import LazyArray as LazyArray
 from containers._serialize._lazy import materialize as materialize
 from containers._serialize._limits import Limits as Limits
 from containers._serialize._manager import CheckpointManager as CheckpointManager
+from containers._serialize._save import save as save
+from containers._serialize._save import serialize as serialize
 
 __all__ = [
     "CheckpointManager",

@@ -8,11 +8,9 @@ written, so a tree that cannot be saved leaves no file behind.
 
 from __future__ import annotations
 
-import json
-import json.encoder
+import sys
 from collections import OrderedDict, defaultdict, deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,6 +19,7 @@ from containers._engine._core import Memo
 from containers._engine._flat import flatten_records
 from containers._errors import SerializationError, StructureError, short_repr, type_name
 from containers._paths import AttrKey, IndexKey, Key
+from containers._records import CLOSE, LEAF, RecordCursor
 from containers._registry import (
     DEFAULT_DICT,
     DEQUE,
@@ -37,13 +36,12 @@ from containers._registry import (
 )
 from containers._serialize._format import (
     CODES,
-    FORMAT_KEY,
-    FORMAT_VERSION,
-    TREE_KEY,
-    build_header,
-    crc32,
 )
 from containers._serialize._limits import DEFAULT_LIMITS
+from containers._serialize._plan import Plan
+from containers._serialize._storable import fail as _fail
+from containers._serialize._storable import to_numpy
+from containers._serialize._storable import where_of as _where
 from containers._serialize._target import dotted_names as _dotted_names
 from containers._serialize._values import NotStorable, encode_key, encode_scalar
 
@@ -68,142 +66,12 @@ _FACTORY_NAMES = {id(v): k for k, v in FACTORIES.items()}
 _SCALARS = (int, float, complex, str, bytes, bool)
 
 
-@dataclass
-class Plan:
-    """A validated tree ready to write: records, tensors (C-contiguous, little-endian)."""
-
-    records: list[Any] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)
-    arrays: list[np.ndarray[Any, Any]] = field(default_factory=list)
-    crc_slots: list[list[Any]] = field(default_factory=list)  # the "A" records
-    metadata: dict[str, str] = field(default_factory=dict)  # save(metadata=...)
-
-    def layout(self) -> tuple[str, list[int]]:
-        """The tensor entries as JSON members, and the order of the tensors in the file.
-
-        Tensors are sorted by item size (largest first), then name, so each is aligned
-        to its item size. The members are rendered directly rather than through
-        ``json.dumps`` of dicts (benchmarks/serialization.py, "many": 100,000 entries).
-        """
-        arrays, names = self.arrays, self.names
-        keyed = sorted(zip([-a.itemsize for a in arrays], names, range(len(arrays))))
-        order = [k[2] for k in keyed]
-        # What json.dumps gives for a str, without its per-call overhead (100,000 names).
-        dumps = json.encoder.encode_basestring_ascii
-        parts = []
-        pos = 0
-        for _, name, i in keyed:
-            a = arrays[i]
-            end = pos + a.nbytes
-            shape = ",".join(map(str, a.shape))
-            parts.append(
-                f'{dumps(name)}:{{"dtype":"{CODES[a.dtype.type]}","shape":[{shape}],'
-                f'"data_offsets":[{pos},{end}]}}'
-            )
-            pos = end
-        return ",".join(parts), order
-
-    def header(self, entries: str) -> bytes:
-        """The header bytes, with the CRC32 slots as they are now.
-
-        The tree is ASCII: a str holding a lone surrogate (which UTF-8 cannot encode)
-        is then the escape ``\\udcff`` inside the tree string, and the header stays
-        the valid UTF-8 JSON every safetensors reader requires (docs/file-format.md).
-        """
-        tree = json.dumps(self.records, separators=(",", ":"))
-        return build_header(entries, {**self.metadata, FORMAT_KEY: FORMAT_VERSION, TREE_KEY: tree})
-
-    def fill_crcs(self, order: list[int] | None = None) -> None:
-        """Compute every tensor's CRC32 into its record (with ``order``: those tensors'
-        only, by index)."""
-        if order is not None:
-            for i in order:
-                self.crc_slots[i][2] = f"{crc32(self.arrays[i]):08x}"
-            return
-        for slot, a in zip(self.crc_slots, self.arrays):
-            slot[2] = f"{crc32(a):08x}"
-
-
-def _fail(where: str, what: str, fix: str) -> SerializationError:
-    return SerializationError(f"save: at {where}: {what}. {fix}")
-
-
-def _where(path: str) -> str:
-    return path if path else "the root"
-
-
-def _to_numpy(x: Any, path: str) -> np.ndarray[Any, Any] | None:
-    """``x`` as a C-contiguous little-endian ndarray if it is an array leaf, else None."""
-    t = type(x)
-    a: np.ndarray[Any, Any]
-    if t is np.ndarray:
-        a = x
-    elif t is np.memmap:  # np.load(mmap_mode=...): the subclass only says where bytes live
-        a = x.view(np.ndarray)
-    else:
-        module = t.__module__ or ""
-        convert: Callable[[Any], np.ndarray[Any, Any]] | None = None
-        if module.startswith(("jax", "jaxlib")) and hasattr(x, "__array__"):
-            convert = np.asarray
-        elif module.startswith("torch") and hasattr(x, "detach"):
-            convert = _torch_numpy
-        elif getattr(t, "__containers_lazy__", False) is True:
-            convert = np.asarray  # a LazyArray: read now, to be written
-        if convert is not None:
-            try:
-                a = convert(x)
-            except Exception as err:  # float8, sparse, meta, key arrays: the library's own error
-                raise _fail(
-                    _where(path),
-                    f"a {module.split('.')[0]}.{t.__qualname__} of dtype "
-                    f"{getattr(x, 'dtype', '?')}, which cannot be converted to a numpy array "
-                    f"({type(err).__name__}: {' '.join(str(err).split()).rstrip('.')})",
-                    "Convert it to a supported dtype, dense and with data, first (e.g. "
-                    "x.float() in torch, jax.random.key_data(k) for jax keys).",
-                ) from err
-        elif isinstance(x, np.ndarray):
-            raise _fail(
-                _where(path),
-                f"an array of type {t.__qualname__} (a numpy subclass, whose meaning a plain "
-                f"array loses)",
-                "Convert it with np.asarray first.",
-            )
-        else:
-            return None
-    code = CODES.get(a.dtype.type)
-    if code is None:
-        raise _fail(
-            _where(path),
-            f"an array of dtype {a.dtype}, which files cannot hold",
-            "Supported dtypes: bool, int8-int64, uint8-uint64, float16/32/64, complex64, "
-            "bfloat16; convert it (e.g. a.astype(np.float64)).",
-        )
-    if a.dtype.byteorder == ">":
-        a = a.astype(a.dtype.newbyteorder("<"))
-    return a if a.flags.c_contiguous else a.copy(order="C")  # ascontiguousarray makes 0-d 1-d
-
-
-def _torch_numpy(x: Any) -> np.ndarray[Any, Any]:
-    # conj() and the imaginary part of a conjugate view are lazy: a bit on the tensor,
-    # which numpy() refuses until it is resolved into data.
-    x = x.detach().cpu().resolve_conj().resolve_neg()
-    if str(x.dtype) in _TORCH_FLOAT8:
-        import ml_dtypes
-        import torch
-
-        as_bytes = x.contiguous().view(torch.uint8).numpy()
-        return np.asarray(as_bytes.view(getattr(ml_dtypes, str(x.dtype)[6:])))
-    if str(x.dtype) == "torch.bfloat16":
-        import ml_dtypes
-        import torch
-
-        return np.asarray(x.view(torch.int16).numpy().view(ml_dtypes.bfloat16))
-    return np.asarray(x.numpy())
-
-
 class _Encoder:
-    def __init__(self) -> None:
+    def __init__(self, runs: bool = True) -> None:
         self.plan = Plan()
+        #: ``run`` takes nodes of this many leaf children or more (``runs=False``: the
+        #: per-leaf loop alone, its plain twin)
+        self.min_run = _MIN_RUN if runs else sys.maxsize
         # id of an array or mutable node -> its record; the Memo keeps each object
         # alive while the file is written, so that no id is reused (a temporary array)
         self.first = Memo()
@@ -220,7 +88,7 @@ class _Encoder:
         if v.flags.c_contiguous and dt.byteorder != ">" and dt.type in CODES:
             a = v
         else:
-            a = _to_numpy(v, path)  # type: ignore[assignment]
+            a = to_numpy(v, path)  # type: ignore[assignment]
         self.add(v, a, path)
 
     def add(self, v: Any, a: np.ndarray[Any, Any], path: str) -> None:
@@ -262,7 +130,7 @@ class _Encoder:
                 ) from None
             return
         if plain:
-            if isinstance(v, np.ndarray) or _to_numpy(v, where()) is not None:
+            if isinstance(v, np.ndarray) or to_numpy(v, where()) is not None:
                 raise _fail(
                     _where(where()),
                     "an array inside a kept value or register_node aux",
@@ -275,7 +143,7 @@ class _Encoder:
                 out.append(["@", k])
                 return
             path = where()
-            a = _to_numpy(v, path)
+            a = to_numpy(v, path)
         if a is None:
             raise _fail(
                 _where(where()),
@@ -303,7 +171,9 @@ class _Encoder:
             if kind is NONE:
                 return ["N"]
             if kind is DICT:
-                rec = ["D", [encode_key(k) for k in aux[0]]]
+                keys = aux[0]
+                # str keys are their own JSON form (100,000 keys in the "many" tree)
+                rec = ["D", [*keys] if _all_str(keys) else [encode_key(k) for k in keys]]
                 if aux[1] is not None:
                     pos = {id(k): i for i, k in enumerate(aux[0])}
                     rec.append([pos[id(k)] for k in aux[1]])
@@ -381,6 +251,65 @@ class _Encoder:
             value = aux.aux if isinstance(aux, _KeyedAux) else aux
             self.tree(value, lambda: f"{where()}<aux>", plain=True)
 
+    def run(
+        self,
+        values: list[Any],
+        vi: int,
+        n: int,
+        kind: NodeKind,
+        aux: Any,
+        where: Callable[[], str],
+    ) -> bool:
+        """The ``n`` children of a node, all leaves, from ``values[vi]``, at once: plain
+        arrays (new, C-contiguous, little-endian, not bool) become tensors, or plain
+        scalars become records; False (nothing written) for anything else, which the
+        per-leaf loop of ``tree`` then handles (its plain twin: tests/test_serialize_encode.py).
+
+        The "many" tree of benchmarks/serialization.py is 1,000 dicts of 100 arrays and
+        one of 10,000 floats: one pass per run instead of a method call per array.
+        """
+        vals = values[vi : vi + n]
+        out = self.plan.records
+        types = set(map(type, vals))
+        if len(types) != 1:
+            return False
+        t = types.pop()
+        if t is float or t is str:
+            out.extend([["S", encode_scalar(v)] for v in vals])
+            return True
+        if t is not np.ndarray:
+            return False
+        known = self.first.results
+        ids = set(map(id, vals))
+        if len(ids) != n or any(map(known.__contains__, ids)):
+            return False  # aliases
+        for dt in {v.dtype for v in vals}:
+            if dt.byteorder == ">" or dt.type not in CODES or dt.type is np.bool_:
+                return False
+        if not all(v.flags.c_contiguous for v in vals):
+            return False
+        prefix = where()
+        if kind is DICT and _all_str(aux[0]):
+            paths = [f"{prefix}[{k!r}]" for k in aux[0]]
+        else:
+            paths = [prefix + str(k) for k in kind.keys(aux, n)]
+        taken = self.names
+        fresh = set(paths)
+        if len(fresh) != n or not fresh.isdisjoint(taken) or not "".join(paths).isascii():
+            return False  # the per-leaf loop names the clash, or escapes the name
+        taken |= fresh
+        start = len(out)
+        recs = [["A", p, "00000000"] for p in paths]
+        out.extend(recs)
+        plan = self.plan
+        plan.names.extend(paths)
+        plan.arrays.extend(vals)
+        plan.crc_slots.extend(recs)
+        store = self.first.store
+        for k, v in enumerate(vals, start):
+            store(v, k)
+        return True
+
     def tree(self, tree: Any, base: Callable[[], str], *, plain: bool) -> None:
         """Append the records of ``tree`` (a pre-order walk of flatten's records).
 
@@ -389,126 +318,146 @@ class _Encoder:
         """
         values: list[Any] = []
         see = values.append
-        seen: set[int] = set()
+        seen = Memo()  # the nodes met so far (the engine's identity table)
+        met = seen.results
+        mark = seen.store
         limit = DEFAULT_LIMITS.max_nodes
 
         def is_leaf(v: Any) -> bool:
             # A mutable node met again is cut here, made a leaf that the walk below
             # writes as an alias: flatten does not expand it, so a DAG of shared lists
             # costs time linear in its distinct objects, not in its paths. What must be
-            # written in full (tuples, kept values) is bounded by what load accepts.
+            # written in full (tuples, kept values) is bounded by what load accepts:
+            # checked at every value that is not an array or a scalar (those expand
+            # nothing: between two checks come at most one node's children), and once
+            # more after the walk.
             see(v)
-            if len(values) > limit:
-                raise _fail(
-                    _where(base()),
-                    f"a tree of more than max_nodes={limit} values once its shared "
-                    f"tuples and kept values are written out in full, which load would "
-                    f"refuse",
-                    "Share lists or containers rather than tuples (they are written "
-                    "once), or save parts of the tree in several files.",
-                )
             t = type(v)
-            if plain or t is np.ndarray or t in _SCALARS:
+            if t is np.ndarray or t in _SCALARS:
                 return False
-            k = id(v)
-            if k in seen:
+            if len(values) > limit:
+                raise too_many()
+            if plain:
+                return False
+            if id(v) in met:
                 kind = kind_of(v)
                 return kind is not None and kind.mutable
-            seen.add(k)
+            mark(v, True)
             return False
+
+        def too_many() -> SerializationError:
+            return _fail(
+                _where(base()),
+                f"a tree of more than max_nodes={limit} values once its shared "
+                f"tuples and kept values are written out in full, which load would "
+                f"refuse",
+                "Share lists or containers rather than tuples (they are written "
+                "once), or save parts of the tree in several files.",
+            )
 
         records: list[Any] = []
         flatten_records(tree, is_leaf, False, "save", records)  # errors name save
+        if len(values) > limit:
+            raise too_many()
         if not records:
             self.leaf(values[0], base, plain)
             return
         out = self.plan.records
-        vi = 0
-        ri = 0
-        keystack: list[str] = []  # the rendered key of each open node below the root
-        # frames: [kind, aux, keys, mask, next child, where, path (built on first use),
-        # the node's index in values]
-        stack: list[list[Any]] = []
-        open_ids: dict[int, Callable[[], str]] = {}  # mutable nodes open on the stack
-
-        def here(extra: str = "") -> Callable[[], str]:
-            depth = len(keystack)
-            return lambda: base() + "".join(keystack[:depth]) + extra
-
-        def open_node(key: str | None) -> None:
-            nonlocal vi, ri
-            kind, aux, n, mask = records[ri]
+        # The second pass: the records' walk is RecordCursor's, and so are the paths
+        # (cursor.where: rendered only for tensor names and errors). Values are in
+        # pre-order, nodes and leaves alike: before a leaf come next_record nodes and
+        # index leaves, before a node its record index and next_leaf leaves.
+        cursor = RecordCursor(records)
+        step = cursor.step
+        key = cursor.key
+        # per open node: [kind, aux, where, its path (built on first use), its id]
+        nodes: list[list[Any]] = []
+        open_ids: dict[int, Callable[[], str]] = {}  # mutable nodes open on the walk
+        while (event := step()) is not None:
+            if event == LEAF:
+                v = values[cursor.next_record + cursor.index]
+                tv = type(v)
+                # Arrays and plain scalars inline, the path string built once per node.
+                if tv is np.ndarray and not plain:
+                    node = nodes[-1]
+                    prefix = node[3]
+                    if prefix is None:
+                        prefix = node[3] = node[2]()
+                    self.array(v, prefix + str(key()))
+                elif tv is float or tv is str or tv is int or tv is bool:
+                    out.append(["S", encode_scalar(v)])
+                else:
+                    where = _under(base, cursor.where())
+                    if id(v) in open_ids:  # cut by is_leaf: an ancestor of itself
+                        raise _cycle(where(), open_ids[id(v)]())
+                    self.leaf(v, where, plain)
+                continue
+            if event == CLOSE:
+                kind, aux, where, _, oid = nodes.pop()
+                open_ids.pop(oid, None)
+                self.tail(kind, aux, where)
+                continue
+            kind, aux, n, mask = cursor.record
+            vi = cursor.index + cursor.next_leaf
             obj = values[vi]
-            ri += 1
-            vi += 1
-            if key is not None:
-                keystack.append(key)
-            where = here()
+            where = _under(base, cursor.where())
             if kind.mutable and not plain:
                 k = self.first.results.get(id(obj))
                 if k is not None:
                     out.append(["@", k])
-                    skip(n, mask)
-                    if key is not None:
-                        keystack.pop()
-                    return
+                    cursor.skip()
+                    continue
                 self.first.store(obj, len(out))
                 open_ids[id(obj)] = where
             out.append(self.node_record(kind, aux, n, where, plain))
-            if n == 0:
+            if mask is None and n and not plain:
+                # All children leaves: taken here, not one cursor step each (a model's
+                # layers of a few arrays), as a run when they are alike.
+                if n < self.min_run or not self.run(values, vi + 1, n, kind, aux, where):
+                    self.leaf_children(values, vi + 1, kind.keys(aux, n), where, open_ids)
+                cursor.skip()
+                open_ids.pop(id(obj), None)
                 self.tail(kind, aux, where)
-                if key is not None:
-                    keystack.pop()
-                return
-            stack.append([kind, aux, kind.keys(aux, n), mask, 0, where, None, vi - 1])
-
-        def skip(n: int, mask: Any) -> None:
-            nonlocal vi, ri
-            nodes = 0 if mask is None else n if mask is True else sum(mask)
-            leaves = n - nodes
-            j = ri
-            while nodes:
-                _, _, m, mk = records[j]
-                j += 1
-                sub = 0 if mk is None else m if mk is True else sum(mk)
-                nodes += sub - 1
-                leaves += m - sub
-            vi += (j - ri) + leaves
-            ri = j
-
-        open_node(None)
-        while stack:
-            fr = stack[-1]
-            kind, aux, keys, mask, i, where, prefix, _ = fr
-            if i == len(keys):
-                stack.pop()
-                open_ids.pop(id(values[fr[7]]), None)
-                self.tail(kind, aux, where)
-                if stack:
-                    keystack.pop()
                 continue
-            fr[4] = i + 1
-            if mask is None or (mask is not True and not mask[i]):
-                v = values[vi]
-                tv = type(v)
-                # Arrays and plain scalars inline, the path string built once per node
-                # (benchmarks/serialization.py, "many": 110,000 leaves).
-                if tv is np.ndarray and not plain:
-                    if prefix is None:
-                        prefix = fr[6] = where()
-                    self.array(v, prefix + str(keys[i]))
-                elif tv is float or tv is str or tv is int or tv is bool:
-                    out.append(["S", encode_scalar(v)])
-                else:
-                    if id(v) in open_ids:  # cut by is_leaf: an ancestor of itself
-                        raise _cycle(here(str(keys[i]))(), open_ids[id(v)]())
-                    self.leaf(v, here(str(keys[i])), plain)
-                vi += 1
+            nodes.append([kind, aux, where, None, id(obj)])
+
+    def leaf_children(
+        self,
+        values: list[Any],
+        vi: int,
+        keys: Sequence[Key],
+        where: Callable[[], str],
+        open_ids: dict[int, Callable[[], str]],
+    ) -> None:
+        """The leaf children of a node (``keys``, values from ``values[vi]``) one by one:
+        what ``tree`` does at each ``LEAF``, without the cursor's step per leaf."""
+        out = self.plan.records
+        prefix = None
+        for i, k in enumerate(keys, vi):
+            v = values[i]
+            tv = type(v)
+            if tv is np.ndarray:
+                if prefix is None:
+                    prefix = where()
+                self.array(v, prefix + str(k))
+            elif tv is float or tv is str or tv is int or tv is bool:
+                out.append(["S", encode_scalar(v)])
             else:
-                open_node(str(keys[i]))
+                at = _under(where, lambda k=k: str(k))  # type: ignore[misc]
+                if id(v) in open_ids:  # cut by is_leaf: an ancestor of itself
+                    raise _cycle(at(), open_ids[id(v)]())
+                self.leaf(v, at, False)
+
+
+def _under(base: Callable[[], str], path: Callable[[], str]) -> Callable[[], str]:
+    """``base() + path()``, rendered when called."""
+    return lambda: base() + path()
 
 
 _BUILTIN_TYPES = (tuple, list, dict, OrderedDict, defaultdict, deque, type(None))
+
+#: Nodes with fewer leaf children than this go through the per-leaf loop alone.
+_MIN_RUN = 8
 
 
 def _cycle(path: str, first: str) -> StructureError:
@@ -520,16 +469,16 @@ def _cycle(path: str, first: str) -> StructureError:
     )
 
 
+def _all_str(keys: tuple[Any, ...]) -> bool:
+    return all(type(k) is str for k in keys)
+
+
 def _key_form(k: Key) -> list[Any]:
     if isinstance(k, AttrKey):
         return ["a", k.name]
     if isinstance(k, IndexKey):
         return ["i", k.idx]
     return ["d", encode_key(k.raw)]
-
-
-#: torch's float8 dtypes that files hold (as safetensors names them: F8_E4M3, ...).
-_TORCH_FLOAT8 = frozenset({"torch.float8_e4m3fn", "torch.float8_e5m2", "torch.float8_e8m0fnu"})
 
 
 class _Unregistered(SerializationError):
@@ -549,17 +498,19 @@ def encode(
     op: str = "save",
     names: str = "keystr",
     metadata: Any = None,
+    runs: bool = True,
 ) -> Plan:
     """Validate ``tree`` and encode it; raises ``SerializationError`` naming the path.
 
     ``op`` names the public function in errors; ``names="dotted"`` names tensors as
     torch state_dicts do (``layers.0.w``); ``metadata`` is the user's str -> str
-    metadata, stored beside the tree in ``__metadata__``.
+    metadata, stored beside the tree in ``__metadata__``; ``runs=False`` encodes
+    leaf by leaf (the plain twin of ``_Encoder.run``).
     """
     if names not in ("keystr", "dotted"):
         raise ValueError(f"{op}: names must be 'keystr' or 'dotted', got {names!r}.")
     user = _check_metadata(metadata, op)
-    enc = _Encoder()
+    enc = _Encoder(runs)
     try:
         enc.tree(tree, str, plain=False)
         if names == "dotted":

@@ -17,6 +17,7 @@ import errno
 import json
 import os
 import stat
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -158,8 +159,40 @@ def write_all(fd: int, chunks: Sequence[Any]) -> None:
 
 def _write(fd: int, data: Any) -> None:
     view = memoryview(data)
+    n = len(view)
     while view:
         view = view[os.write(fd, view) :]
+    if n >= _OWN:
+        start_writeback(fd)
+
+
+_sync_file_range: Any = None  # libc's, once looked up; False where there is none
+
+
+def start_writeback(fd: int) -> None:
+    """Start writing ``fd``'s dirty pages to the disk without waiting for them
+    (Linux's ``sync_file_range(SYNC_FILE_RANGE_WRITE)``; elsewhere nothing).
+
+    Called after each big piece of a save: the disk then works while the next pieces
+    are copied, and the final ``fsync`` waits for the rest instead of a gigabyte of
+    dirty pages at once, whose writeback stalls made a 1 GiB save take 0.7-2.9 s from
+    run to run (docs/performance.md, big checkpoints). Durability is still the
+    ``fsync``'s: this only starts early what it would do.
+    """
+    global _sync_file_range  # noqa: PLW0603 - looked up once
+    if _sync_file_range is None:
+        _sync_file_range = False
+        if sys.platform.startswith("linux"):
+            with contextlib.suppress(OSError, AttributeError):
+                import ctypes
+
+                libc = ctypes.CDLL(None, use_errno=True)
+                f = libc.sync_file_range
+                f.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+                f.restype = ctypes.c_int
+                _sync_file_range = f
+    if _sync_file_range is not False:
+        _sync_file_range(fd, 0, 0, 2)  # SYNC_FILE_RANGE_WRITE; 0, 0: the whole file
 
 
 def _check_writable(path: str, given: str) -> None:

@@ -17,7 +17,8 @@ from concurrent.futures import Future
 from typing import Any
 
 from containers._errors import short_repr
-from containers._serialize._api import load, save
+from containers._serialize._api import load
+from containers._serialize._save import save
 
 __all__ = ["CheckpointManager"]
 

@@ -267,4 +267,6 @@ def _pwrite(fd: int, pos: int, data: Any) -> int:
     done = 0
     while done < n:
         done += os.pwrite(fd, view[done:], pos + done)
+    if n >= _format._OWN:
+        _format.start_writeback(fd)  # the disk starts on it while the next piece is copied
     return n

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from containers._paths import DictKey, keystr
-from containers._serialize._encode import _to_numpy
 from containers._serialize._like import FileLeaf, fit
 from containers._serialize._load import read_leaves
+from containers._serialize._storable import to_numpy as _to_numpy
 from containers._serialize._target import dotted, torch_tensor
 
 __all__ = ["from_state_dict", "load_into_module", "to_state_dict"]
