@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, NoReturn
 
-from containers._engine._loops import SPEEDUPS, exec_source
+from containers._engine._loops import SPEEDUPS, TRAIL, exec_source, unwound
 from containers._errors import ContainerDefinitionError, ContainersError, StructureError
 from containers._paths import Key, KeyPath, where
 from containers._registry import Mismatch, cacheable, kind_of
@@ -39,6 +39,7 @@ __all__ = [
     "mismatch_error",
     "noop",
     "path_note",
+    "trail_note",
     "resume",
     "traverse",
 ]
@@ -170,6 +171,34 @@ def add_note(err: BaseException, note: str) -> None:
         err.add_note(note)
     else:  # pragma: no cover (3.10)
         err.__notes__ = [*getattr(err, "__notes__", ()), note]
+
+
+def trail_note(err: Exception, op: str, tree: Any) -> None:
+    """At the top of a fast walk over ``tree``: give an error raised under it (by ``f``)
+    the note the plain walk gives (``path_note``, or a ``Locate``'s ``path``), with the
+    key path built once from the trail its levels recorded as it unwound
+    (``_loops.TRAIL``: child indices, innermost first, and a relative path from a
+    subtree handed to ``traverse``). The engine's own errors name their path already."""
+    trail = err.__dict__.pop(TRAIL, ())
+    if isinstance(err, (ContainersError, Relocate)):
+        return
+    keys: list[Key] = []
+    try:  # the keys of the indices, read from the tree as a Frame reads them
+        for step in reversed(trail):
+            if type(step) is tuple:  # the rest, found by traverse
+                keys += step
+                break
+            kind = kind_of(tree)
+            kids, aux = kind.flatten(tree)
+            keys.append(Frame(tree, kind, kids, aux, (), None, None).key(step))
+            tree = kids[step]
+    except Exception:  # noqa: BLE001 - f changed the tree: no path to name
+        return
+    if isinstance(err, Locate):
+        if err.path is None:
+            err.path = tuple(keys)
+    else:
+        add_note(err, path_note(op, tuple(keys)))
 
 
 def mismatch_error(op: str, path: KeyPath, *, tree_index: int, what: str) -> StructureError:
@@ -410,6 +439,8 @@ def traverse(
                     err.path = cursor.path()
             elif note and not isinstance(err, ContainersError):  # ours name their path
                 add_note(err, path_note(op, cursor.path()))
+        elif note and not isinstance(err, (ContainersError, Relocate)):
+            unwound(err, cursor.path())  # a fast walk's subtree: the rest of its trail
         raise
 
 

@@ -22,6 +22,7 @@ from containers._engine._core import (
     collect,
     map_tree,
     noop,
+    trail_note,
 )
 from containers._engine._loops import (
     MAPPER_ARGS,
@@ -32,6 +33,7 @@ from containers._engine._loops import (
     compile_pair_mapper,
     compile_tuple_mapper,
     rebind,
+    unwound,
 )
 from containers._engine._mappers import mappers as class_mappers
 from containers._engine._mappers import node_plan
@@ -372,6 +374,9 @@ def fast_map(
         return mode.dispatch(x, 0)
     except Relocate as err:
         relocate(err, x, (), cache is not None, prune, structural=structural, op=op)
+    except Exception as err:  # f's: the note the plain walk adds (free until raised)
+        trail_note(err, op, x)
+        raise
     finally:
         _give(mode)
 
@@ -481,10 +486,15 @@ class _ManyMode:
                 if len(ykids) == 1:
                     out = pair_loop(kids, ykids[0], depth)
                 else:
-                    out = [
-                        leaf(c, cys) if type(c) in leaf_types else node(c, cys, depth)
-                        for c, *cys in zip(kids, *ykids)
-                    ]
+                    out = []
+                    try:
+                        for c, *cys in zip(kids, *ykids):
+                            out.append(
+                                leaf(c, cys) if type(c) in leaf_types else node(c, cys, depth)
+                            )
+                    except Exception as err:  # the child's index, for the note's path
+                        unwound(err, len(out))
+                        raise
                 value = (
                     tuple(out)
                     if kind is TUPLE
@@ -549,6 +559,9 @@ def fast_map_many(
         return mode.run(x, ys)
     except Relocate as err:
         relocate(err, x, ys, cache is not None, prune, structural=False, op="fmap")
+    except Exception as err:  # as in fast_map
+        trail_note(err, "fmap", x)
+        raise
     finally:
         _give(mode)
 

@@ -30,6 +30,10 @@ __all__ = [
     "map_child",
     "map_pair_child",
     "mapper_factory",
+    "marked",
+    "TRAIL",
+    "unwound",
+    "unwound_at",
     "pair_loop_source",
     "pair_mapper_source",
     "rebind",
@@ -82,6 +86,64 @@ PAIR_MAPPER_ARGS = (
 
 # Tuples up to this length get an unrolled branch for all-immutable-leaf contents.
 UNROLLED_TUPLE_LENGTH = 4
+
+#: The attribute of an exception raised under a fast walk (by ``f``, say) that lists,
+#: innermost level first, the index of the child each level was mapping (an int) and,
+#: from a subtree handed to ``traverse``, the path within it (a tuple of keys). Filled
+#: while the error unwinds (the fast tiers' ``except`` clauses and C's ``trail_index``:
+#: free until an error is raised); ``_core.trail_note`` turns it into the key path once,
+#: at the top.
+TRAIL = "_containers_trail"
+#: The comment marking a generated line that maps child (or tuple element) ``i``: the
+#: ``except`` clause of the function reads the failing line's mark (``unwound_at``).
+MARK = "  #@"
+
+
+def unwound(err: BaseException, step: Any) -> None:
+    """Append ``step`` (a child's index, or a relative key path) to ``err``'s trail."""
+    try:
+        trail = err.__dict__.setdefault(TRAIL, [])
+    except AttributeError:  # pragma: no cover - an exception without a __dict__
+        return
+    trail.append(step)
+
+
+def unwound_at(err: BaseException, rows: Mapping[int, int], index: int | None) -> None:
+    """In a generated function's ``except`` clause: append the mark of the line the
+    error came through (``rows``: line offset from the ``def`` to the child or element
+    index it maps, ``marked_rows``), if any, then ``index`` (a loop's ``len(out)``)."""
+    tb = err.__traceback__
+    if tb is not None:  # its first entry is the frame catching it
+        row = rows.get(tb.tb_lineno - tb.tb_frame.f_code.co_firstlineno)
+        if row is not None:
+            unwound(err, row)
+    if index is not None:
+        unwound(err, index)
+
+
+def marked(lines: list[str], i: int) -> list[str]:
+    """``lines`` (mapping one child or element) marked as mapping number ``i``."""
+    return [f"{line}{MARK}{i}" for line in lines]
+
+
+def catching(function: list[str], index: str = "None") -> list[str]:
+    """``function`` (its ``def`` line and body, unindented) with the body in a ``try``
+    whose ``except`` records the trail (``unwound_at``: the marked lines, then
+    ``index``, an expression the clause evaluates) and re-raises."""
+    head, body = function[0], function[1:]
+    rows = {
+        k + 2: int(line.rpartition(MARK)[2])  # + def line + try line
+        for k, line in enumerate(body)
+        if MARK in line
+    }
+    return [
+        head,
+        "    try:",
+        *(f"    {line}" for line in body),
+        "    except Exception as _e:",
+        f"        _ct_unwound(_e, {rows!r}, {index})",
+        "        raise",
+    ]
 
 
 def map_child(value: str, target: str, depth: str) -> list[str]:
@@ -154,14 +216,18 @@ def map_pair_child(value: str, other: str, target: str, depth: str) -> list[str]
 
 
 def mapper_factory(
-    name: str, body: list[str], params: str = "x, depth", args: tuple[str, ...] = MAPPER_ARGS
+    name: str,
+    body: list[str],
+    params: str = "x, depth",
+    args: tuple[str, ...] = MAPPER_ARGS,
+    index: str = "None",
 ) -> list[str]:
     """The body of ``make_mapper(mode)``: unpack ``mode.mapper_args`` (named ``args``:
-    ``MAPPER_ARGS``, or ``PAIR_MAPPER_ARGS`` for a pair mapper), define ``name``."""
+    ``MAPPER_ARGS``, or ``PAIR_MAPPER_ARGS`` for a pair mapper), define ``name``, its
+    body in ``catching`` (``index``: see there)."""
     return [
         f"{', '.join(args)} = mode.mapper_args",
-        f"def {name}({params}):",
-        *(f"    {line}" for line in body),
+        *catching([f"def {name}({params}):", *(f"    {line}" for line in body)], index),
         f"return {name}",
     ]
 
@@ -175,23 +241,26 @@ def _unrolled_tuples(trees: str, done: Callable[[str], list[str]]) -> list[str]:
     for n in range(1, UNROLLED_TUPLE_LENGTH + 1):
         rows = [[f"_{chr(97 + t)}{i}" for i in range(n)] for t in range(len(trees))]
         tests = " and ".join(f"type({a}) in immutable" for a in rows[0])
-        calls = ", ".join(f"f({', '.join(col)})" for col in zip(*rows, strict=True))
+        # one call per line, marked: an error from f names its element (catching)
+        calls = [
+            f"    f({', '.join(col)}),{MARK}{i}" for i, col in enumerate(zip(*rows, strict=True))
+        ]
         comma = "," if n == 1 else ""
         lines.append(f"{'if' if n == 1 else 'elif'} n == {n}:")
         lines += [f"    {', '.join(row)}{comma} = {tree}" for row, tree in zip(rows, trees)]
         lines += [
             f"    if {tests}:",
-            *(f"        {line}" for line in done(f"({calls}{comma})")),
+            *(f"        {line}" for line in done(calls)),
         ]
     return lines
 
 
-def _returned(value: str) -> list[str]:
-    return [f"return {value}"]
+def _returned(calls: list[str]) -> list[str]:
+    return ["return (", *calls, ")"]
 
 
-def _appended(value: str) -> list[str]:
-    return [f"append({value})", "continue"]
+def _appended(calls: list[str]) -> list[str]:
+    return ["append((", *calls, "))", "continue"]
 
 
 def loop_source() -> str:
@@ -217,7 +286,7 @@ def loop_source() -> str:
     ]
     lines = [
         "def make_loop(mode):",
-        *(f"    {line}" for line in mapper_factory("loop", body, "kids, depth")),
+        *(f"    {line}" for line in mapper_factory("loop", body, "kids, depth", index="len(out)")),
     ]
     return "\n".join(lines) + "\n"
 
@@ -260,8 +329,7 @@ def pair_mapper_source() -> str:
     ]
     lines = [
         "def make_pair_mapper(f, immutable, general):",
-        "    def map_pair(x, y, depth):",
-        *(f"        {line}" for line in body),
+        *(f"    {line}" for line in catching(["def map_pair(x, y, depth):", *_indented(body)])),
         "    return map_pair",
     ]
     return "\n".join(lines) + "\n"
@@ -297,8 +365,10 @@ def pair_loop_source() -> str:
     ]
     lines = [
         "def make_pair_loop(f, immutable, leaf_types, leaf, pair, node):",
-        "    def pair_loop(kids, ykids, depth):",
-        *(f"        {line}" for line in body),
+        *(
+            f"    {line}"
+            for line in catching(["def pair_loop(kids, ykids, depth):", *_indented(body)], "len(out)")
+        ),
         "    return pair_loop",
     ]
     return "\n".join(lines) + "\n"
@@ -348,8 +418,12 @@ def rebind(function: F, cells: Mapping[str, CellType]) -> F:
     )
 
 
+def _indented(lines: list[str]) -> list[str]:
+    return [f"    {line}" for line in lines]
+
+
 def _compile_factory(source: str, label: str, name: str) -> Any:
     """Compile the generated ``source`` of one factory function and return it."""
-    g: dict[str, Any] = {}
+    g: dict[str, Any] = {"_ct_unwound": unwound_at}
     exec_source(source, g, source_filename(label))
     return g[name]
