@@ -2,8 +2,9 @@
 
 This stage holds the full semantics of every walk over a tree: ``map_tree`` (fmap's
 exclude, the identity cache and prune, several aligned trees, paths, structural
-output) and ``collect``. The accelerations (``_fast``, ``_flat``) must agree with
-them; property tests check it. It never recurses through Python calls.
+output); ``_collect.collect`` is its other general client. The accelerations
+(``_fast``, ``_flat``, ``_collect.fast_collect``) must agree with them; property tests
+check it. It never recurses through Python calls.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ __all__ = [
     "Memo",
     "Relocate",
     "add_note",
-    "collect",
     "cycle_error",
     "frame_stack_room",
     "in_new_chunk",
@@ -39,8 +39,8 @@ __all__ = [
     "mismatch_error",
     "noop",
     "path_note",
-    "trail_note",
     "resume",
+    "trail_note",
     "traverse",
 ]
 
@@ -175,24 +175,24 @@ def add_note(err: BaseException, note: str) -> None:
 
 def trail_note(err: Exception, op: str, tree: Any) -> None:
     """At the top of a fast walk over ``tree``: give an error raised under it (by ``f``)
-    the note the plain walk gives (``path_note``, or a ``Locate``'s ``path``), with the
-    key path built once from the trail its levels recorded as it unwound
-    (``_loops.TRAIL``: child indices, innermost first, and a relative path from a
-    subtree handed to ``traverse``). The engine's own errors name their path already."""
+    the plain walk's note (``path_note``; a ``Locate``, its ``path``), with the path
+    built once from the trail its levels recorded as it unwound (``_loops.TRAIL``,
+    innermost first: child indices, read here from ``tree``, and keys: the relative
+    path of a subtree handed to ``traverse``, or ``_pair``'s dict keys)."""
     trail = err.__dict__.pop(TRAIL, ())
     if isinstance(err, (ContainersError, Relocate)):
         return
     keys: list[Key] = []
     try:  # the keys of the indices, read from the tree as a Frame reads them
         for step in reversed(trail):
-            if type(step) is tuple:  # the rest, found by traverse
+            if type(step) is tuple:  # keys (innermost: no index follows)
                 keys += step
-                break
+                continue
             kind = kind_of(tree)
-            kids, aux = kind.flatten(tree)
+            kids, aux = kind.flatten(tree)  # type: ignore[union-attr] # None: except
             keys.append(Frame(tree, kind, kids, aux, (), None, None).key(step))
             tree = kids[step]
-    except Exception:  # noqa: BLE001 - f changed the tree: no path to name
+    except Exception:  # f changed the tree: no path to name
         return
     if isinstance(err, Locate):
         if err.path is None:
@@ -588,36 +588,6 @@ def map_tree(
         return value
 
     return traverse(visit, leave, x, ys, op=op, relocate=relocate, note=True)
-
-
-def collect(x: Any, exclude: Callable[[Any], bool] | None) -> list[Any]:
-    """Every node and leaf of ``x`` in depth-first pre-order, mutable ones once.
-
-    An excluded value and its subtree are dropped. A node that contains itself raises
-    ``StructureError`` with its path.
-    """
-    out: list[Any] = []
-    seen = Memo()  # the one identity table: here a set of the objects met
-
-    def visit(cursor: Cursor, value: Any, yvals: Sequence[Any]) -> tuple[bool, Any]:
-        if exclude is not None and exclude(value):
-            return True, None
-        kind = cursor.kind_of(value)
-        if kind is not None:
-            cursor.check(value)
-        if cacheable(value):
-            if id(value) in seen.results:
-                return True, None
-            seen.store(value, None)
-        out.append(value)
-        if kind is None:
-            return True, None
-        kids, aux = kind.flatten(value)
-        cursor.push(value, kind, kids, aux)
-        return False, None
-
-    traverse(visit, leave_nothing, x, op="fcollect")
-    return out
 
 
 def noop(*args: Any) -> None:

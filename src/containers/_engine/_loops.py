@@ -20,6 +20,7 @@ __all__ = [
     "MAPPER_ARGS",
     "PAIR_MAPPER_ARGS",
     "SPEEDUPS",
+    "TRAIL",
     "UNROLLED_TUPLE_LENGTH",
     "compile_loop",
     "compile_pair_loop",
@@ -31,14 +32,13 @@ __all__ = [
     "map_pair_child",
     "mapper_factory",
     "marked",
-    "TRAIL",
-    "unwound",
-    "unwound_at",
     "pair_loop_source",
     "pair_mapper_source",
     "rebind",
     "source_filename",
     "tuple_mapper_source",
+    "unwound",
+    "unwound_at",
 ]
 
 
@@ -96,7 +96,7 @@ UNROLLED_TUPLE_LENGTH = 4
 TRAIL = "_containers_trail"
 #: The comment marking a generated line that maps child (or tuple element) ``i``: the
 #: ``except`` clause of the function reads the failing line's mark (``unwound_at``).
-MARK = "  #@"
+MARK = "  # child "
 
 
 def unwound(err: BaseException, step: Any) -> None:
@@ -232,10 +232,11 @@ def mapper_factory(
     ]
 
 
-def _unrolled_tuples(trees: str, done: Callable[[str], list[str]]) -> list[str]:
+def _unrolled_tuples(trees: str, done: Callable[[list[str]], list[str]]) -> list[str]:
     """``if``/``elif`` branches mapping tuples of up to UNROLLED_TUPLE_LENGTH immutable
-    leaves to ``(f(_a0, _b0, ...), ...)``, handed to ``done`` for the lines that use it
-    (a ``return``, an ``append``); ``trees`` names the tuples read together (the first
+    leaves to ``(f(_a0, _b0, ...), ...)``: its element lines (one call each, marked
+    with its index for ``catching``) are handed to ``done`` for the lines that build
+    and use the tuple (a ``return``, an ``append``); ``trees`` names the tuples read together (the first
     is tested), which the caller has checked are tuples of length ``n``."""
     lines = []
     for n in range(1, UNROLLED_TUPLE_LENGTH + 1):
@@ -367,7 +368,9 @@ def pair_loop_source() -> str:
         "def make_pair_loop(f, immutable, leaf_types, leaf, pair, node):",
         *(
             f"    {line}"
-            for line in catching(["def pair_loop(kids, ykids, depth):", *_indented(body)], "len(out)")
+            for line in catching(
+                ["def pair_loop(kids, ykids, depth):", *_indented(body)], "len(out)"
+            )
         ),
         "    return pair_loop",
     ]
