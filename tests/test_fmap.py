@@ -889,9 +889,10 @@ def test_a_call_after_an_error_in_f_sees_only_its_own_f() -> None:
         raise ValueError(f"no {vs[0]}")
 
     tree = [Layer(Frozen(1, (2, [3]))), {"a": 4}]
-    with pytest.raises(ValueError, match=exact("no 1")):
+    noted = "no 1\nfmap: raised while mapping the value at '[0].w.a'"
+    with pytest.raises(ValueError, match=exact(noted)):
         ct.fmap(boom, tree)
-    with pytest.raises(ValueError, match=exact("no 1")):
+    with pytest.raises(ValueError, match=exact(noted)):
         ct.fmap(boom, tree, tree)
     assert ct.fmap(str, tree) == [Layer(Frozen("1", ("2", ["3"]))), {"a": "4"}]
     assert ct.fmap(lambda a, b: a + b, tree, tree) == [Layer(Frozen(2, (4, [6]))), {"a": 8}]

@@ -76,7 +76,9 @@ def fast_collect(x: Any) -> list[Any]:
     out: list[Any] = []
     append = out.append
     seen = Memo()
-    results, store = seen.results, seen.store
+    # written inline as the mappers write it (_loops.map_child): the compiled table
+    # with its own store, the plain twin's dict and keep-alive list by hand
+    results, store, keep = seen.results, seen.store, seen.keep_alive
     kinds_get = KINDS.get
     immutable = IMMUTABLE_LEAVES
     leaf_types = LEAF_TYPES
@@ -98,12 +100,17 @@ def fast_collect(x: Any) -> list[Any]:
                 append(kid)
                 rec(kid, k, depth + 1)  # noqa: F821 - deleted only after the walk
                 continue
-            if id(kid) in results:
+            key = id(kid)
+            if key in results:
                 continue
             append(kid)
             if k is not None:
                 rec(kid, k, depth + 1)  # noqa: F821
-            store(kid, None)
+            if keep is None:
+                store(kid, None)
+            else:
+                results[key] = None
+                keep(kid)
 
     try:
         rec([x], LIST, 0)
