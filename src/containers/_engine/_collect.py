@@ -76,9 +76,10 @@ def fast_collect(x: Any) -> list[Any]:
     out: list[Any] = []
     append = out.append
     seen = Memo()
-    # written inline as the mappers write it (_loops.map_child): the compiled table
-    # with its own store, the plain twin's dict and keep-alive list by hand
-    results, store, keep = seen.results, seen.store, seen.keep_alive
+    # Written inline: the compiled table with its own store; the plain twin's dict by
+    # hand, each object its own value, which keeps it alive (no call per object to the
+    # keep-alive list: benchmarks/instructions.py, fcollect).
+    results, store, plain = seen.results, seen.store, seen.keep_alive is not None
     kinds_get = KINDS.get
     immutable = IMMUTABLE_LEAVES
     leaf_types = LEAF_TYPES
@@ -106,11 +107,10 @@ def fast_collect(x: Any) -> list[Any]:
             append(kid)
             if k is not None:
                 rec(kid, k, depth + 1)  # noqa: F821
-            if keep is None:
-                store(kid, None)
+            if plain:
+                results[key] = kid
             else:
-                results[key] = None
-                keep(kid)
+                store(kid, kid)
 
     try:
         rec([x], LIST, 0)
