@@ -249,3 +249,18 @@ def test_treelize_notes_the_path_as_its_engine_does(
         assert len(plain_notes) == 1
         assert plain_notes[0].startswith("treelize: raised while mapping the value at ")
         assert fast == plain_notes
+
+
+def test_an_attribute_error_of_f_in_a_declared_class_is_noted(engine: str) -> None:
+    """An AttributeError raised by f inside a declared class's mapper (whose unset-field
+    clause sees it first and passes it on) gets the note too."""
+
+    def f(x: Any) -> Any:
+        if x == BAD:
+            raise AttributeError("no such thing")
+        return x
+
+    tree = [Frozen(1.0, Mutable(2.0, BAD))]
+    with pytest.raises(AttributeError, match="no such thing") as info:
+        ct.fmap(f, tree)
+    assert info.value.__notes__ == ["fmap: raised while mapping the value at '[0].rest.rest'"]

@@ -19,6 +19,7 @@ from containers._compiled import SPEEDUPS, exec_source, source_filename
 __all__ = [
     "MAPPER_ARGS",
     "PAIR_MAPPER_ARGS",
+    "ROWS",
     "SPEEDUPS",
     "TRAIL",
     "UNROLLED_TUPLE_LENGTH",
@@ -39,6 +40,7 @@ __all__ = [
     "tuple_mapper_source",
     "unwound",
     "unwound_at",
+    "with_rows",
 ]
 
 
@@ -131,19 +133,30 @@ def catching(function: list[str], index: str = "None") -> list[str]:
     whose ``except`` records the trail (``unwound_at``: the marked lines, then
     ``index``, an expression the clause evaluates) and re-raises."""
     head, body = function[0], function[1:]
-    rows = {
-        k + 2: int(line.rpartition(MARK)[2])  # + def line + try line
-        for k, line in enumerate(body)
-        if MARK in line
-    }
-    return [
-        head,
-        "    try:",
-        *(f"    {line}" for line in body),
-        "    except Exception as _e:",
-        f"        _ct_unwound(_e, {rows!r}, {index})",
-        "        raise",
-    ]
+    return with_rows(
+        [
+            head,
+            "    try:",
+            *(f"    {line}" for line in body),
+            "    except Exception as _e:",
+            f"        _ct_unwound(_e, {ROWS}, {index})",
+            "        raise",
+        ]
+    )
+
+
+#: What ``with_rows`` replaces in a handler's lines by the function's marked rows.
+ROWS = "_ct_rows_"
+
+
+def with_rows(function: list[str]) -> list[str]:
+    """``function`` (its ``def`` line first) with ``ROWS`` in its lines replaced by the
+    table its ``except`` clauses give ``unwound_at``: the offset of each marked line
+    from the ``def`` line to its mark. A function whose own ``try`` has a handler
+    already (``_mappers``: an unset field) adds its clause there: no ``try`` of its own,
+    whose line costs an instruction per call."""
+    rows = {k: int(line.rpartition(MARK)[2]) for k, line in enumerate(function) if MARK in line}
+    return [line.replace(ROWS, repr(rows)) for line in function]
 
 
 def map_child(value: str, target: str, depth: str) -> list[str]:
@@ -220,14 +233,16 @@ def mapper_factory(
     body: list[str],
     params: str = "x, depth",
     args: tuple[str, ...] = MAPPER_ARGS,
-    index: str = "None",
+    index: str | None = "None",
 ) -> list[str]:
     """The body of ``make_mapper(mode)``: unpack ``mode.mapper_args`` (named ``args``:
     ``MAPPER_ARGS``, or ``PAIR_MAPPER_ARGS`` for a pair mapper), define ``name``, its
-    body in ``catching`` (``index``: see there)."""
+    body in ``catching`` (``index``: see there), or with ``index`` None as it is
+    (its own handlers, ``with_rows``)."""
+    function = [f"def {name}({params}):", *(f"    {line}" for line in body)]
     return [
         f"{', '.join(args)} = mode.mapper_args",
-        *catching([f"def {name}({params}):", *(f"    {line}" for line in body)], index),
+        *(with_rows(function) if index is None else catching(function, index)),
         f"return {name}",
     ]
 

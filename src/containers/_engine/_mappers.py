@@ -25,6 +25,7 @@ from containers._codegen import (
 )
 from containers._engine._loops import (
     PAIR_MAPPER_ARGS,
+    ROWS,
     map_child,
     map_pair_child,
     mapper_factory,
@@ -114,10 +115,12 @@ def mapper_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
         f"    return {{{', '.join(f'{n!r}: {child_vars[n]}' for n in kids)}}}",
     ]
     values = {**child_vars, **{n: f"x.{n}" for n in kept}}
-    body = guarded_lines("x", body + construct_lines(spec, values, g))
+    body = _guarded_catching("x", body + construct_lines(spec, values, g))
     emit(
         "def make_mapper(mode):",
-        mapper_factory("map_node", ["if depth > max_depth:", "    return deep(x)", *body]),
+        mapper_factory(
+            "map_node", ["if depth > max_depth:", "    return deep(x)", *body], index=None
+        ),
     )
     emit(
         "def make_pair_mapper(mode):",
@@ -126,6 +129,24 @@ def mapper_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
         ),
     )
     return "\n".join(out), g
+
+
+def _guarded_catching(obj: str, body: list[str]) -> list[str]:
+    """``_codegen.guarded_lines(obj, body)`` with the trail's handler
+    (``_loops.catching``) as clauses of its ``try``, which then is the mapper's only
+    one: an unset field is reported by name, any error gets the index of the child
+    being mapped (the marked lines) on its way out."""
+    record = f"    _ct_unwound(_e, {ROWS}, None)"
+    return [
+        "try:",
+        *(f"    {line}" for line in body),
+        "except AttributeError as _e:",
+        record,
+        f"    raise _ct_unset({obj}, _e) from None",
+        "except Exception as _e:",
+        record,
+        "    raise",
+    ]
 
 
 def _pair_mapper_body(spec: ContainerSpec, g: dict[str, Any]) -> list[str]:
