@@ -175,10 +175,10 @@ def add_note(err: BaseException, note: str) -> None:
 
 def trail_note(err: Exception, op: str, tree: Any) -> None:
     """At the top of a fast walk over ``tree``: give an error raised under it (by ``f``)
-    the plain walk's note (``path_note``; a ``Locate``, its ``path``), with the path
-    built once from the trail its levels recorded as it unwound (``_loops.TRAIL``,
-    innermost first: child indices, read here from ``tree``, and keys: the relative
-    path of a subtree handed to ``traverse``, or ``_pair``'s dict keys)."""
+    the plain walk's note (``path_note``; a ``Locate``, its ``path``), the path built
+    once from the trail its levels recorded as it unwound (``_loops.TRAIL``, innermost
+    first: child indices, read from ``tree``, and keys: ``traverse``'s relative path of
+    a handed-over subtree, or ``_pair``'s dict keys)."""
     trail = err.__dict__.pop(TRAIL, ())
     if isinstance(err, (ContainersError, Relocate)):
         return
@@ -592,9 +592,7 @@ def map_tree(
 
 def noop(*args: Any) -> None:
     """A function that does nothing: the ``f`` of a walk run again only to locate an error."""
-    return
 
 
 def leave_nothing(cursor: Cursor, frame: Frame) -> None:
     """A ``leave`` for walks that produce nothing per node."""
-    return

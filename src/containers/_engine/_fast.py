@@ -294,9 +294,8 @@ class _Mode:
 _NO_RESULTS: dict[int, Any] = {}  # a mode's results between calls, no cache: never written
 #: Idle modes by key (``_Mode.key``, ``_ManyMode.key``: the class and its arguments).
 _idle: dict[tuple[Any, ...], list[Any]] = {}
-#: At most this many idle modes are kept per key: as many as calls of one kind that
-#: usually run at once (nested in ``f``, or on other threads). More are built as needed
-#: and dropped when they return.
+#: Idle modes kept per key: as many as calls of one kind that usually run at once (nested
+#: in ``f``, or on other threads); more are built as needed, dropped when they return.
 MAX_IDLE = 4
 #: Counts registrations: a mode built before the latest one is not pooled again.
 _generation = 0
