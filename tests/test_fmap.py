@@ -667,16 +667,17 @@ def test_fmapstructure_keeps_small_tuples() -> None:
 @pytest.mark.parametrize(
     ("tree", "label", "source"),
     [
-        ((1, 2), "tuple mapper", "return (f(_a0), f(_a1))"),
-        ([(1, 2)], "loop", "append((f(_a0), f(_a1)))"),
+        ((1, 2), "tuple mapper", "f(_a0),  # child 0"),
+        ([(1, 2)], "loop", "f(_a0),  # child 0"),
     ],
 )
 def test_generated_tuple_code_is_shown_in_tracebacks(
     tree: Any, label: str, source: str, engine: str
 ) -> None:
     """The generated tuple mapper and loop are registered in linecache, like a class's
-    code: a root tuple goes to the tuple mapper, a tuple in a list is mapped in the loop
-    (the compiled loop, when it runs, maps both itself and shows no frame of its own)."""
+    code: a root tuple goes to the tuple mapper, a tuple in a list is mapped in the loop,
+    one element per line, marked with its index (the compiled loop, when it runs, maps
+    both itself and shows no frame of its own)."""
     import linecache
     import traceback
 
@@ -713,7 +714,7 @@ def test_a_class_pair_mapper_is_shown_in_tracebacks() -> None:
     assert generated[-1].name == "map_pair_node"
     assert ".Layer #" in generated[-1].filename
     line = linecache.getline(generated[-1].filename, generated[-1].lineno)
-    assert line.strip() == "_c0 = f(_x0, _y0)"
+    assert line.strip() == "_c0 = f(_x0, _y0)  # child 0"
 
 
 def test_results_are_freed_when_fmap_returns() -> None:
@@ -888,9 +889,10 @@ def test_a_call_after_an_error_in_f_sees_only_its_own_f() -> None:
         raise ValueError(f"no {vs[0]}")
 
     tree = [Layer(Frozen(1, (2, [3]))), {"a": 4}]
-    with pytest.raises(ValueError, match=exact("no 1")):
+    noted = "no 1\nfmap: raised while mapping the value at '[0].w.a'"
+    with pytest.raises(ValueError, match=exact(noted)):
         ct.fmap(boom, tree)
-    with pytest.raises(ValueError, match=exact("no 1")):
+    with pytest.raises(ValueError, match=exact(noted)):
         ct.fmap(boom, tree, tree)
     assert ct.fmap(str, tree) == [Layer(Frozen("1", ("2", ["3"]))), {"a": "4"}]
     assert ct.fmap(lambda a, b: a + b, tree, tree) == [Layer(Frozen(2, (4, [6]))), {"a": 8}]

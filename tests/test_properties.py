@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 import containers as ct
 from containers import _codegen, _parallel
 from containers._engine import _fast
-from containers._engine._core import UNSET, Memo, collect, map_tree
-from containers._engine._fast import fast_collect
+from containers._engine._collect import collect, fast_collect
+from containers._engine._core import UNSET, Memo, map_tree
 from containers._engine._flat import flatten_records
 from containers._registry import cacheable, kind_of
 
@@ -758,6 +758,63 @@ def test_fast_collect_agrees_with_collect_on_shared_trees(tree: Any) -> None:
     fast = fast_collect(tree)
     assert list(map(id, fast)) == list(map(id, collect(tree, None)))
     assert list(map(id, fast)) == list(map(id, _first_visits(tree)))
+
+
+@given(shared_trees(), st.integers(0, 3))
+def test_fast_collect_reports_a_cycle_as_collect_does(tree: Any, where: int) -> None:
+    """On a tree with a reference cycle (fast_collect has no cycle check of its own: the
+    cycle runs it past its depth limit), fast_collect raises collect's error, message
+    and path."""
+    loop: list[Any] = [tree] * where
+    loop.append(loop)
+    tree = {"t": loop, "u": tree}
+
+    def error(run: Any) -> Any:
+        with pytest.raises(ct.StructureError, match="reference cycle") as info:
+            run()
+        return str(info.value), info.value.path
+
+    assert error(lambda: fast_collect(tree)) == error(lambda: collect(tree, None))
+
+
+class _Stop(Exception):
+    """Raised by ``f`` at its k-th call."""
+
+
+def _leaf(v: Any) -> bool:
+    """``ct.isleaf`` as another function: fmap then runs its plain walk."""
+    return ct.isleaf(v)
+
+
+@pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
+@given(shared_trees(), st.integers(0, 40), st.booleans(), st.booleans())
+@settings(suppress_health_check=[HealthCheck.too_slow])
+def test_f_errors_get_the_plain_walks_note_from_the_fast_tiers(
+    tree: Any, k: int, cache: bool, two: bool
+) -> None:
+    """An error f raises at its k-th call carries the note the plain walk gives it (the
+    same path, once), whether fmap's fast tiers (the Python walker, the generated
+    mappers, the compiled loops) or the plain walk ran, for one tree and two."""
+    rest = (tree,) if two else ()
+
+    def raising() -> Any:
+        calls = itertools.count()
+
+        def f(v: Any, *ys: Any) -> Any:
+            if next(calls) == k:
+                raise _Stop
+            return v
+
+        return f
+
+    def notes(**kwargs: Any) -> Any:
+        try:
+            ct.fmap(raising(), tree, *rest, cache=cache, **kwargs)
+        except _Stop as err:
+            return getattr(err, "__notes__", [])
+        return None  # fewer than k + 1 calls
+
+    assert notes() == notes(exclude=_leaf)  # not ct.isleaf itself: the plain walk
 
 
 @given(shared_trees())

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from containers._engine._core import UNSET, Memo, collect, map_tree
-from containers._engine._fast import fast_collect, fast_map, fast_map_many
+from containers._engine._collect import collect, fast_collect
+from containers._engine._core import UNSET, Memo, map_tree
+from containers._engine._fast import fast_map, fast_map_many
 from containers._engine._walks import CachedWalk, ExcludeWalk, Walk, run_walk
 from containers._errors import not_callable_error, short_repr
 from containers._parallel import (
@@ -200,7 +201,7 @@ def fmap(
         if memo is not None:
             step = CachedWalk(step, prune=prune, cache=memo)
         try:
-            return run_walk(step, tree, rest, op="fmap")
+            return run_walk(step, tree, rest, op="fmap", note=True)
         finally:
             if memo is not None:
                 memo.clear()  # the tree and the results must not outlive the call

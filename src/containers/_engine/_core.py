@@ -2,8 +2,9 @@
 
 This stage holds the full semantics of every walk over a tree: ``map_tree`` (fmap's
 exclude, the identity cache and prune, several aligned trees, paths, structural
-output) and ``collect``. The accelerations (``_fast``, ``_flat``) must agree with
-them; property tests check it. It never recurses through Python calls.
+output); ``_collect.collect`` is its other general client. The accelerations
+(``_fast``, ``_flat``, ``_collect.fast_collect``) must agree with them; property tests
+check it. It never recurses through Python calls.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, NoReturn
 
-from containers._engine._loops import SPEEDUPS, exec_source
+from containers._engine._loops import SPEEDUPS, TRAIL, exec_source, unwound
 from containers._errors import ContainerDefinitionError, ContainersError, StructureError
 from containers._paths import Key, KeyPath, where
 from containers._registry import Mismatch, cacheable, kind_of
@@ -30,7 +31,6 @@ __all__ = [
     "Memo",
     "Relocate",
     "add_note",
-    "collect",
     "cycle_error",
     "frame_stack_room",
     "in_new_chunk",
@@ -40,6 +40,7 @@ __all__ = [
     "noop",
     "path_note",
     "resume",
+    "trail_note",
     "traverse",
 ]
 
@@ -170,6 +171,34 @@ def add_note(err: BaseException, note: str) -> None:
         err.add_note(note)
     else:  # pragma: no cover (3.10)
         err.__notes__ = [*getattr(err, "__notes__", ()), note]
+
+
+def trail_note(err: Exception, op: str, tree: Any) -> None:
+    """At the top of a fast walk over ``tree``: give an error raised under it (by ``f``)
+    the plain walk's note (``path_note``; a ``Locate``, its ``path``), the path built
+    once from the trail its levels recorded as it unwound (``_loops.TRAIL``, innermost
+    first: child indices, read from ``tree``, and keys: ``traverse``'s relative path of
+    a handed-over subtree, or ``_pair``'s dict keys)."""
+    trail = err.__dict__.pop(TRAIL, ())
+    if isinstance(err, (ContainersError, Relocate)):
+        return
+    keys: list[Key] = []
+    try:  # the keys of the indices, read from the tree as a Frame reads them
+        for step in reversed(trail):
+            if type(step) is tuple:  # keys (innermost: no index follows)
+                keys += step
+                continue
+            kind = kind_of(tree)
+            kids, aux = kind.flatten(tree)  # type: ignore[union-attr] # None: except
+            keys.append(Frame(tree, kind, kids, aux, (), None, None).key(step))
+            tree = kids[step]
+    except Exception:  # f changed the tree: no path to name
+        return
+    if isinstance(err, Locate):
+        if err.path is None:
+            err.path = tuple(keys)
+    else:
+        add_note(err, path_note(op, tuple(keys)))
 
 
 def mismatch_error(op: str, path: KeyPath, *, tree_index: int, what: str) -> StructureError:
@@ -410,6 +439,8 @@ def traverse(
                     err.path = cursor.path()
             elif note and not isinstance(err, ContainersError):  # ours name their path
                 add_note(err, path_note(op, cursor.path()))
+        elif note and not isinstance(err, (ContainersError, Relocate)):
+            unwound(err, cursor.path())  # a fast walk's subtree: the rest of its trail
         raise
 
 
@@ -559,41 +590,9 @@ def map_tree(
     return traverse(visit, leave, x, ys, op=op, relocate=relocate, note=True)
 
 
-def collect(x: Any, exclude: Callable[[Any], bool] | None) -> list[Any]:
-    """Every node and leaf of ``x`` in depth-first pre-order, mutable ones once.
-
-    An excluded value and its subtree are dropped. A node that contains itself raises
-    ``StructureError`` with its path.
-    """
-    out: list[Any] = []
-    seen = Memo()  # the one identity table: here a set of the objects met
-
-    def visit(cursor: Cursor, value: Any, yvals: Sequence[Any]) -> tuple[bool, Any]:
-        if exclude is not None and exclude(value):
-            return True, None
-        kind = cursor.kind_of(value)
-        if kind is not None:
-            cursor.check(value)
-        if cacheable(value):
-            if id(value) in seen.results:
-                return True, None
-            seen.store(value, None)
-        out.append(value)
-        if kind is None:
-            return True, None
-        kids, aux = kind.flatten(value)
-        cursor.push(value, kind, kids, aux)
-        return False, None
-
-    traverse(visit, leave_nothing, x, op="fcollect")
-    return out
-
-
 def noop(*args: Any) -> None:
     """A function that does nothing: the ``f`` of a walk run again only to locate an error."""
-    return
 
 
 def leave_nothing(cursor: Cursor, frame: Frame) -> None:
     """A ``leave`` for walks that produce nothing per node."""
-    return

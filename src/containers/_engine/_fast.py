@@ -1,6 +1,6 @@
-"""The accelerations of the engine: fmap's and fcollect's recursive fast paths.
+"""The accelerations of the engine: fmap's recursive fast paths.
 
-This stage maps and collects shallow trees by recursion through closures pooled per
+This stage maps shallow trees by recursion through closures pooled per
 kind of call (``_Mode``, ``_ManyMode``), with the child loops in C (``_speedups``)
 or generated Python (``_loops``), their twins. It owns no semantics of its own: a
 subtree past MAX_FAST_DEPTH goes to ``_core``'s traversal, and an error it finds is
@@ -19,9 +19,9 @@ from containers._engine._core import (
     UNSET,
     Memo,
     Relocate,
-    collect,
     map_tree,
     noop,
+    trail_note,
 )
 from containers._engine._loops import (
     MAPPER_ARGS,
@@ -32,6 +32,7 @@ from containers._engine._loops import (
     compile_pair_mapper,
     compile_tuple_mapper,
     rebind,
+    unwound,
 )
 from containers._engine._mappers import mappers as class_mappers
 from containers._engine._mappers import node_plan
@@ -51,7 +52,7 @@ from containers._registry import (
 )
 from containers._spec import ContainerSpec
 
-__all__ = ["fast_collect", "fast_map", "fast_map_many", "relocate"]
+__all__ = ["fast_map", "fast_map_many", "relocate"]
 
 
 #: The module of the compiled loops, or None. Read when a mode is built (tests switch it).
@@ -290,13 +291,11 @@ class _Mode:
         self.begin, self.end, self.dispatch = begin, end, dispatch
 
 
-#: ``results`` of a mode between calls and without a cache; never written.
-_NO_RESULTS: dict[int, Any] = {}
+_NO_RESULTS: dict[int, Any] = {}  # a mode's results between calls, no cache: never written
 #: Idle modes by key (``_Mode.key``, ``_ManyMode.key``: the class and its arguments).
 _idle: dict[tuple[Any, ...], list[Any]] = {}
-#: At most this many idle modes are kept per key: as many as calls of one kind that
-#: usually run at once (nested in ``f``, or on other threads). More are built as needed
-#: and dropped when they return.
+#: Idle modes kept per key: as many as calls of one kind that usually run at once (nested
+#: in ``f``, or on other threads); more are built as needed, dropped when they return.
 MAX_IDLE = 4
 #: Counts registrations: a mode built before the latest one is not pooled again.
 _generation = 0
@@ -372,6 +371,9 @@ def fast_map(
         return mode.dispatch(x, 0)
     except Relocate as err:
         relocate(err, x, (), cache is not None, prune, structural=structural, op=op)
+    except Exception as err:  # f's: the note the plain walk adds (free until raised)
+        trail_note(err, op, x)
+        raise
     finally:
         _give(mode)
 
@@ -481,10 +483,15 @@ class _ManyMode:
                 if len(ykids) == 1:
                     out = pair_loop(kids, ykids[0], depth)
                 else:
-                    out = [
-                        leaf(c, cys) if type(c) in leaf_types else node(c, cys, depth)
-                        for c, *cys in zip(kids, *ykids)
-                    ]
+                    out = []
+                    try:
+                        for c, *cys in zip(kids, *ykids):
+                            out.append(
+                                leaf(c, cys) if type(c) in leaf_types else node(c, cys, depth)
+                            )
+                    except Exception as err:  # the child's index, for the note's path
+                        unwound(err, len(out))
+                        raise
                 value = (
                     tuple(out)
                     if kind is TUPLE
@@ -549,6 +556,9 @@ def fast_map_many(
         return mode.run(x, ys)
     except Relocate as err:
         relocate(err, x, ys, cache is not None, prune, structural=False, op="fmap")
+    except Exception as err:  # f's: the note, as in fast_map
+        trail_note(err, "fmap", x)
+        raise
     finally:
         _give(mode)
 
@@ -587,70 +597,3 @@ def relocate(
         op=op,
     )
     raise err.error from None
-
-
-class _Redo(Exception):
-    """Raised inside ``fast_collect``: let ``collect`` do this tree (a reference cycle,
-    or a subtree deeper than MAX_FAST_DEPTH)."""
-
-
-def fast_collect(x: Any) -> list[Any]:
-    """fcollect(x) with nothing excluded, recursively; agrees with ``collect``.
-
-    Speed (benchmarks/run.py, fcollect): each child's type is tested in the parent's
-    loop, immutable leaves are appended at once, other leaves and mutable nodes go
-    through ``seen`` (id -> object, which keeps it alive). A mutable node is marked
-    ``_OPEN`` in ``seen`` while its children are collected, so meeting it again inside
-    itself is a cycle; that, a subtree deeper than MAX_FAST_DEPTH and an undeclared
-    subclass raise, and the tree goes to ``collect`` (the error's path, or
-    unlimited depth).
-    """
-    out: list[Any] = []
-    append = out.append
-    seen: dict[int, Any] = {}
-    kinds_get = KINDS.get
-    immutable = IMMUTABLE_LEAVES
-    leaf_types = LEAF_TYPES
-    open_ = _OPEN
-
-    def rec(x: Any, kind: Any, depth: int) -> None:
-        if depth > MAX_FAST_DEPTH:
-            raise _Redo
-        for kid in x if kind is TUPLE or kind is LIST else kind.flatten(x)[0]:
-            t = type(kid)
-            if t in immutable:
-                append(kid)
-                continue
-            k = None if t in leaf_types else kinds_get(t) or _kind_of(kid)
-            if k is None:
-                if t in immutable:  # a value type seen for the first time (kind_of)
-                    append(kid)
-                    continue
-            elif not k.mutable:
-                append(kid)
-                rec(kid, k, depth + 1)  # noqa: F821 - deleted only after the walk
-                continue
-            key = id(kid)
-            if key in seen:
-                if seen[key] is open_:
-                    raise _Redo  # a node inside itself: collect reports the cycle
-                continue
-            append(kid)
-            if k is None:
-                seen[key] = kid
-            else:
-                seen[key] = open_
-                rec(kid, k, depth + 1)  # noqa: F821
-                seen[key] = kid
-
-    try:
-        rec([x], LIST, 0)
-    except (_Redo, Relocate):
-        return collect(x, None)  # finds the cycle or the subclass again, with its path
-    finally:
-        del rec  # a recursive closure is a reference cycle: free it (and seen) now
-    return out
-
-
-#: ``fast_collect``'s mark for a mutable node whose children are being collected.
-_OPEN = object()

@@ -19,7 +19,9 @@ from containers._compiled import SPEEDUPS, exec_source, source_filename
 __all__ = [
     "MAPPER_ARGS",
     "PAIR_MAPPER_ARGS",
+    "ROWS",
     "SPEEDUPS",
+    "TRAIL",
     "UNROLLED_TUPLE_LENGTH",
     "compile_loop",
     "compile_pair_loop",
@@ -30,11 +32,15 @@ __all__ = [
     "map_child",
     "map_pair_child",
     "mapper_factory",
+    "marked",
     "pair_loop_source",
     "pair_mapper_source",
     "rebind",
     "source_filename",
     "tuple_mapper_source",
+    "unwound",
+    "unwound_at",
+    "with_rows",
 ]
 
 
@@ -82,6 +88,75 @@ PAIR_MAPPER_ARGS = (
 
 # Tuples up to this length get an unrolled branch for all-immutable-leaf contents.
 UNROLLED_TUPLE_LENGTH = 4
+
+#: The attribute of an exception raised under a fast walk (by ``f``, say) that lists,
+#: innermost level first, the index of the child each level was mapping (an int) and,
+#: from a subtree handed to ``traverse``, the path within it (a tuple of keys). Filled
+#: while the error unwinds (the fast tiers' ``except`` clauses and C's ``trail_index``:
+#: free until an error is raised); ``_core.trail_note`` turns it into the key path once,
+#: at the top.
+TRAIL = "_containers_trail"
+#: The comment marking a generated line that maps child (or tuple element) ``i``: the
+#: ``except`` clause of the function reads the failing line's mark (``unwound_at``).
+MARK = "  # child "
+
+
+def unwound(err: BaseException, step: Any) -> None:
+    """Append ``step`` (a child's index, or a relative key path) to ``err``'s trail."""
+    try:
+        trail = err.__dict__.setdefault(TRAIL, [])
+    except AttributeError:  # pragma: no cover - an exception without a __dict__
+        return
+    trail.append(step)
+
+
+def unwound_at(err: BaseException, rows: Mapping[int, int], index: int | None) -> None:
+    """In a generated function's ``except`` clause: append the mark of the line the
+    error came through (``rows``: line offset from the ``def`` to the child or element
+    index it maps, ``marked_rows``), if any, then ``index`` (a loop's ``len(out)``)."""
+    tb = err.__traceback__
+    if tb is not None:  # its first entry is the frame catching it
+        row = rows.get(tb.tb_lineno - tb.tb_frame.f_code.co_firstlineno)
+        if row is not None:
+            unwound(err, row)
+    if index is not None:
+        unwound(err, index)
+
+
+def marked(lines: list[str], i: int) -> list[str]:
+    """``lines`` (mapping one child or element) marked as mapping number ``i``."""
+    return [f"{line}{MARK}{i}" for line in lines]
+
+
+def catching(function: list[str], index: str = "None") -> list[str]:
+    """``function`` (its ``def`` line and body, unindented) with the body in a ``try``
+    whose ``except`` records the trail (``unwound_at``: the marked lines, then
+    ``index``, an expression the clause evaluates) and re-raises."""
+    head, body = function[0], function[1:]
+    return with_rows(
+        [
+            head,
+            "    try:",
+            *(f"    {line}" for line in body),
+            "    except Exception as _e:",
+            f"        _ct_unwound(_e, {ROWS}, {index})",
+            "        raise",
+        ]
+    )
+
+
+#: What ``with_rows`` replaces in a handler's lines by the function's marked rows.
+ROWS = "_ct_rows_"
+
+
+def with_rows(function: list[str]) -> list[str]:
+    """``function`` (its ``def`` line first) with ``ROWS`` in its lines replaced by the
+    table its ``except`` clauses give ``unwound_at``: the offset of each marked line
+    from the ``def`` line to its mark. A function whose own ``try`` has a handler
+    already (``_mappers``: an unset field) adds its clause there: no ``try`` of its own,
+    whose line costs an instruction per call."""
+    rows = {k: int(line.rpartition(MARK)[2]) for k, line in enumerate(function) if MARK in line}
+    return [line.replace(ROWS, repr(rows)) for line in function]
 
 
 def map_child(value: str, target: str, depth: str) -> list[str]:
@@ -154,44 +229,54 @@ def map_pair_child(value: str, other: str, target: str, depth: str) -> list[str]
 
 
 def mapper_factory(
-    name: str, body: list[str], params: str = "x, depth", args: tuple[str, ...] = MAPPER_ARGS
+    name: str,
+    body: list[str],
+    params: str = "x, depth",
+    args: tuple[str, ...] = MAPPER_ARGS,
+    index: str | None = "None",
 ) -> list[str]:
     """The body of ``make_mapper(mode)``: unpack ``mode.mapper_args`` (named ``args``:
-    ``MAPPER_ARGS``, or ``PAIR_MAPPER_ARGS`` for a pair mapper), define ``name``."""
+    ``MAPPER_ARGS``, or ``PAIR_MAPPER_ARGS`` for a pair mapper), define ``name``, its
+    body in ``catching`` (``index``: see there), or with ``index`` None as it is
+    (its own handlers, ``with_rows``)."""
+    function = [f"def {name}({params}):", *(f"    {line}" for line in body)]
     return [
         f"{', '.join(args)} = mode.mapper_args",
-        f"def {name}({params}):",
-        *(f"    {line}" for line in body),
+        *(with_rows(function) if index is None else catching(function, index)),
         f"return {name}",
     ]
 
 
-def _unrolled_tuples(trees: str, done: Callable[[str], list[str]]) -> list[str]:
+def _unrolled_tuples(trees: str, done: Callable[[list[str]], list[str]]) -> list[str]:
     """``if``/``elif`` branches mapping tuples of up to UNROLLED_TUPLE_LENGTH immutable
-    leaves to ``(f(_a0, _b0, ...), ...)``, handed to ``done`` for the lines that use it
-    (a ``return``, an ``append``); ``trees`` names the tuples read together (the first
+    leaves to ``(f(_a0, _b0, ...), ...)``: its element lines (one call each, marked
+    with its index for ``catching``) are handed to ``done`` for the lines that build
+    and use the tuple (a ``return``, an ``append``); ``trees`` names the tuples read together (the first
     is tested), which the caller has checked are tuples of length ``n``."""
     lines = []
     for n in range(1, UNROLLED_TUPLE_LENGTH + 1):
         rows = [[f"_{chr(97 + t)}{i}" for i in range(n)] for t in range(len(trees))]
         tests = " and ".join(f"type({a}) in immutable" for a in rows[0])
-        calls = ", ".join(f"f({', '.join(col)})" for col in zip(*rows, strict=True))
+        # one call per line, marked: an error from f names its element (catching)
+        calls = [
+            f"    f({', '.join(col)}),{MARK}{i}" for i, col in enumerate(zip(*rows, strict=True))
+        ]
         comma = "," if n == 1 else ""
         lines.append(f"{'if' if n == 1 else 'elif'} n == {n}:")
         lines += [f"    {', '.join(row)}{comma} = {tree}" for row, tree in zip(rows, trees)]
         lines += [
             f"    if {tests}:",
-            *(f"        {line}" for line in done(f"({calls}{comma})")),
+            *(f"        {line}" for line in done(calls)),
         ]
     return lines
 
 
-def _returned(value: str) -> list[str]:
-    return [f"return {value}"]
+def _returned(calls: list[str]) -> list[str]:
+    return ["return (", *calls, ")"]
 
 
-def _appended(value: str) -> list[str]:
-    return [f"append({value})", "continue"]
+def _appended(calls: list[str]) -> list[str]:
+    return ["append((", *calls, "))", "continue"]
 
 
 def loop_source() -> str:
@@ -217,7 +302,7 @@ def loop_source() -> str:
     ]
     lines = [
         "def make_loop(mode):",
-        *(f"    {line}" for line in mapper_factory("loop", body, "kids, depth")),
+        *(f"    {line}" for line in mapper_factory("loop", body, "kids, depth", index="len(out)")),
     ]
     return "\n".join(lines) + "\n"
 
@@ -260,8 +345,7 @@ def pair_mapper_source() -> str:
     ]
     lines = [
         "def make_pair_mapper(f, immutable, general):",
-        "    def map_pair(x, y, depth):",
-        *(f"        {line}" for line in body),
+        *(f"    {line}" for line in catching(["def map_pair(x, y, depth):", *_indented(body)])),
         "    return map_pair",
     ]
     return "\n".join(lines) + "\n"
@@ -297,8 +381,12 @@ def pair_loop_source() -> str:
     ]
     lines = [
         "def make_pair_loop(f, immutable, leaf_types, leaf, pair, node):",
-        "    def pair_loop(kids, ykids, depth):",
-        *(f"        {line}" for line in body),
+        *(
+            f"    {line}"
+            for line in catching(
+                ["def pair_loop(kids, ykids, depth):", *_indented(body)], "len(out)"
+            )
+        ),
         "    return pair_loop",
     ]
     return "\n".join(lines) + "\n"
@@ -348,8 +436,12 @@ def rebind(function: F, cells: Mapping[str, CellType]) -> F:
     )
 
 
+def _indented(lines: list[str]) -> list[str]:
+    return [f"    {line}" for line in lines]
+
+
 def _compile_factory(source: str, label: str, name: str) -> Any:
     """Compile the generated ``source`` of one factory function and return it."""
-    g: dict[str, Any] = {}
+    g: dict[str, Any] = {"_ct_unwound": unwound_at}
     exec_source(source, g, source_filename(label))
     return g[name]

@@ -23,7 +23,15 @@ from containers._codegen import (
     setattr_stores,
     unset_field_error,
 )
-from containers._engine._loops import PAIR_MAPPER_ARGS, map_child, map_pair_child, mapper_factory
+from containers._engine._loops import (
+    PAIR_MAPPER_ARGS,
+    ROWS,
+    map_child,
+    map_pair_child,
+    mapper_factory,
+    marked,
+    unwound_at,
+)
 from containers._registry import NodeKind
 from containers._spec import ContainerSpec
 
@@ -89,6 +97,7 @@ def mapper_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
       class (``mode`` is ``_engine._fast._ManyMode``); see ``_pair_mapper_body``.
     """
     g = base_globals(spec)
+    g["_ct_unwound"] = unwound_at  # the except clause of each mapper (_loops.catching)
     kids, kept = spec.children, spec.keep
     child_vars = {n: f"_c{i}" for i, n in enumerate(kids)}
     out: list[str] = []
@@ -100,16 +109,18 @@ def mapper_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
 
     body = []
     for i, n in enumerate(kids):
-        body += [f"_v = x.{n}", *map_child("_v", f"_c{i}", "depth + 1")]
+        body += [f"_v = x.{n}", *marked(map_child("_v", f"_c{i}", "depth + 1"), i)]
     body += [
         "if structural:",  # fmapstructure: the node as a dict keyed by child name
         f"    return {{{', '.join(f'{n!r}: {child_vars[n]}' for n in kids)}}}",
     ]
     values = {**child_vars, **{n: f"x.{n}" for n in kept}}
-    body = guarded_lines("x", body + construct_lines(spec, values, g))
+    body = _guarded_catching("x", body + construct_lines(spec, values, g))
     emit(
         "def make_mapper(mode):",
-        mapper_factory("map_node", ["if depth > max_depth:", "    return deep(x)", *body]),
+        mapper_factory(
+            "map_node", ["if depth > max_depth:", "    return deep(x)", *body], index=None
+        ),
     )
     emit(
         "def make_pair_mapper(mode):",
@@ -118,6 +129,24 @@ def mapper_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
         ),
     )
     return "\n".join(out), g
+
+
+def _guarded_catching(obj: str, body: list[str]) -> list[str]:
+    """``_codegen.guarded_lines(obj, body)`` with the trail's handler
+    (``_loops.catching``) as clauses of its ``try``, which then is the mapper's only
+    one: an unset field is reported by name, any error gets the index of the child
+    being mapped (the marked lines) on its way out."""
+    record = f"    _ct_unwound(_e, {ROWS}, None)"
+    return [
+        "try:",
+        *(f"    {line}" for line in body),
+        "except AttributeError as _e:",
+        record,
+        f"    raise _ct_unset({obj}, _e) from None",
+        "except Exception as _e:",
+        record,
+        "    raise",
+    ]
 
 
 def _pair_mapper_body(spec: ContainerSpec, g: dict[str, Any]) -> list[str]:
@@ -148,7 +177,7 @@ def _pair_mapper_body(spec: ContainerSpec, g: dict[str, Any]) -> list[str]:
         *guarded_lines("y", assign(y_vars, [f"y.{n}" for n in kids])),
     ]
     for i in range(len(kids)):
-        walk += map_pair_child(f"_x{i}", f"_y{i}", f"_c{i}", "depth + 1")
+        walk += marked(map_pair_child(f"_x{i}", f"_y{i}", f"_c{i}", "depth + 1"), i)
     values = {n: f"_c{i}" for i, n in enumerate(kids)}
     values.update({n: f"_k{i}" for i, n in enumerate(kept)})
     walk += construct_lines(spec, values, g, returned=False)

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from containers._engine._core import MAX_FAST_DEPTH, Align, map_tree, noop
+from containers._engine._core import MAX_FAST_DEPTH, Align, Relocate, map_tree, noop, trail_note
+from containers._engine._loops import unwound
 from containers._errors import ContainerDefinitionError, StructureError
+from containers._paths import DictKey
 from containers._registry import LEAF_TYPES
 
 __all__ = ["fast_pair"]
@@ -51,16 +53,34 @@ def fast_pair(
     leaf_types = LEAF_TYPES
 
     def engine(x: Any, y: Any) -> Any:
-        return map_tree(leaf, x, (y,), exclude=None, cache=None, op="treelize", align=align)
+        return map_tree(
+            leaf, x, (y,), exclude=None, cache=None, op="treelize", align=align, relocate=True
+        )
+
+    def spread(x: Any, y: Any, depth: int) -> Any:
+        """A leaf facing a dict (x or y): the dict's keys, the leaf at each."""
+        out = {}
+        k = None
+        try:
+            if type(x) is dict:
+                for k, v in x.items():
+                    out[k] = child(v, y, depth)
+            else:
+                for k, v in y.items():
+                    out[k] = child(x, v, depth)
+        except Exception as err:  # the key, for the note's path (_core.trail_note)
+            unwound(err, (DictKey(k),))
+            raise
+        return out
 
     def pair(x: Any, y: Any, depth: int) -> Any:
         if type(x) is not dict:
             if type(y) is dict and type(x) in leaf_types:
-                return {k: child(x, v, depth) for k, v in y.items()}
+                return spread(x, y, depth)
             return engine(x, y)
         if type(y) is not dict:
             if type(y) in leaf_types:
-                return {k: child(v, y, depth) for k, v in x.items()}
+                return spread(x, y, depth)
             return engine(x, y)
         # Errors are found before any f call at this node, as the engine finds them.
         if strict:
@@ -71,20 +91,25 @@ def fast_pair(
         ):
             raise _Fallback
         out = {}
-        for k, vx in x.items():
-            vy = y.get(k, absent)
-            if vy is absent:
-                if inner:
-                    continue
-                vy = missing
-            if type(vx) in leaf_types and type(vy) in leaf_types:
-                out[k] = f(vx, vy)
-            else:
-                out[k] = child(vx, vy, depth)
-        if outer and not y.keys() <= x.keys():
-            for k, vy in y.items():
-                if k not in x:
-                    out[k] = child(missing, vy, depth)
+        k = None
+        try:
+            for k, vx in x.items():
+                vy = y.get(k, absent)
+                if vy is absent:
+                    if inner:
+                        continue
+                    vy = missing
+                if type(vx) in leaf_types and type(vy) in leaf_types:
+                    out[k] = f(vx, vy)
+                else:
+                    out[k] = child(vx, vy, depth)
+            if outer and not y.keys() <= x.keys():
+                for k, vy in y.items():
+                    if k not in x:
+                        out[k] = child(missing, vy, depth)
+        except Exception as err:  # as in spread
+            unwound(err, (DictKey(k),))
+            raise
         return out
 
     def child(x: Any, y: Any, depth: int) -> Any:
@@ -98,11 +123,16 @@ def fast_pair(
         if type(a) is dict or type(b) is dict:
             return pair(a, b, 0)
         return engine(a, b)
-    except (_Fallback, StructureError, ContainerDefinitionError) as err:
+    except (_Fallback, Relocate, StructureError, ContainerDefinitionError) as err:
         try:
             map_tree(noop, a, (b,), exclude=None, cache=None, op="treelize", align=align)
         except (StructureError, ContainerDefinitionError) as located:
             raise located from None
         if isinstance(err, _Fallback):  # pragma: no cover - the engine always finds it
             raise AssertionError("treelize: the fast path and the engine disagree") from None
+        if isinstance(err, Relocate):  # pragma: no cover - the engine always finds it
+            raise err.error from None
+        raise
+    except Exception as err:  # f's: the note the engine adds, with the path (trail)
+        trail_note(err, "treelize", a)
         raise

@@ -157,6 +157,7 @@ SPEEDUPS_HIDDEN int table_store(IdTableObject *self, PyObject *key, PyObject *va
 SPEEDUPS_HIDDEN extern PyType_Spec Loop_spec;
 SPEEDUPS_HIDDEN extern PyType_Spec PairLoop_spec;
 SPEEDUPS_HIDDEN PyObject *map_child(const Run *run, PyObject *x, PyObject *y, PyObject *depth);
+SPEEDUPS_HIDDEN void trail_index(Py_ssize_t i);
 
 /* _speedups_mapnode.c */
 SPEEDUPS_HIDDEN extern PyType_Spec MapNode_spec;

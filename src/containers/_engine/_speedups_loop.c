@@ -162,6 +162,54 @@ map_cached(const Run *run, PyObject *x, PyObject *y)
     return r;
 }
 
+/* The index of the child (or tuple element) whose mapping raised, appended to
+   the trail of the exception being raised (its attribute `_containers_trail`, a list:
+   _loops.TRAIL), as the Python fast tiers' `except` clauses do; fmap's fast path turns
+   the trail into the key path of its note once, at the top (_core.trail_note). Called
+   only on the error path: nothing is paid until f raises. A failure here is dropped
+   (the note is then missing or shorter), never raised instead of the error. */
+void
+trail_index(Py_ssize_t i)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+#else
+    PyObject *type, *exc, *tb;
+    PyErr_Fetch(&type, &exc, &tb);
+    PyErr_NormalizeException(&type, &exc, &tb);
+    if (exc != NULL && tb != NULL) {
+        PyException_SetTraceback(exc, tb);
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+#endif
+    if (exc == NULL) {
+        return;
+    }
+    PyObject *index = PyLong_FromSsize_t(i), *trail = NULL;
+    if (index != NULL) {
+        trail = PyObject_GetAttrString(exc, "_containers_trail");
+        if (trail == NULL) {
+            PyErr_Clear();
+            trail = PyList_New(0);
+            if (trail != NULL && PyObject_SetAttrString(exc, "_containers_trail", trail) < 0) {
+                Py_CLEAR(trail);
+            }
+        }
+        if (trail != NULL && PyList_Check(trail)) {
+            (void)PyList_Append(trail, index);
+        }
+    }
+    PyErr_Clear();
+    Py_XDECREF(trail);
+    Py_XDECREF(index);
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#else
+    PyErr_Restore(Py_NewRef(Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
+#endif
+}
+
 /* The mapped tuple if x is a tuple of one to UNROLLED immutable leaves (f(a) for each,
    or f(a, b) with the tuple y of x's length when y is not NULL); NULL with no error set
    if it is not, NULL with an error set if f raised. */
@@ -184,6 +232,7 @@ map_small_tuple(const Run *run, PyObject *x, PyObject *y)
         PyObject *argv[2] = {PyTuple_GET_ITEM(x, i), y ? PyTuple_GET_ITEM(y, i) : NULL};
         values[i] = PyObject_Vectorcall(run->refs[REF_F], argv, y ? 2 : 1, NULL);
         if (values[i] == NULL) {
+            trail_index(i);
             while (i--) {
                 Py_DECREF(values[i]);
             }
@@ -437,6 +486,9 @@ map_str_dict(const Run *run, PyObject *x, PyObject *depth)
             Py_INCREF(value);
             PyObject *r = map_child(run, value, NULL, kid_depth);
             Py_DECREF(value);
+            if (r == NULL) {
+                trail_index(i);
+            }
             if (r == NULL || PyDict_SetItem(out, keys[i], r) < 0) {
                 Py_XDECREF(r);
                 break;
@@ -463,6 +515,9 @@ map_str_dict(const Run *run, PyObject *x, PyObject *depth)
             Py_INCREF(value);
             PyObject *r = map_child(run, value, NULL, kid_depth);
             Py_DECREF(value);
+            if (r == NULL) {
+                trail_index(i);
+            }
             if (r == NULL || PyDict_SetItem(out, order[i], r) < 0) {
                 Py_XDECREF(r);
                 break;
@@ -524,6 +579,9 @@ run_loop(LoopObject *self, const char *what, PyObject *kids, PyObject *ykids,
         PyObject *r = map(&run, x, y, depth);
         Py_DECREF(x);
         Py_XDECREF(y);
+        if (r == NULL) {
+            trail_index(PyList_GET_SIZE(out));
+        }
         if (r == NULL || PyList_Append(out, r) < 0) {
             Py_XDECREF(r);
             Py_CLEAR(out);

@@ -330,6 +330,7 @@ map_declared(const Run *run, PyObject *node, PyObject *x, PyObject *depth)
         kids[taken] = map_child(run, v, NULL, kid_depth);
         Py_DECREF(v);
         if (kids[taken] == NULL) {
+            trail_index(taken);
             goto done;
         }
     }

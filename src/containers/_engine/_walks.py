@@ -17,8 +17,18 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from containers._engine._core import MISS, UNSET, Cursor, Frame, Memo, mismatch_error, resume
-from containers._errors import StructureError, not_callable_error
+from containers._engine._core import (
+    MISS,
+    UNSET,
+    Cursor,
+    Frame,
+    Memo,
+    add_note,
+    mismatch_error,
+    path_note,
+    resume,
+)
+from containers._errors import ContainersError, StructureError, not_callable_error
 from containers._paths import where
 from containers._registry import Mismatch, cacheable, kind_of
 
@@ -354,9 +364,13 @@ def execute(walk: Callable[..., Any], x: Any, *ys: Any) -> Any:
     return run_walk(walk, x, ys, op="execute")
 
 
-def run_walk(walk: Callable[..., Any], x: Any, ys: Sequence[Any], *, op: str) -> Any:
+def run_walk(
+    walk: Callable[..., Any], x: Any, ys: Sequence[Any], *, op: str, note: bool = False
+) -> Any:
     """``execute``'s run, with ``op`` naming the operation in errors (fmap's wording for
-    ``fmap(walk=...)``): ``walk``'s step at each value, on the engine's loop."""
+    ``fmap(walk=...)``): ``walk``'s step at each value, on the engine's loop. With
+    ``note`` (``fmap(walk=...)``), an error of user code (``f``, the walk) gets the note
+    ``traverse`` adds (``path_note``), naming the path of the value being walked."""
     cursor = Cursor(op, False, ())
     visit = walk._step if isinstance(walk, Walk) else partial(_call, walk)
     cursor.client = _Recurse(cursor, visit)
@@ -372,5 +386,9 @@ def run_walk(walk: Callable[..., Any], x: Any, ys: Sequence[Any], *, op: str) ->
             f"limit: compose them, or raise the limit with sys.setrecursionlimit.",
             cursor.path(),
         ) from None
+    except Exception as err:
+        if note and not isinstance(err, ContainersError):  # ours name their path
+            add_note(err, path_note(op, cursor.path()))
+        raise
     finally:
         cursor.client.cursor = None  # a recurse kept by the walk must not keep the run alive
