@@ -12,6 +12,7 @@ same thing with getattr loops; property tests check that both agree.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -27,6 +28,7 @@ __all__ = [
     "construct_lines",
     "field_sources",
     "guarded_lines",
+    "kept_snapshot",
     "plain_deserialize",
     "plain_flatten",
     "plain_rebuild",
@@ -202,17 +204,35 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
         out.extend(f"    {line}" for line in (body or ["pass"]))
         out.append("")
 
-    emit(
-        "def flatten(x):",
-        guarded_lines(
-            "x", [f"return {tup(f'x.{n}' for n in kids)}, {tup(f'x.{n}' for n in kept)}"]
-        ),
-    )
+    if kept:
+        # Kept values that are mutable and unhashable are snapshotted here, so that a
+        # Structure made of these records cannot change (only such classes pay).
+        g["_ct_atomic"] = ATOMIC
+        g["_ct_snap"] = kept_snapshot(spec)
+        kept_vars = [f"_k{i}" for i in range(len(kept))]
+        emit(
+            "def flatten(x):",
+            guarded_lines(
+                "x",
+                [f"_r = {tup(f'x.{n}' for n in kids)}"]
+                + [f"{v} = x.{n}" for v, n in zip(kept_vars, kept)],
+            )
+            + _snapshot_lines(kept_vars)
+            + [f"return _r, {tup(kept_vars)}"],
+        )
+    else:
+        emit("def flatten(x):", guarded_lines("x", [f"return {tup(f'x.{n}' for n in kids)}, ()"]))
     emit("def children(x):", guarded_lines("x", [f"return {tup(f'x.{n}' for n in kids)}"]))
-    values = {**child_vars, **{n: f"kept[{i}]" for i, n in enumerate(kept)}}
+    # Each rebuilt instance gets its own copy of a mutable kept value (a Structure's
+    # snapshot is never handed out); rebuild shares x's, as fmap does.
+    kept_vars = [f"_k{i}" for i in range(len(kept))]
+    values = {**child_vars, **dict(zip(kept, kept_vars))}
     emit(
         "def unflatten(kept, children):",
-        unpack_lines(kids, "children") + construct_lines(spec, values, g),
+        unpack_lines(kids, "children")
+        + [f"{v} = kept[{i}]" for i, v in enumerate(kept_vars)]
+        + _snapshot_lines(kept_vars)
+        + construct_lines(spec, values, g),
     )
     values = {**child_vars, **{n: f"x.{n}" for n in kept}}
     emit(
@@ -255,6 +275,48 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
         ],
     )
     return "\n".join(out), g
+
+
+#: Kept values of these types are immutable: flatten and unflatten pass them as they are.
+ATOMIC = frozenset({str, int, float, bool, complex, bytes, type(None)})
+
+
+def _snapshot_lines(names: Sequence[str]) -> list[str]:
+    """Lines replacing each kept value in ``names`` that is not of an ``ATOMIC`` type by
+    ``kept_snapshot``'s result (the value itself if hashable, else a deep copy)."""
+    return [
+        line
+        for i, v in enumerate(names)
+        for line in (f"if type({v}) not in _ct_atomic:", f"    {v} = _ct_snap({v}, {i})")
+    ]
+
+
+def kept_snapshot(spec: ContainerSpec) -> Callable[[Any, int], Any]:
+    """``snap(value, i)``: the kept value ``value`` of field ``spec.keep[i]`` as a
+    Structure holds it: itself if hashable (its hash promises that its equality does
+    not change), else a deep copy (a list, a dict, an array: equal by content, yet
+    mutable). The generated ``flatten`` snapshots with it, and ``unflatten`` copies
+    again per rebuilt instance."""
+    cls_name = type_name(spec.cls)
+    keep = spec.keep
+
+    def snap(value: Any, i: int) -> Any:
+        try:
+            hash(value)
+            return value
+        except TypeError:
+            pass
+        try:
+            return copy.deepcopy(value)
+        except Exception as err:
+            raise StructureError(
+                f"the kept value {keep[i]!r} of a {cls_name} is a {type_name(type(value))}, "
+                f"mutable and unhashable, which a Structure copies so as to stay "
+                f"unchanged, but the copy failed ({type(err).__name__}: {err}). Keep a "
+                f"hashable value (a tuple) instead, or make it copyable."
+            ) from None
+
+    return snap
 
 
 def _missing_field_error(spec: ContainerSpec) -> Callable[[str, Any], SchemaError]:
@@ -311,15 +373,31 @@ def compile_spec(spec: ContainerSpec) -> Generated:
 
 
 def plain_flatten(spec: ContainerSpec, x: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """``flatten`` without generated code."""
-    return (
-        tuple(getattr(x, n) for n in spec.children),
-        tuple(getattr(x, n) for n in spec.keep),
-    )
+    """``flatten`` without generated code: unhashable kept values snapshotted."""
+    children = tuple(getattr(x, n) for n in spec.children)
+    kept = tuple(getattr(x, n) for n in spec.keep)
+    return children, _snapshot(spec, kept)
 
 
-def plain_unflatten(spec: ContainerSpec, kept: Sequence[Any], children: Sequence[Any]) -> Any:
-    """``unflatten`` without generated code."""
+def _snapshot(spec: ContainerSpec, kept: Sequence[Any]) -> tuple[Any, ...]:
+    """``kept`` with each value passed through ``kept_snapshot``."""
+    if not kept:
+        return tuple(kept)
+    snap = kept_snapshot(spec)
+    return tuple(snap(v, i) for i, v in enumerate(kept))
+
+
+def plain_unflatten(
+    spec: ContainerSpec, kept: Sequence[Any], children: Sequence[Any], *, fresh: bool = True
+) -> Any:
+    """``unflatten`` without generated code: each instance gets its own copy of an
+    unhashable kept value (``fresh=False``: the values as given, as ``rebuild`` and
+    interop's adapters store them)."""
+    return _store(spec, _snapshot(spec, kept) if fresh else kept, children)
+
+
+def _store(spec: ContainerSpec, kept: Sequence[Any], children: Sequence[Any]) -> Any:
+    """A new instance with these children and kept values, reset fields defaulted."""
     values = dict(zip(spec.children, children))
     values.update(zip(spec.keep, kept))
     for name in spec.reset:
@@ -341,8 +419,8 @@ def plain_unflatten(spec: ContainerSpec, kept: Sequence[Any], children: Sequence
 
 
 def plain_rebuild(spec: ContainerSpec, x: Any, children: Sequence[Any]) -> Any:
-    """``rebuild`` without generated code."""
-    return plain_unflatten(spec, plain_flatten(spec, x)[1], children)
+    """``rebuild`` without generated code: ``x``'s kept values, shared."""
+    return _store(spec, tuple(getattr(x, n) for n in spec.keep), children)
 
 
 def plain_traverse(spec: ContainerSpec, x: Any, acc: Any, fun: Callable[..., Any]) -> Any:

@@ -1,8 +1,9 @@
 """Split and merge (Flax NNX), partition and combine (equinox): group leaves by filter.
 
-This stage is a client of flatten: ``split`` is one pass over ``flatten_with_path``'s
-``(path, leaf)`` pairs, ``merge`` is ``Structure.unflatten`` in path order. It never
-walks a tree itself (no recursion, cycle check or depth limit of its own).
+This stage is a client of flatten's walk (``_engine._flat``) and of ``Structure``:
+``split`` is one pass over the leaves and their paths, ``merge`` is
+``Structure.unflatten`` in path order. It never walks a tree itself (no recursion,
+cycle check or depth limit of its own), and imports nothing from ``_flatten``.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from itertools import compress, repeat
 from operator import eq, not_
 from typing import Any, TypeAlias, TypeVar, overload
 
+from containers._engine._flat import flatten_records
 from containers._errors import ContainerDefinitionError, StructureError, short_repr
-from containers._flatten import Structure, flatten
 from containers._paths import AttrKey, DictKey, IndexKey, KeyPath, keystr, where
 from containers._records import ranked_paths
+from containers._structure import Structure
 from containers.filters import (
     _EVERYTHING,
     Filter,
@@ -68,10 +70,17 @@ def _check_order(op: str, filters: Sequence[Filter]) -> list[Predicate]:
     return [to_predicate(f) for f in filters]
 
 
-def _flat(op: str, tree: Any, **options: Any) -> tuple[list[Any], Structure[Any]]:
+def _flatten(tree: Any) -> tuple[list[Any], Structure[Any]]:
+    """``flatten(tree)``: flatten's walk, its records made a Structure."""
+    records: list[Any] = []
+    leaves = flatten_records(tree, None, False, "flatten", records)
+    return leaves, Structure(tuple(records), len(leaves))
+
+
+def _flat(op: str, tree: Any) -> tuple[list[Any], Structure[Any]]:
     """``flatten(tree)``, its errors naming ``op`` instead of flatten."""
     try:
-        return flatten(tree, **options)
+        return _flatten(tree)
     except (StructureError, ContainerDefinitionError) as err:
         text = str(err)
         if not text.startswith("flatten: "):
@@ -82,9 +91,9 @@ def _flat(op: str, tree: Any, **options: Any) -> tuple[list[Any], Structure[Any]
         raise ContainerDefinitionError(text) from None
 
 
-def _pairs(op: str, tree: Any, **options: Any) -> tuple[list[tuple[KeyPath, Any]], Structure[Any]]:
+def _pairs(op: str, tree: Any) -> tuple[list[tuple[KeyPath, Any]], Structure[Any]]:
     """``flatten_with_path(tree)``, its errors naming ``op`` instead of flatten."""
-    leaves, s = _flat(op, tree, **options)
+    leaves, s = _flat(op, tree)
     return list(zip(s.paths(), leaves)), s
 
 
@@ -589,9 +598,9 @@ def combine(*trees: T) -> T:
     """
     if not trees:
         raise StructureError("combine: no trees given. Pass the trees partition returned.")
-    out, s = flatten(trees[0])
+    out, s = _flatten(trees[0])
     for i, other in enumerate(trees[1:], 1):
-        theirs, s_other = flatten(other)
+        theirs, s_other = _flatten(other)
         if s_other != s:
             s._up_to(other, f"combine: tree {i}")  # names the first difference
             raise StructureError(

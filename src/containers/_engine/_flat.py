@@ -201,16 +201,16 @@ def _flatten_run(
         return False
     spec = k.spec
     auxes: Any
-    if spec is not None and len(spec.children) > 1 and len(spec.keep) != 1:
+    if spec is not None and len(spec.children) > 1 and not (spec.keep and records is not None):
         # A container's flatten reads its fields (_codegen.plain_flatten): the same
         # reads by attrgetter run in C, a third of flatten's time for a list of layers
         # (benchmarks/split.py). An unset field is reported by the node-by-node path.
+        # Kept values are read by the kind's flatten, which snapshots mutable ones.
         try:
             lists = list(map(attrgetter(*spec.children), kids))
-            keep = spec.keep and records is not None
-            auxes = list(map(attrgetter(*spec.keep), kids)) if keep else repeat(())
         except AttributeError:
             return False
+        auxes = repeat(())
     else:
         flat = [head, *map(k.flatten, kids[1:])]
         lists = list(map(itemgetter(0), flat))
