@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 
 import containers as ct
-from containers import _flatten
+from containers import _flatten, _structure
 from containers._engine import _fast, _flat, _loops
 from containers._engine._core import MAX_FAST_DEPTH, MISS, UNSET, Memo
 from containers._registry import (
@@ -2188,8 +2188,8 @@ def test_unflatten_checks_the_leaves_first_and_follows_the_engine_switch(
     message, takes any iterable, and reads ``_fast._speedups`` at each call, as the
     tests' engine fixture switches it: None runs _build."""
     calls: list[Any] = []
-    real = _flatten._build
-    monkeypatch.setattr(_flatten, "_build", lambda *a: calls.append(a) or real(*a))
+    real = _structure._build
+    monkeypatch.setattr(_structure, "_build", lambda *a: calls.append(a) or real(*a))
     structure = ct.structure({"a": [1, (2, 3)]})
     message = (
         "unflatten: the structure has 3 leaves but 2 were given. Pass exactly one "

@@ -81,7 +81,7 @@ class AttrKey(_OrderedKey):
         True
     """
 
-    __slots__ = ("name", "tags")
+    __slots__ = ("_hash", "name", "tags")
     name: str
     tags: tuple[str, ...]
 
@@ -93,6 +93,7 @@ class AttrKey(_OrderedKey):
             )
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "tags", tags)
+        object.__setattr__(self, "_hash", hash((AttrKey, name)))
 
     def __setattr__(self, attr: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
@@ -101,7 +102,9 @@ class AttrKey(_OrderedKey):
         return type(other) is AttrKey and other.name == self.name
 
     def __hash__(self) -> int:
-        return hash((AttrKey, self.name))
+        # computed once: a dict keyed by paths hashes every key of every path
+        # (benchmarks/split.py: split, state)
+        return self._hash
 
     def __repr__(self) -> str:
         return f"AttrKey({self.name!r})"
@@ -129,7 +132,7 @@ class IndexKey(_OrderedKey):
         '[2]'
     """
 
-    __slots__ = ("idx",)
+    __slots__ = ("_hash", "idx")
     idx: int
 
     def __init__(self, idx: int) -> None:
@@ -142,6 +145,7 @@ class IndexKey(_OrderedKey):
                     f"{short_repr(idx)}."
                 ) from None
         object.__setattr__(self, "idx", idx)
+        object.__setattr__(self, "_hash", hash((IndexKey, idx)))
 
     def __setattr__(self, attr: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
@@ -150,7 +154,7 @@ class IndexKey(_OrderedKey):
         return type(other) is IndexKey and other.idx == self.idx
 
     def __hash__(self) -> int:
-        return hash((IndexKey, self.idx))
+        return self._hash  # computed once, as AttrKey's
 
     def __repr__(self) -> str:
         return f"IndexKey({self.idx!r})"
@@ -178,13 +182,12 @@ class DictKey(_OrderedKey):
         "['a']"
     """
 
-    __slots__ = ("key",)
+    __slots__ = ("_hash", "key")
     key: Hashable
 
     def __init__(self, key: Hashable) -> None:
         try:
-            if type(key) is not str and type(key) is not int:  # the usual keys first
-                hash(key)
+            object.__setattr__(self, "_hash", hash((DictKey, key)))  # once, as AttrKey's
         except TypeError:
             raise TypeError(
                 f"DictKey: the key must be hashable, got {type(key).__qualname__} "
@@ -201,7 +204,7 @@ class DictKey(_OrderedKey):
         )
 
     def __hash__(self) -> int:
-        return hash((DictKey, self.key))
+        return self._hash
 
     def __repr__(self) -> str:
         return f"DictKey({safe_repr(self.key)})"
@@ -260,13 +263,22 @@ def index_keys(n: int) -> tuple[IndexKey, ...]:
     # The keys past 256 are made in loops in C: allocated without __init__, then their
     # slot written by its member descriptor (which IndexKey.__setattr__ does not stop);
     # 1.7x faster than calling IndexKey (benchmarks/split.py, 100k leaves).
+    # The last long tuple is kept: a list of layers has the same length at each split.
+    last = _LAST_INDEX_KEYS[0]  # one read: another thread may replace it
+    if last[0] == n:
+        return last[1]
     more = list(map(_new, repeat(IndexKey, n - 256)))
     deque(map(_set_idx, more, range(256, n)), 0)
-    return (*_INDEX_KEYS, *more)
+    deque(map(_set_hash, more, map(hash, zip(repeat(IndexKey), range(256, n)))), 0)
+    keys = (*_INDEX_KEYS, *more)
+    _LAST_INDEX_KEYS[0] = (n, keys)
+    return keys
 
 
 _new = object.__new__
 _set_idx = IndexKey.__dict__["idx"].__set__
+_set_hash = IndexKey.__dict__["_hash"].__set__
+_LAST_INDEX_KEYS: list[tuple[int, tuple[IndexKey, ...]]] = [(0, ())]
 
 
 def keystr(path: Sequence[Key]) -> str:

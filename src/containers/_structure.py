@@ -66,10 +66,11 @@ class Structure(Generic[T_co]):
         ["['a']", "['b'][0]", "['b'][1]"]
     """
 
-    __slots__ = ("_hash", "_num_leaves", "_records")
+    __slots__ = ("_hash", "_num_leaves", "_paths", "_records")
 
     def __init__(self, records: tuple[Record, ...], num_leaves: int) -> None:
         self._records = records
+        self._paths: list[KeyPath] | None = None  # computed once, on the first paths()
         self._num_leaves = num_leaves
         self._hash: int | None = None
 
@@ -135,7 +136,15 @@ class Structure(Generic[T_co]):
 
     def paths(self) -> list[KeyPath]:
         """The key path of every leaf, in flatten order."""
-        return leaf_paths(self._records)
+        if self._paths is None:
+            self._paths = leaf_paths(self._records)
+        return list(self._paths)  # a list of its own: the caller may change it
+
+    def _remember_paths(self, paths: list[KeyPath]) -> None:
+        """Keep ``paths`` (what ``paths()`` would give, computed by its caller: split's
+        ``ranked_paths``) for the next ``paths()``."""
+        if self._paths is None:
+            self._paths = paths
 
     def flatten_up_to(self, tree: Any, /) -> list[Any]:
         """Cut ``tree`` at this structure: the subtrees at this structure's leaves.
