@@ -467,6 +467,7 @@ def _run_paths(above: KeyPath, keys: Sequence[Key], inner: Sequence[Key]) -> lis
     hit = _RUNS.get(key)
     if hit is not None and hit[0] is keys and hit[1] is inner:
         return hit[2]
+    made: list[KeyPath]
     if len(above) == 1:  # .layers[i].w: a comprehension beats zip by a third
         (a,) = above
         made = [(a, k, t) for k in keys for t in inner]
