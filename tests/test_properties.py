@@ -16,6 +16,7 @@ import warnings
 from collections import OrderedDict, deque, namedtuple
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from operator import is_
 from types import ModuleType
 from typing import Any
 
@@ -551,9 +552,10 @@ mutable_kept_st = st.one_of(
 
 @given(container_classes().filter(lambda cls: ct.spec(cls).keep), st.data())
 def test_generated_kept_snapshot_agrees_with_plain_twin(cls: type, data: st.DataObject) -> None:
-    """With mutable kept values (lists, dicts, arrays), generated flatten and unflatten
-    snapshot and copy what their plain twins do: an unhashable value equal yet never
-    the same object, a hashable one itself; rebuild shares x's values."""
+    """With mutable kept values (lists, dicts, arrays), generated flatten_snapshot and
+    unflatten_fresh snapshot and copy what their plain twins do (an unhashable value
+    equal yet never the same object, a hashable one itself), while flatten, unflatten
+    and rebuild, generated and plain, keep every kept value as the same object."""
     spec = ct.spec(cls)
     gen = _codegen.compile_spec(spec)
     x = _instance(cls, data.draw, leaves_st)
@@ -569,16 +571,24 @@ def test_generated_kept_snapshot_agrees_with_plain_twin(cls: type, data: st.Data
             return got is not given and type(got) is type(given) and bool(same)
         return got is given
 
-    for kids, kept in (gen.flatten(x), _codegen.plain_flatten(spec, x)):
+    for kids, kept in (gen.flatten_snapshot(x), _codegen.plain_flatten_snapshot(spec, x)):
         assert kids == tuple(getattr(x, n) for n in spec.children)
         assert all(map(fresh, kept, originals))
         new_kids = tuple(("new", i) for i in range(len(kids)))
         for built in (
-            gen.unflatten(kept, new_kids),
-            _codegen.plain_unflatten(spec, kept, new_kids),
+            gen.unflatten_fresh(kept, new_kids),
+            _codegen.plain_unflatten_fresh(spec, kept, new_kids),
         ):
             assert all(fresh(getattr(built, n), v) for n, v in zip(spec.keep, kept))
-        for built in (gen.rebuild(x, new_kids), _codegen.plain_rebuild(spec, x, new_kids)):
+    for kids, kept in (gen.flatten(x), _codegen.plain_flatten(spec, x)):
+        assert all(map(is_, kept, originals))
+        new_kids = tuple(("new", i) for i in range(len(kids)))
+        for built in (
+            gen.unflatten(kept, new_kids),
+            _codegen.plain_unflatten(spec, kept, new_kids),
+            gen.rebuild(x, new_kids),
+            _codegen.plain_rebuild(spec, x, new_kids),
+        ):
             assert all(getattr(built, n) is v for n, v in zip(spec.keep, originals))
 
 

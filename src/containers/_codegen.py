@@ -31,11 +31,13 @@ __all__ = [
     "kept_snapshot",
     "plain_deserialize",
     "plain_flatten",
+    "plain_flatten_snapshot",
     "plain_rebuild",
     "plain_reduce",
     "plain_serialize",
     "plain_traverse",
     "plain_unflatten",
+    "plain_unflatten_fresh",
     "setattr_stores",
     "unpack_lines",
     "unset_field_error",
@@ -47,6 +49,10 @@ class Generated(NamedTuple):
 
     flatten: Callable[[Any], tuple[tuple[Any, ...], tuple[Any, ...]]]
     unflatten: Callable[[tuple[Any, ...], Sequence[Any]], Any]
+    #: A Structure's pair: ``flatten`` and ``unflatten`` themselves for a class without
+    #: kept fields, else the ones that snapshot and copy mutable kept values.
+    flatten_snapshot: Callable[[Any], tuple[tuple[Any, ...], tuple[Any, ...]]]
+    unflatten_fresh: Callable[[tuple[Any, ...], Sequence[Any]], Any]
     rebuild: Callable[[Any, Sequence[Any]], Any]
     children: Callable[[Any], tuple[Any, ...]]
     traverse: Callable[..., Any]
@@ -204,14 +210,28 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
         out.extend(f"    {line}" for line in (body or ["pass"]))
         out.append("")
 
+    emit(
+        "def flatten(x):",
+        guarded_lines(
+            "x", [f"return {tup(f'x.{n}' for n in kids)}, {tup(f'x.{n}' for n in kept)}"]
+        ),
+    )
+    emit("def children(x):", guarded_lines("x", [f"return {tup(f'x.{n}' for n in kids)}"]))
+    values = {**child_vars, **{n: f"kept[{i}]" for i, n in enumerate(kept)}}
+    emit(
+        "def unflatten(kept, children):",
+        unpack_lines(kids, "children") + construct_lines(spec, values, g),
+    )
     if kept:
-        # Kept values that are mutable and unhashable are snapshotted here, so that a
-        # Structure made of these records cannot change (only such classes pay).
+        # A Structure's own pair: flatten_snapshot snapshots the kept values that are
+        # mutable and unhashable, so that a Structure cannot change, and unflatten_fresh
+        # gives each rebuilt instance its own copy (its snapshot is never handed out).
+        # flatten and unflatten, which fmap, walks and the protocol use, stay live.
         g["_ct_atomic"] = ATOMIC
         g["_ct_snap"] = kept_snapshot(spec)
         kept_vars = [f"_k{i}" for i in range(len(kept))]
         emit(
-            "def flatten(x):",
+            "def flatten_snapshot(x):",
             guarded_lines(
                 "x",
                 [f"_r = {tup(f'x.{n}' for n in kids)}"]
@@ -220,20 +240,14 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
             + _snapshot_lines(kept_vars)
             + [f"return _r, {tup(kept_vars)}"],
         )
-    else:
-        emit("def flatten(x):", guarded_lines("x", [f"return {tup(f'x.{n}' for n in kids)}, ()"]))
-    emit("def children(x):", guarded_lines("x", [f"return {tup(f'x.{n}' for n in kids)}"]))
-    # Each rebuilt instance gets its own copy of a mutable kept value (a Structure's
-    # snapshot is never handed out); rebuild shares x's, as fmap does.
-    kept_vars = [f"_k{i}" for i in range(len(kept))]
-    values = {**child_vars, **dict(zip(kept, kept_vars))}
-    emit(
-        "def unflatten(kept, children):",
-        unpack_lines(kids, "children")
-        + [f"{v} = kept[{i}]" for i, v in enumerate(kept_vars)]
-        + _snapshot_lines(kept_vars)
-        + construct_lines(spec, values, g),
-    )
+        values = {**child_vars, **dict(zip(kept, kept_vars))}
+        emit(
+            "def unflatten_fresh(kept, children):",
+            unpack_lines(kids, "children")
+            + [f"{v} = kept[{i}]" for i, v in enumerate(kept_vars)]
+            + _snapshot_lines(kept_vars)
+            + construct_lines(spec, values, g),
+        )
     values = {**child_vars, **{n: f"x.{n}" for n in kept}}
     emit(
         "def rebuild(x, children):",
@@ -277,7 +291,8 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     return "\n".join(out), g
 
 
-#: Kept values of these types are immutable: flatten and unflatten pass them as they are.
+#: Kept values of these types are immutable: flatten_snapshot and unflatten_fresh pass
+#: them as they are.
 ATOMIC = frozenset({str, int, float, bool, complex, bytes, type(None)})
 
 
@@ -295,8 +310,8 @@ def kept_snapshot(spec: ContainerSpec) -> Callable[[Any, int], Any]:
     """``snap(value, i)``: the kept value ``value`` of field ``spec.keep[i]`` as a
     Structure holds it: itself if hashable (its hash promises that its equality does
     not change), else a deep copy (a list, a dict, an array: equal by content, yet
-    mutable). The generated ``flatten`` snapshots with it, and ``unflatten`` copies
-    again per rebuilt instance."""
+    mutable). The generated ``flatten_snapshot`` snapshots with it, and
+    ``unflatten_fresh`` copies again per rebuilt instance."""
     cls_name = type_name(spec.cls)
     keep = spec.keep
 
@@ -358,6 +373,8 @@ def compile_spec(spec: ContainerSpec) -> Generated:
     return Generated(
         flatten=g["flatten"],
         unflatten=g["unflatten"],
+        flatten_snapshot=g.get("flatten_snapshot", g["flatten"]),
+        unflatten_fresh=g.get("unflatten_fresh", g["unflatten"]),
         rebuild=g["rebuild"],
         children=g["children"],
         traverse=g["__container_traverse__"],
@@ -373,9 +390,16 @@ def compile_spec(spec: ContainerSpec) -> Generated:
 
 
 def plain_flatten(spec: ContainerSpec, x: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """``flatten`` without generated code: unhashable kept values snapshotted."""
-    children = tuple(getattr(x, n) for n in spec.children)
-    kept = tuple(getattr(x, n) for n in spec.keep)
+    """``flatten`` without generated code."""
+    return (
+        tuple(getattr(x, n) for n in spec.children),
+        tuple(getattr(x, n) for n in spec.keep),
+    )
+
+
+def plain_flatten_snapshot(spec: ContainerSpec, x: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """``flatten_snapshot`` without generated code: unhashable kept values snapshotted."""
+    children, kept = plain_flatten(spec, x)
     return children, _snapshot(spec, kept)
 
 
@@ -387,13 +411,17 @@ def _snapshot(spec: ContainerSpec, kept: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(snap(v, i) for i, v in enumerate(kept))
 
 
-def plain_unflatten(
-    spec: ContainerSpec, kept: Sequence[Any], children: Sequence[Any], *, fresh: bool = True
+def plain_unflatten(spec: ContainerSpec, kept: Sequence[Any], children: Sequence[Any]) -> Any:
+    """``unflatten`` without generated code: the kept values as given."""
+    return _store(spec, kept, children)
+
+
+def plain_unflatten_fresh(
+    spec: ContainerSpec, kept: Sequence[Any], children: Sequence[Any]
 ) -> Any:
-    """``unflatten`` without generated code: each instance gets its own copy of an
-    unhashable kept value (``fresh=False``: the values as given, as ``rebuild`` and
-    interop's adapters store them)."""
-    return _store(spec, _snapshot(spec, kept) if fresh else kept, children)
+    """``unflatten_fresh`` without generated code: each instance gets its own copy of an
+    unhashable kept value."""
+    return _store(spec, _snapshot(spec, kept), children)
 
 
 def _store(spec: ContainerSpec, kept: Sequence[Any], children: Sequence[Any]) -> Any:

@@ -70,7 +70,7 @@ def flatten(
         StructureError: The tree contains a reference cycle (the message names it).
     """
     records: list[Any] = []
-    leaves = flatten_records(tree, is_leaf, none_is_leaf, "flatten", records)
+    leaves = flatten_records(tree, is_leaf, none_is_leaf, "flatten", records, snapshot=True)
     return leaves, Structure(tuple(records), len(leaves))
 
 

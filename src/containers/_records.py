@@ -106,7 +106,7 @@ def build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
             else:
                 if shared and pos < total:
                     leaves, shared = list(leaves), False
-                value = kind.unflatten(aux, kids)
+                value = kind.unflatten_fresh(aux, kids)  # copies mutable kept values
             if pout is None:
                 return value
             pout.append(value)
@@ -126,10 +126,11 @@ def build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
 
 
 #: What the compiled twin of ``build`` (``_speedups.build``) reads besides the records
-#: and leaves: the kinds it builds itself, the dict kind's ``unflatten`` as imported (it
-#: builds dicts itself only while that is still the one), and ``build``, to which it
-#: hands records that are not what flatten makes.
-C_BUILD_CONTEXT = (TUPLE, LIST, DICT, DICT.unflatten, build)
+#: and leaves: the kinds it builds itself, the dict kind's ``unflatten_fresh`` as
+#: imported (it builds dicts itself only while that is still the one), and ``build``,
+#: to which it hands records that are not what flatten makes. Like ``build``, it calls
+#: each other kind's ``unflatten_fresh``.
+C_BUILD_CONTEXT = (TUPLE, LIST, DICT, DICT.unflatten_fresh, build)
 
 
 def _same_sequences(records: Sequence[Record], j: int, n: int) -> bool:

@@ -73,7 +73,7 @@ def _check_order(op: str, filters: Sequence[Filter]) -> list[Predicate]:
 def _flatten(tree: Any) -> tuple[list[Any], Structure[Any]]:
     """``flatten(tree)``: flatten's walk, its records made a Structure."""
     records: list[Any] = []
-    leaves = flatten_records(tree, None, False, "flatten", records)
+    leaves = flatten_records(tree, None, False, "flatten", records, snapshot=True)
     return leaves, Structure(tuple(records), len(leaves))
 
 

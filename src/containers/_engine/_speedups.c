@@ -122,8 +122,7 @@ typedef struct {
     PyTypeObject *table_type;
     PyTypeObject *loop_type;
     PyTypeObject *node_type;
-    PyObject *flatten_name;   /* "flatten", interned: a NodeKind's attribute */
-    PyObject *unflatten_name; /* "unflatten", interned: another */
+    PyObject *unflatten_name; /* "unflatten_fresh", interned: a NodeKind's attribute */
     TableArrays spare;        /* a cleared table's arrays, for the next table (spare_put) */
     Scratch scratch;          /* a finished build's block, for the next build (scratch_put) */
 } ModuleState;
@@ -1344,14 +1343,16 @@ static PyType_Slot PairLoop_slots[] = {
    `flatten` with side effects sees no difference: a child is a leaf if its exact type
    is in leaf_types, else a node of the kind `kinds[type(child)]`, else of the kind
    `kind_of(child)` returns (None: a leaf). A tuple or list is walked here; every other
-   node is taken apart by its kind's `flatten`.
+   node is taken apart by its kind's attribute named by the context's last item
+   (`flatten`, or `flatten_snapshot` for a Structure's records).
 
    Speed (benchmarks/run.py, W1f and W5): the Python walk spends most of its time on
    the bytecode of its type tests, appends and record tuples; here each leaf costs one
    set lookup and one append.
 
    `context` is `_flat.C_CONTEXT`, what does not change between calls:
-   (kinds, kind_of, tuple_kind, list_kind, deep, run, min_run, max_depth).
+   (kinds, kind_of, tuple_kind, list_kind, deep, run, min_run, max_depth, flatten_name);
+   `_flat.C_SNAPSHOT_CONTEXT` is the same for a Structure's records.
    `deep(x, leaves, records, leaf_types)` is the plain walk, for a node past max_depth
    (or where the thread's stack runs low): the C recursion stays under max_depth levels
    of a few hundred bytes each, and depth is unlimited. A cycle goes there too, and
@@ -1376,7 +1377,7 @@ typedef struct {
     PyObject *list_kind;
     PyObject *deep;
     PyObject *run;
-    PyObject *flatten_name; /* "flatten", from the module's state */
+    PyObject *flatten_name; /* "flatten" or "flatten_snapshot": the context's last item */
     Py_ssize_t min_run;
     Py_ssize_t max_depth;
     PyTypeObject *leaf_type; /* the last type found in leaf_types, or NULL */
@@ -1491,7 +1492,7 @@ flat_record(Flat *w, Py_ssize_t slot, PyObject *kind, PyObject *aux, Py_ssize_t 
     return PyList_SetItem(w->records, slot, record); /* steals record */
 }
 
-/* `kids, aux = kind.flatten(x)`, with kids made an exact list or tuple (a list of its
+/* `kids, aux = kind.flatten(x)` (or `kind.flatten_snapshot(x)`), with kids made an exact list or tuple (a list of its
    items, for any other sized iterable); -1 on error, as the unpacking raises. */
 static int
 flat_split(Flat *w, PyObject *x, PyObject *kind, PyObject **kids, PyObject **aux)
@@ -1758,7 +1759,7 @@ flat_node(Flat *w, PyObject *x, PyObject *kind, Py_ssize_t depth)
 }
 
 static PyObject *
-speedups_flatten(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+speedups_flatten(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 5) {
         PyErr_Format(PyExc_TypeError, "flatten() takes 5 arguments (%zd given)", nargs);
@@ -1774,9 +1775,10 @@ speedups_flatten(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *min_run, *max_depth;
     if (!PyTuple_Check(context) ||
-        !PyArg_ParseTuple(context, "O!OOOOOO!O!:flatten context", &PyDict_Type, &w.kinds,
+        !PyArg_ParseTuple(context, "O!OOOOOO!O!U:flatten context", &PyDict_Type, &w.kinds,
                           &w.kind_of, &w.tuple_kind, &w.list_kind, &w.deep, &w.run,
-                          &PyLong_Type, &min_run, &PyLong_Type, &max_depth)) {
+                          &PyLong_Type, &min_run, &PyLong_Type, &max_depth,
+                          &w.flatten_name)) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_TypeError, "flatten: context must be a tuple");
         }
@@ -1787,7 +1789,6 @@ speedups_flatten(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if ((w.min_run == -1 || w.max_depth == -1) && PyErr_Occurred()) {
         return NULL;
     }
-    w.flatten_name = ((ModuleState *)PyModule_GetState(module))->flatten_name;
     w.leaves = PyList_New(0);
     if (w.leaves == NULL) {
         return NULL;
@@ -2021,7 +2022,7 @@ error:
    `build(records, leaves, context)` is `_flatten._build` in C, its plain twin (used
    whenever this module is missing or CONTAINERS_PURE_PYTHON is set): the tree of the
    pre-order records `(kind, aux, n, mask)` of a Structure (a tuple) with `leaves` in
-   place. It makes the same calls `kind.unflatten(aux, children)` in the same order (a
+   place. It makes the same calls `kind.unflatten_fresh(aux, children)` in the same order (a
    node's when its last child is built; children as a new list), so that even a
    kind's `unflatten` with side effects sees no difference. A tuple, a list and a plain
    dict are built here, as jax builds its own node types in C++; every other node by
@@ -2110,7 +2111,7 @@ typedef struct {
     PyObject *tuple_kind;
     PyObject *list_kind;
     PyObject *dict_kind;      /* NULL while its unflatten is not dict_unflatten */
-    PyObject *unflatten_name; /* "unflatten", from the module's state */
+    PyObject *unflatten_name; /* "unflatten_fresh", from the module's state */
     Py_ssize_t *ns;           /* each record's n, read by build_check */
     Open *open;               /* the open nodes, innermost last */
     PyObject **values;        /* the open nodes' children built so far (owned) */
@@ -2256,7 +2257,7 @@ build_node(Build *b, PyObject *kind, PyObject *aux, PyObject *const *items, Py_s
     if (kind == b->list_kind) {
         return list;
     }
-    PyObject *argv[3] = {kind, aux, list}; /* kind.unflatten(aux, list) */
+    PyObject *argv[3] = {kind, aux, list}; /* kind.unflatten_fresh(aux, list) */
     PyObject *node = PyObject_VectorcallMethod(b->unflatten_name, argv, 3, NULL);
     Py_DECREF(list);
     return node;
@@ -3264,10 +3265,8 @@ speedups_exec(PyObject *module)
 {
     ModuleState *state = PyModule_GetState(module);
     state->handover_depth = PyLong_FromLong(1L << 30);
-    state->flatten_name = PyUnicode_InternFromString("flatten");
-    state->unflatten_name = PyUnicode_InternFromString("unflatten");
-    if (state->handover_depth == NULL || state->flatten_name == NULL ||
-        state->unflatten_name == NULL ||
+    state->unflatten_name = PyUnicode_InternFromString("unflatten_fresh");
+    if (state->handover_depth == NULL || state->unflatten_name == NULL ||
         add_type(module, &IdTable_spec, &state->table_type) < 0 ||
         add_type(module, &Loop_spec, &state->loop_type) < 0 ||
         add_type(module, &PairLoop_spec, NULL) < 0 ||
@@ -3287,7 +3286,6 @@ speedups_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(state->table_type);
     Py_VISIT(state->loop_type);
     Py_VISIT(state->node_type);
-    Py_VISIT(state->flatten_name);
     Py_VISIT(state->unflatten_name);
     return 0;
 }
@@ -3300,7 +3298,6 @@ speedups_clear(PyObject *module)
     Py_CLEAR(state->table_type);
     Py_CLEAR(state->loop_type);
     Py_CLEAR(state->node_type);
-    Py_CLEAR(state->flatten_name);
     Py_CLEAR(state->unflatten_name);
     return 0;
 }

@@ -149,7 +149,7 @@ def plain_unflatten(spec: ContainerSpec) -> Callable[[Any, Sequence[Any]], Any]:
     """The plain twin of the generated ``unflatten(kept, children)``: a getattr loop."""
 
     def unflatten(kept: Any, children: Sequence[Any]) -> Any:
-        return _plain_unflatten(spec, () if kept is None else kept, children, fresh=False)
+        return _plain_unflatten(spec, () if kept is None else kept, children)
 
     return unflatten
 
