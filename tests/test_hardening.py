@@ -5,6 +5,7 @@ once normally and once with CONTAINERS_PURE_PYTHON=1)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import json
 import math
@@ -745,3 +746,21 @@ def test_fmap_walks_treelize_and_functor_keep_the_same_kept_object(kept: Any):
     if isinstance(kept, list):
         s = ct.structure(tree)
         assert s.unflatten([0.0, 0.0])[0].sizes is not kept
+
+
+@pytest.mark.usefixtures("engine")
+@pytest.mark.parametrize("shape", ["few", "run", "deep"])
+def test_a_structure_snapshots_kept_values_in_runs_and_past_the_fast_depth(shape: str):
+    """Flatten's node-by-node walk, its list-of-layers run and its hand-over past the
+    recursive walk's depth all snapshot a kept list into the Structure."""
+    sizes = [1, 2]
+    n = 3 if shape == "few" else 10
+    layers: Any = [_Kept(float(i), sizes) for i in range(n)]
+    tree = functools.reduce(lambda t, _: [t], range(300), layers) if shape == "deep" else layers
+    s = ct.structure(tree)
+    sizes.append(3)
+    want = [_Kept(0.0, [1, 2]) for _ in range(n)]
+    if shape == "deep":
+        want = functools.reduce(lambda t, _: [t], range(300), want)
+    assert s == ct.structure(want)
+    assert s != ct.structure(tree)
