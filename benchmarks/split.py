@@ -14,8 +14,16 @@ L = 33,333). Each library declares it its own way:
 - hand: a loop over the layers filling two flat dicts (split, state) or rebuilding the
   model from them (merge). "hand" keys the dicts by the same paths containers gives
   (tuples of ``AttrKey``/``IndexKey``: the same output, checked equal before timing);
-  "hand-str" keys them by tuples of ``str``/``int``, the cheapest dict a user could
-  fill (hashing a str tuple runs in C; hashing a key object calls Python).
+  "hand-str" keys them by tuples of ``str``/``int`` (``params[("layers", i, "w")] =
+  layer.w``), the cheapest dict a user could fill and the floor of issue #33 (hashing
+  a str tuple runs in C; hashing a key object calls Python). For partition and
+  combine both are the same loop: two models with ``ct.MISSING`` in the other's
+  places, and the model put back together from them;
+- keys-only: the part of "hand" that builds the key tuples, without the dicts (split
+  and state): what the key objects the API promises cost, whoever builds them.
+
+containers also runs ``ct.partition(m, "param")`` and ``ct.combine(params, rest)``
+(equinox's partition/combine, whose own numbers are its split and merge rows).
 
 Each round times every (library, operation) once, in a shuffled order; the table gives
 the median over rounds of ns per leaf, and the ratios.
@@ -46,7 +54,7 @@ from containers._paths import AttrKey, index_key
 from measure import interleave
 
 SIZES = {"1k": 333, "100k": 33_333}
-OPS = ("split", "merge", "state")
+OPS = ("split", "merge", "state", "partition", "combine")
 
 
 def arrays(i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -77,6 +85,9 @@ def containers_ops(n_layers: int) -> tuple[Model, dict[str, Callable[[], object]
         "merge": lambda: ct.merge(s, params, stats),
         "state": lambda: ct.state(m, "param"),
     }
+    left, right = ct.partition(m, "param")
+    ops["partition"] = lambda: ct.partition(m, "param")
+    ops["combine"] = lambda: ct.combine(left, right)
     return m, ops
 
 
@@ -144,20 +155,68 @@ def hand_str_merge(n_layers: int, params: dict[Any, Any], stats: dict[Any, Any])
     )
 
 
+def hand_partition(m: Model) -> tuple[Model, Model]:
+    missing = ct.MISSING
+    left, right = [], []
+    for layer in m.layers:
+        left.append(Layer(layer.w, layer.b, missing))
+        right.append(Layer(missing, missing, layer.count))
+    return Model(left), Model(right)
+
+
+def hand_combine(a: Model, b: Model) -> Model:
+    missing = ct.MISSING
+    return Model(
+        [
+            Layer(
+                x.w if x.w is not missing else y.w,
+                x.b if x.b is not missing else y.b,
+                x.count if x.count is not missing else y.count,
+            )
+            for x, y in zip(a.layers, b.layers)
+        ]
+    )
+
+
+def keys_split(m: Model) -> list[Any]:
+    keys = []
+    for i in range(len(m.layers)):
+        ki = index_key(i)
+        keys.append((K_LAYERS, ki, K_W))
+        keys.append((K_LAYERS, ki, K_B))
+        keys.append((K_LAYERS, ki, K_COUNT))
+    return keys
+
+
+def keys_state(m: Model) -> list[Any]:
+    keys = []
+    for i in range(len(m.layers)):
+        ki = index_key(i)
+        keys.append((K_LAYERS, ki, K_W))
+        keys.append((K_LAYERS, ki, K_B))
+    return keys
+
+
 def hand_ops(m: Model, n_layers: int) -> dict[str, dict[str, Callable[[], object]]]:
     params, stats = hand_split(m)
     sparams, sstats = hand_str_split(m)
+    left, right = hand_partition(m)
     return {
         "hand": {
             "split": lambda: hand_split(m),
             "merge": lambda: hand_merge(n_layers, params, stats),
             "state": lambda: hand_state(m),
+            "partition": lambda: hand_partition(m),
+            "combine": lambda: hand_combine(left, right),
         },
         "hand-str": {
             "split": lambda: hand_str_split(m),
             "merge": lambda: hand_str_merge(n_layers, sparams, sstats),
             "state": lambda: hand_str_state(m),
+            "partition": lambda: hand_partition(m),
+            "combine": lambda: hand_combine(left, right),
         },
+        "keys-only": {"split": lambda: keys_split(m), "state": lambda: keys_state(m)},
     }
 
 
@@ -238,6 +297,13 @@ def check(m: Model, n_layers: int) -> list[str]:
         problems.append("merge: differs from the hand-written one")
     if not same_model(ct.merge(ct.structure(m), dict(want_params), dict(want_stats)), m):
         problems.append("merge (checked lookup): differs from the model")
+    left, right = ct.partition(m, "param")
+    want_left, want_right = hand_partition(m)
+    for name, got_tree, want_tree in (("left", left, want_left), ("right", right, want_right)):
+        if not same_model(got_tree, want_tree):
+            problems.append(f"partition: the {name} tree differs from the hand-written one")
+    if not same_model(ct.combine(left, right), m):
+        problems.append("combine: differs from the model")
     return problems
 
 
@@ -266,16 +332,25 @@ def run(size: str, rounds: int, min_time_ns: float, rng: random.Random) -> dict[
 
 def table(results: list[dict[str, Any]]) -> str:
     libs = results[0]["libs"]
+    peers = [lib for lib in libs if lib not in ("containers", "hand", "hand-str", "keys-only")]
     head = ["size", "op", *(f"{lib} ns/leaf" for lib in libs), "containers / hand"]
-    head += ["containers / hand-str", *(f"{p} / containers" for p in libs[3:])]
+    head += ["containers / hand-str", *(f"{p} / containers" for p in peers)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def ratio(a: float | None, b: float | None, digits: int) -> str:
+        return "-" if a is None or b is None else f"{a / b:.{digits}f}x"
+
     for r in results:
         for op in OPS:
             cell = {lib: r["ns"].get(f"{lib}|{op}") for lib in libs}
             ours = cell["containers"]
-            row = [r["size"], op, *(f"{cell[lib]:,.0f}" for lib in libs)]
-            row += [f"{ours / cell['hand']:.2f}x", f"{ours / cell['hand-str']:.2f}x"]
-            row += [f"{cell[p] / ours:.1f}x" for p in libs[3:]]
+            row = [
+                r["size"],
+                op,
+                *("-" if cell[lib] is None else f"{cell[lib]:,.0f}" for lib in libs),
+            ]
+            row += [ratio(ours, cell["hand"], 2), ratio(ours, cell["hand-str"], 2)]
+            row += [ratio(cell[p], ours, 1) for p in peers]
             lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 

@@ -148,7 +148,8 @@ def test_split_benchmark_quick_runs_and_agrees_with_hand(tmp_path: Path) -> None
     assert "check: containers agrees with the hand-written loops: ok" in result.stdout
     (run,) = json.loads(out.read_text())
     assert run["problems"] == []
-    assert {f"containers|{op}" for op in ("split", "merge", "state")} <= set(run["ns"])
+    ops = ("split", "merge", "state", "partition", "combine")
+    assert {f"containers|{op}" for op in ops} <= set(run["ns"])
 
 
 def test_treelize_benchmark_quick_runs_and_agrees_with_hand() -> None:

@@ -4,7 +4,9 @@ once normally and once with CONTAINERS_PURE_PYTHON=1)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import functools
 import gc
 import json
 import math
@@ -706,3 +708,63 @@ def test_a_kept_array_is_snapshotted_and_an_uncopyable_mutable_value_refused():
         ct.StructureError, match="the kept value 'sizes' of a _Kept is a Uncopyable"
     ):
         ct.structure(_Kept(1, Uncopyable()))  # type: ignore[arg-type]
+
+
+class _Uncopyable:
+    """An unhashable value that refuses to be copied."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        raise RuntimeError("no copies")
+
+
+@pytest.mark.usefixtures("engine")
+@pytest.mark.parametrize("kept", [[1, 2], _Uncopyable()], ids=["list", "uncopyable"])
+def test_fmap_walks_treelize_and_functor_keep_the_same_kept_object(kept: Any):
+    """fmap (one tree and two, serial and on an executor), fmap(walk=...), a treelized
+    function and functor's rebuild all give a kept field the same object, copyable or
+    not; only a Structure snapshots it."""
+    tree = [_Kept(1.0, kept), _Kept(2.0, kept)]
+
+    def double(v: Any, *rest: Any) -> Any:
+        return v * 2
+
+    results = [
+        ct.fmap(double, tree),
+        ct.fmap(double, tree, tree),
+        ct.fmap(double, tree, cache=False),
+        ct.fmap(double, tree, walk=ct.DefaultWalk()),
+        ct.fmap_with_path(lambda p, v: v * 2, tree),
+        ct.treelize()(double)(tree),
+        ct.treelize()(double)(tree, tree),
+    ]
+    with concurrent.futures.ThreadPoolExecutor(2) as ex:
+        results.append(ct.fmap(double, tree, executor=ex))
+        results.append(ct.fmap(double, tree, executor=ex, cache=False))
+    _, rebuild = ct.functor(tree[0])
+    results.append([rebuild({"w": 5.0})])
+    for out in results:
+        assert [x.sizes for x in out] == [kept] * len(out)
+        assert all(x.sizes is kept for x in out)
+    if isinstance(kept, list):
+        s = ct.structure(tree)
+        assert s.unflatten([0.0, 0.0])[0].sizes is not kept
+
+
+@pytest.mark.usefixtures("engine")
+@pytest.mark.parametrize("shape", ["few", "run", "deep"])
+def test_a_structure_snapshots_kept_values_in_runs_and_past_the_fast_depth(shape: str):
+    """Flatten's node-by-node walk, its list-of-layers run and its hand-over past the
+    recursive walk's depth all snapshot a kept list into the Structure."""
+    sizes = [1, 2]
+    n = 3 if shape == "few" else 10
+    layers: Any = [_Kept(float(i), sizes) for i in range(n)]
+    tree = functools.reduce(lambda t, _: [t], range(300), layers) if shape == "deep" else layers
+    s = ct.structure(tree)
+    sizes.append(3)
+    want = [_Kept(0.0, [1, 2]) for _ in range(n)]
+    if shape == "deep":
+        want = functools.reduce(lambda t, _: [t], range(300), want)
+    assert s == ct.structure(want)
+    assert s != ct.structure(tree)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import pickle
+import warnings
 from collections import OrderedDict, deque, namedtuple
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from operator import is_
 from types import ModuleType
 from typing import Any
 
@@ -538,6 +540,78 @@ def test_generated_code_agrees_with_plain_twin(cls: type, data: st.DataObject) -
     assert _same_fields(spec, back, plain_back)
 
 
+mutable_kept_st = st.one_of(
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+    arrays_st,
+    st.integers(),
+    st.text(max_size=3),
+    st.tuples(st.integers()),
+)
+
+
+@given(container_classes().filter(lambda cls: ct.spec(cls).keep), st.data())
+def test_generated_kept_snapshot_agrees_with_plain_twin(cls: type, data: st.DataObject) -> None:
+    """With mutable kept values (lists, dicts, arrays), generated flatten_snapshot and
+    unflatten_fresh snapshot and copy what their plain twins do (an unhashable value
+    equal yet never the same object, a hashable one itself), while flatten, unflatten
+    and rebuild, generated and plain, keep every kept value as the same object."""
+    spec = ct.spec(cls)
+    gen = _codegen.compile_spec(spec)
+    x = _instance(cls, data.draw, leaves_st)
+    for name in spec.keep:
+        object.__setattr__(x, name, data.draw(mutable_kept_st))
+    originals = [getattr(x, n) for n in spec.keep]
+
+    def fresh(got: Any, given: Any) -> bool:
+        try:
+            hash(given)
+        except TypeError:
+            same = np.array_equal(got, given) if type(given) is np.ndarray else got == given
+            return got is not given and type(got) is type(given) and bool(same)
+        return got is given
+
+    for kids, kept in (gen.flatten_snapshot(x), _codegen.plain_flatten_snapshot(spec, x)):
+        assert kids == tuple(getattr(x, n) for n in spec.children)
+        assert all(map(fresh, kept, originals))
+        new_kids = tuple(("new", i) for i in range(len(kids)))
+        for built in (
+            gen.unflatten_fresh(kept, new_kids),
+            _codegen.plain_unflatten_fresh(spec, kept, new_kids),
+        ):
+            assert all(fresh(getattr(built, n), v) for n, v in zip(spec.keep, kept))
+    for kids, kept in (gen.flatten(x), _codegen.plain_flatten(spec, x)):
+        assert all(map(is_, kept, originals))
+        new_kids = tuple(("new", i) for i in range(len(kids)))
+        for built in (
+            gen.unflatten(kept, new_kids),
+            _codegen.plain_unflatten(spec, kept, new_kids),
+            gen.rebuild(x, new_kids),
+            _codegen.plain_rebuild(spec, x, new_kids),
+        ):
+            assert all(getattr(built, n) is v for n, v in zip(spec.keep, originals))
+
+
+@pytest.mark.usefixtures("engine")
+@given(shared_trees(), st.sampled_from([int, np.ndarray, "param", ct.filters.WithTag("x")]))
+def test_partition_and_combine_agree_with_their_plain_statements(tree: Any, f: Any) -> None:
+    """partition (leaves ranked from the structure for a tag, chosen in C) and combine
+    give what a loop over flatten_with_path gives, on trees with shared objects."""
+    pred = ct.filters.to_predicate(f)
+    pairs, s = ct.flatten_with_path(tree)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ct.filters.NoMatchWarning)
+        left, right = ct.partition(tree, f)
+    hits = [bool(pred(p, v)) for p, v in pairs]
+    want_left = [v if h else ct.MISSING for (_, v), h in zip(pairs, hits)]
+    want_right = [ct.MISSING if h else v for (_, v), h in zip(pairs, hits)]
+    assert [id(v) for v in ct.leaves(left)] == [id(v) for v in want_left]
+    assert [id(v) for v in ct.leaves(right)] == [id(v) for v in want_right]
+    assert ct.structure(left) == ct.structure(right) == s
+    combined = ct.leaves(ct.combine(left, right))
+    assert [id(v) for v in combined] == [id(v) for _, v in pairs]
+
+
 # --- fmap's compiled child loop and its twin ------------------------------------------
 
 
@@ -840,10 +914,14 @@ def test_flatten_fast_agrees_with_flatten_plain_on_shared_trees(tree: Any) -> No
 def test_the_executor_maps_one_walk_agrees_with_serial_fmap(tree: Any, cache: bool) -> None:
     """The executor map's one walk (flatten, which says whether it met a value the
     identity cache keeps twice) is taken exactly for trees without sharing, or any tree
-    with cache=False, and rebuilds there what the serial fmap returns, sharing included."""
+    with cache=False, unless a class in it has kept fields that a Structure's rebuild
+    would copy, and rebuilds there what the serial fmap returns, sharing included."""
     split = _parallel._one_walk(tree, cache)
     cached = [id(v) for v in _positions(tree) if cacheable(v)]
-    assert (split is not None) is (not cache or len(set(cached)) == len(cached))
+    kinds = [k for k in map(kind_of, _positions(tree)) if k is not None]
+    copies = any(k.unflatten_fresh is not k.unflatten for k in kinds)
+    unshared = not cache or len(set(cached)) == len(cached)
+    assert (split is not None) is (unshared and not copies)
     if split is None:
         return
     leaves, records = split

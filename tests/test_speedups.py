@@ -36,7 +36,7 @@ import numpy as np
 import pytest
 
 import containers as ct
-from containers import _flatten
+from containers import _flatten, _structure
 from containers._engine import _fast, _flat, _loops
 from containers._engine._core import MAX_FAST_DEPTH, MISS, UNSET, Memo
 from containers._registry import (
@@ -2082,7 +2082,7 @@ def test_build_agrees_on_a_very_deep_tree() -> None:
 
 @compiled
 def test_build_makes_the_same_unflatten_calls() -> None:
-    """Both builds call each kind's unflatten once per node, in the same order (a node
+    """Both builds call each kind's unflatten_fresh once per node, in the same order (a node
     when its last child is built), with the same aux and a fresh list of the same
     children."""
     calls: list[Any] = []
@@ -2094,7 +2094,7 @@ def test_build_makes_the_same_unflatten_calls() -> None:
         return _Odd(*children)
 
     with _odd_kind(lambda x: (x.kids, len(x.kids))) as kind:
-        kind.unflatten = unflatten
+        kind.unflatten_fresh = unflatten  # what a Structure's build calls
         tree = [_Odd(1.0, _Odd()), {"a": _Odd([2.0, _Odd(3.0)])}, _Odd(_Odd(_Odd(4.0)), 5.0)]
         leaves, structure = ct.flatten(tree)
         leaf_ids.update(map(id, leaves))
@@ -2110,7 +2110,7 @@ def test_build_makes_the_same_unflatten_calls() -> None:
 
 @compiled
 def test_build_raises_what_a_node_unflatten_raises() -> None:
-    """A kind's unflatten that raises, at each node in turn: both builds raise the same
+    """A kind's unflatten_fresh that raises, at each node in turn: both builds raise the same
     error; the compiled one keeps nothing alive after it."""
     with _odd_kind(lambda x: (x.kids, None)) as kind:
         tree = [_Odd(1.0, np.ones(1)), (_Odd(_Odd(np.ones(2)), 2.0), {"k": _Odd()})]
@@ -2124,7 +2124,7 @@ def test_build_raises_what_a_node_unflatten_raises() -> None:
                 seen[0] += 1
                 return _Odd(*children)
 
-            kind.unflatten = fail
+            kind.unflatten_fresh = fail
             for compiled_build in (True, False):
                 seen[0] = 0
                 err = _build_with(compiled_build, structure._records, leaves)
@@ -2159,13 +2159,13 @@ def test_build_builds_dicts_as_the_dict_kind_does() -> None:
     assert counts[0] == counts[1] and counts[0]
 
     calls: list[Any] = []
-    real = DICT.unflatten
+    real = DICT.unflatten_fresh
 
     def logged(aux: Any, children: Any) -> Any:
         calls.append(aux)
         return real(aux, children)
 
-    DICT.unflatten = logged
+    DICT.unflatten_fresh = logged
     try:
         _same_build(structure._records, leaves)
         for compiled_build in (True, False):
@@ -2173,7 +2173,7 @@ def test_build_builds_dicts_as_the_dict_kind_does() -> None:
             assert _build_with(compiled_build, structure._records, leaves) == tree
             assert len(calls) == 2
     finally:
-        DICT.unflatten = real
+        DICT.unflatten_fresh = real
 
 
 @compiled
@@ -2196,7 +2196,7 @@ def test_build_is_unchanged_by_a_node_unflatten_that_changes_the_leaves(tree: An
         return _Odd(*children)
 
     with _odd_kind(lambda x: (x.kids, None)) as kind:
-        kind.unflatten = grab
+        kind.unflatten_fresh = grab
         leaves, structure = ct.flatten(tree)
         outs = []
         for compiled_build in (True, False):
@@ -2224,7 +2224,7 @@ def test_a_build_inside_a_build_uses_memory_of_its_own() -> None:
         return _Odd(*children)
 
     with _odd_kind(lambda x: (x.kids, None)) as kind:
-        kind.unflatten = nested
+        kind.unflatten_fresh = nested
         tree = [[float(i), _Odd(float(-i), [i])] for i in range(100)]
         leaves, structure = ct.flatten(tree)
         for _ in range(2):
@@ -2291,8 +2291,8 @@ def test_unflatten_checks_the_leaves_first_and_follows_the_engine_switch(
     message, takes any iterable, and reads ``_fast._speedups`` at each call, as the
     tests' engine fixture switches it: None runs _build."""
     calls: list[Any] = []
-    real = _flatten._build
-    monkeypatch.setattr(_flatten, "_build", lambda *a: calls.append(a) or real(*a))
+    real = _structure._build
+    monkeypatch.setattr(_structure, "_build", lambda *a: calls.append(a) or real(*a))
     structure = ct.structure({"a": [1, (2, 3)]})
     message = (
         "unflatten: the structure has 3 leaves but 2 were given. Pass exactly one "

@@ -12,6 +12,7 @@ same thing with getattr loops; property tests check that both agree.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -27,13 +28,16 @@ __all__ = [
     "construct_lines",
     "field_sources",
     "guarded_lines",
+    "kept_snapshot",
     "plain_deserialize",
     "plain_flatten",
+    "plain_flatten_snapshot",
     "plain_rebuild",
     "plain_reduce",
     "plain_serialize",
     "plain_traverse",
     "plain_unflatten",
+    "plain_unflatten_fresh",
     "setattr_stores",
     "unpack_lines",
     "unset_field_error",
@@ -45,6 +49,10 @@ class Generated(NamedTuple):
 
     flatten: Callable[[Any], tuple[tuple[Any, ...], tuple[Any, ...]]]
     unflatten: Callable[[tuple[Any, ...], Sequence[Any]], Any]
+    #: A Structure's pair: ``flatten`` and ``unflatten`` themselves for a class without
+    #: kept fields, else the ones that snapshot and copy mutable kept values.
+    flatten_snapshot: Callable[[Any], tuple[tuple[Any, ...], tuple[Any, ...]]]
+    unflatten_fresh: Callable[[tuple[Any, ...], Sequence[Any]], Any]
     rebuild: Callable[[Any, Sequence[Any]], Any]
     children: Callable[[Any], tuple[Any, ...]]
     traverse: Callable[..., Any]
@@ -214,6 +222,32 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
         "def unflatten(kept, children):",
         unpack_lines(kids, "children") + construct_lines(spec, values, g),
     )
+    if kept:
+        # A Structure's own pair: flatten_snapshot snapshots the kept values that are
+        # mutable and unhashable, so that a Structure cannot change, and unflatten_fresh
+        # gives each rebuilt instance its own copy (its snapshot is never handed out).
+        # flatten and unflatten, which fmap, walks and the protocol use, stay live.
+        g["_ct_atomic"] = ATOMIC
+        g["_ct_snap"] = kept_snapshot(spec)
+        kept_vars = [f"_k{i}" for i in range(len(kept))]
+        emit(
+            "def flatten_snapshot(x):",
+            guarded_lines(
+                "x",
+                [f"_r = {tup(f'x.{n}' for n in kids)}"]
+                + [f"{v} = x.{n}" for v, n in zip(kept_vars, kept)],
+            )
+            + _snapshot_lines(kept_vars)
+            + [f"return _r, {tup(kept_vars)}"],
+        )
+        values = {**child_vars, **dict(zip(kept, kept_vars))}
+        emit(
+            "def unflatten_fresh(kept, children):",
+            unpack_lines(kids, "children")
+            + [f"{v} = kept[{i}]" for i, v in enumerate(kept_vars)]
+            + _snapshot_lines(kept_vars)
+            + construct_lines(spec, values, g),
+        )
     values = {**child_vars, **{n: f"x.{n}" for n in kept}}
     emit(
         "def rebuild(x, children):",
@@ -257,6 +291,49 @@ def build_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
     return "\n".join(out), g
 
 
+#: Kept values of these types are immutable: flatten_snapshot and unflatten_fresh pass
+#: them as they are.
+ATOMIC = frozenset({str, int, float, bool, complex, bytes, type(None)})
+
+
+def _snapshot_lines(names: Sequence[str]) -> list[str]:
+    """Lines replacing each kept value in ``names`` that is not of an ``ATOMIC`` type by
+    ``kept_snapshot``'s result (the value itself if hashable, else a deep copy)."""
+    return [
+        line
+        for i, v in enumerate(names)
+        for line in (f"if type({v}) not in _ct_atomic:", f"    {v} = _ct_snap({v}, {i})")
+    ]
+
+
+def kept_snapshot(spec: ContainerSpec) -> Callable[[Any, int], Any]:
+    """``snap(value, i)``: the kept value ``value`` of field ``spec.keep[i]`` as a
+    Structure holds it: itself if hashable (its hash promises that its equality does
+    not change), else a deep copy (a list, a dict, an array: equal by content, yet
+    mutable). The generated ``flatten_snapshot`` snapshots with it, and
+    ``unflatten_fresh`` copies again per rebuilt instance."""
+    cls_name = type_name(spec.cls)
+    keep = spec.keep
+
+    def snap(value: Any, i: int) -> Any:
+        try:
+            hash(value)
+            return value
+        except TypeError:
+            pass
+        try:
+            return copy.deepcopy(value)
+        except Exception as err:
+            raise StructureError(
+                f"the kept value {keep[i]!r} of a {cls_name} is a {type_name(type(value))}, "
+                f"mutable and unhashable, which a Structure copies so as to stay "
+                f"unchanged, but the copy failed ({type(err).__name__}: {err}). Keep a "
+                f"hashable value (a tuple) instead, or make it copyable."
+            ) from None
+
+    return snap
+
+
 def _missing_field_error(spec: ContainerSpec) -> Callable[[str, Any], SchemaError]:
     cls_name = type_name(spec.cls)
 
@@ -296,6 +373,8 @@ def compile_spec(spec: ContainerSpec) -> Generated:
     return Generated(
         flatten=g["flatten"],
         unflatten=g["unflatten"],
+        flatten_snapshot=g.get("flatten_snapshot", g["flatten"]),
+        unflatten_fresh=g.get("unflatten_fresh", g["unflatten"]),
         rebuild=g["rebuild"],
         children=g["children"],
         traverse=g["__container_traverse__"],
@@ -318,8 +397,35 @@ def plain_flatten(spec: ContainerSpec, x: Any) -> tuple[tuple[Any, ...], tuple[A
     )
 
 
+def plain_flatten_snapshot(spec: ContainerSpec, x: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """``flatten_snapshot`` without generated code: unhashable kept values snapshotted."""
+    children, kept = plain_flatten(spec, x)
+    return children, _snapshot(spec, kept)
+
+
+def _snapshot(spec: ContainerSpec, kept: Sequence[Any]) -> tuple[Any, ...]:
+    """``kept`` with each value passed through ``kept_snapshot``."""
+    if not kept:
+        return tuple(kept)
+    snap = kept_snapshot(spec)
+    return tuple(snap(v, i) for i, v in enumerate(kept))
+
+
 def plain_unflatten(spec: ContainerSpec, kept: Sequence[Any], children: Sequence[Any]) -> Any:
-    """``unflatten`` without generated code."""
+    """``unflatten`` without generated code: the kept values as given."""
+    return _store(spec, kept, children)
+
+
+def plain_unflatten_fresh(
+    spec: ContainerSpec, kept: Sequence[Any], children: Sequence[Any]
+) -> Any:
+    """``unflatten_fresh`` without generated code: each instance gets its own copy of an
+    unhashable kept value."""
+    return _store(spec, _snapshot(spec, kept), children)
+
+
+def _store(spec: ContainerSpec, kept: Sequence[Any], children: Sequence[Any]) -> Any:
+    """A new instance with these children and kept values, reset fields defaulted."""
     values = dict(zip(spec.children, children))
     values.update(zip(spec.keep, kept))
     for name in spec.reset:
@@ -341,8 +447,8 @@ def plain_unflatten(spec: ContainerSpec, kept: Sequence[Any], children: Sequence
 
 
 def plain_rebuild(spec: ContainerSpec, x: Any, children: Sequence[Any]) -> Any:
-    """``rebuild`` without generated code."""
-    return plain_unflatten(spec, plain_flatten(spec, x)[1], children)
+    """``rebuild`` without generated code: ``x``'s kept values, shared."""
+    return _store(spec, tuple(getattr(x, n) for n in spec.keep), children)
 
 
 def plain_traverse(spec: ContainerSpec, x: Any, acc: Any, fun: Callable[..., Any]) -> Any:

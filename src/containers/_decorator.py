@@ -142,7 +142,14 @@ def _declare(
         migrations=migrations,
     )
     gen = compile_spec(the_spec)
-    kind = container_kind(the_spec, gen.flatten, gen.unflatten, gen.children)
+    kind = container_kind(
+        the_spec,
+        gen.flatten,
+        gen.unflatten,
+        gen.children,
+        gen.flatten_snapshot,
+        gen.unflatten_fresh,
+    )
     REGISTRY.add(kind, the_spec.name, explicit_name=the_spec.explicit_name, where=where)
     # The generated source leaves linecache with the class (notebooks redefine classes).
     weakref.finalize(cls, linecache.cache.pop, gen.filename, None)

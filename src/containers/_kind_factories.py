@@ -33,6 +33,8 @@ def container_kind(
     flatten: Any,
     unflatten: Any,
     children: Any,
+    flatten_snapshot: Any = None,
+    unflatten_fresh: Any = None,
 ) -> NodeKind:
     """The kind of a declared container, from its generated functions."""
     cls = spec.cls
@@ -55,6 +57,8 @@ def container_kind(
         structural=lambda aux, ch: dict(zip(names, ch)),
         mutable=not spec.frozen,
         spec=spec,
+        flatten_snapshot=flatten_snapshot,
+        unflatten_fresh=unflatten_fresh,
     )
 
 

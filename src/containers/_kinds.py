@@ -57,12 +57,18 @@ class NodeKind:
       a child's reference count shows its parent's references alone, as for the items
       of a list (a dict's ``flatten`` builds a list, which holds each value once
       more). Defaults to ``flatten``.
+    - ``flatten_snapshot`` and ``unflatten_fresh``: a Structure's pair (flatten's
+      records, ``Structure.unflatten``): for a declared class with kept fields, the
+      ones that snapshot mutable kept values and copy them per rebuilt instance; else
+      ``flatten`` and ``unflatten`` themselves. Every other walk uses the live pair,
+      which keeps a kept value as the same object.
     """
 
     __slots__ = (
         "aux_eq",
         "aux_hash",
         "flatten",
+        "flatten_snapshot",
         "iterate",
         "keys",
         "label",
@@ -74,6 +80,7 @@ class NodeKind:
         "structural",
         "type",
         "unflatten",
+        "unflatten_fresh",
     )
 
     def __init__(
@@ -91,6 +98,8 @@ class NodeKind:
         aux_hash: Callable[[Any], int] = value_hash,
         spec: ContainerSpec | None = None,
         iterate: Callable[[Any], tuple[Iterable[Any], Any]] | None = None,
+        flatten_snapshot: Callable[[Any], tuple[Sequence[Any], Any]] | None = None,
+        unflatten_fresh: Callable[[Any, Sequence[Any]], Any] | None = None,
     ) -> None:
         self.type = type_
         self.label = label
@@ -104,6 +113,8 @@ class NodeKind:
         self.aux_hash = aux_hash
         self.spec = spec
         self.iterate = flatten if iterate is None else iterate
+        self.flatten_snapshot = flatten if flatten_snapshot is None else flatten_snapshot
+        self.unflatten_fresh = unflatten if unflatten_fresh is None else unflatten_fresh
         #: A declared class's fmap mapper factories, compiled by the engine on first use
         #: (``_engine._mappers.mappers``); None until then and for other kinds.
         self.mappers: Any = None

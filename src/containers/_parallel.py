@@ -195,10 +195,11 @@ def _one_walk(tree: Any, cache: bool) -> tuple[list[Any], list[Any]] | None:
         speedups = _fast._speedups  # read per call: tests switch it
         if not cache:
             if speedups is not None:
-                found: list[Any] = speedups.flatten(tree, kind, LEAF_TYPES, records, C_CONTEXT)
-                return found, records
-            return flatten_fast(tree, kind, LEAF_TYPES, records), records
-        if speedups is not None:
+                leaves = speedups.flatten(tree, kind, LEAF_TYPES, records, C_CONTEXT)
+            else:
+                leaves = flatten_fast(tree, kind, LEAF_TYPES, records)
+            once = True
+        elif speedups is not None:
             leaves, once = speedups.flatten(
                 tree, kind, LEAF_TYPES, records, C_CONTEXT, IMMUTABLE_LEAVES
             )
@@ -206,7 +207,16 @@ def _one_walk(tree: Any, cache: bool) -> tuple[list[Any], list[Any]] | None:
             leaves, once = flatten_once(tree, kind, LEAF_TYPES, records, IMMUTABLE_LEAVES)
     except (StructureError, ContainerDefinitionError):
         return None
-    return (leaves, records) if once else None
+    if not once or _copies_kept_values(records):
+        return None
+    return leaves, records
+
+
+def _copies_kept_values(records: list[Any]) -> bool:
+    """Whether rebuilding ``records`` would copy a kept value: ``build`` calls a kind's
+    ``unflatten_fresh`` (a Structure's, which copies mutable kept values), where fmap
+    keeps them as the same objects; trees of such classes take the cached map."""
+    return any(k.unflatten_fresh is not k.unflatten for k in {r[0] for r in records})
 
 
 def _build(records: list[Any], leaves: list[Any]) -> Any:

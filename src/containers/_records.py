@@ -106,7 +106,7 @@ def build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
             else:
                 if shared and pos < total:
                     leaves, shared = list(leaves), False
-                value = kind.unflatten(aux, kids)
+                value = kind.unflatten_fresh(aux, kids)  # copies mutable kept values
             if pout is None:
                 return value
             pout.append(value)
@@ -126,10 +126,11 @@ def build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
 
 
 #: What the compiled twin of ``build`` (``_speedups.build``) reads besides the records
-#: and leaves: the kinds it builds itself, the dict kind's ``unflatten`` as imported (it
-#: builds dicts itself only while that is still the one), and ``build``, to which it
-#: hands records that are not what flatten makes.
-C_BUILD_CONTEXT = (TUPLE, LIST, DICT, DICT.unflatten, build)
+#: and leaves: the kinds it builds itself, the dict kind's ``unflatten_fresh`` as
+#: imported (it builds dicts itself only while that is still the one), and ``build``,
+#: to which it hands records that are not what flatten makes. Like ``build``, it calls
+#: each other kind's ``unflatten_fresh``.
+C_BUILD_CONTEXT = (TUPLE, LIST, DICT, DICT.unflatten_fresh, build)
 
 
 def _same_sequences(records: Sequence[Record], j: int, n: int) -> bool:
@@ -464,15 +465,7 @@ def _emit_run(
     a list of layers)."""
     kind, aux, m, _ = record
     inner = kind.keys(aux, m)
-    if len(above) == 1:  # .layers[i].w: a comprehension beats zip by a third
-        (a,) = above
-        out += [(a, k, t) for k in keys for t in inner]
-    elif not above:
-        out += [(k, t) for k in keys for t in inner]
-    else:
-        out += zip(
-            *map(repeat, above), chain.from_iterable(map(repeat, keys, repeat(m))), cycle(inner)
-        )
+    out += _run_paths(above, keys, inner)
     if pat is None:
         return
     if pat.count(pat[0]) == len(pat):
@@ -480,6 +473,42 @@ def _emit_run(
     else:
         for above_rank in pat:
             ranks += pattern(inner, above_rank)
+
+
+#: The paths of the last runs, by (keys above, id of the run's keys, id of a node's
+#: keys): a list of layers has the same keys objects at each split (``index_keys``
+#: keeps the last long tuple, a container's keys are its spec's), so its paths are
+#: built once, not at every split or state (benchmarks/split.py).
+_RUNS: dict[tuple[KeyPath, int, int], tuple[Sequence[Key], Sequence[Key], list[KeyPath]]] = {}
+_RUNS_KEPT = 8
+
+
+def _run_paths(above: KeyPath, keys: Sequence[Key], inner: Sequence[Key]) -> list[KeyPath]:
+    """The paths ``above + (k, t)`` for ``k`` in ``keys`` and ``t`` in ``inner``, in that
+    order; the same list (never changed) for the same keys objects."""
+    key = (above, id(keys), id(inner))
+    hit = _RUNS.get(key)
+    if hit is not None and hit[0] is keys and hit[1] is inner:
+        return hit[2]
+    made: list[KeyPath]
+    if len(above) == 1:  # .layers[i].w: a comprehension beats zip by a third
+        (a,) = above
+        made = [(a, k, t) for k in keys for t in inner]
+    elif not above:
+        made = [(k, t) for k in keys for t in inner]
+    else:
+        m = len(inner)
+        made = list(
+            zip(
+                *map(repeat, above),
+                chain.from_iterable(map(repeat, keys, repeat(m))),
+                cycle(inner),
+            )
+        )
+    if len(_RUNS) >= _RUNS_KEPT:
+        _RUNS.clear()
+    _RUNS[key] = (keys, inner, made)  # keys and inner kept: their ids stay theirs
+    return made
 
 
 _REPR_LIMIT = 2000

@@ -12,9 +12,10 @@ from typing import Any
 
 from containers._engine._core import Cursor, leave_nothing, traverse
 from containers._errors import StructureError, counted
-from containers._flatten import Structure, aux_difference, flatten
+from containers._flatten import flatten
 from containers._paths import DictKey, Key, KeyPath, keystr
 from containers._registry import distinct_labels, label
+from containers._structure import Structure, aux_difference
 
 __all__ = ["assert_same_structure", "broadcast", "diff", "transpose"]
 

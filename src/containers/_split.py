@@ -1,8 +1,9 @@
 """Split and merge (Flax NNX), partition and combine (equinox): group leaves by filter.
 
-This stage is a client of flatten: ``split`` is one pass over ``flatten_with_path``'s
-``(path, leaf)`` pairs, ``merge`` is ``Structure.unflatten`` in path order. It never
-walks a tree itself (no recursion, cycle check or depth limit of its own).
+This stage is a client of flatten's walk (``_engine._flat``) and of ``Structure``:
+``split`` is one pass over the leaves and their paths, ``merge`` is
+``Structure.unflatten`` in path order. It never walks a tree itself (no recursion,
+cycle check or depth limit of its own), and imports nothing from ``_flatten``.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ import enum
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import compress, repeat
-from operator import eq, not_
+from operator import eq, getitem, is_, not_, truth
 from typing import Any, TypeAlias, TypeVar, overload
 
+from containers._engine._flat import flatten_records
 from containers._errors import ContainerDefinitionError, StructureError, short_repr
-from containers._flatten import Structure, flatten
 from containers._paths import AttrKey, DictKey, IndexKey, KeyPath, keystr, where
-from containers._records import ranked_paths
+from containers._structure import Structure
+from containers._tags import declared_tags, tag_ranks
 from containers.filters import (
     _EVERYTHING,
     Filter,
@@ -68,10 +70,17 @@ def _check_order(op: str, filters: Sequence[Filter]) -> list[Predicate]:
     return [to_predicate(f) for f in filters]
 
 
-def _flat(op: str, tree: Any, **options: Any) -> tuple[list[Any], Structure[Any]]:
+def _flatten(tree: Any) -> tuple[list[Any], Structure[Any]]:
+    """``flatten(tree)``: flatten's walk, its records made a Structure."""
+    records: list[Any] = []
+    leaves = flatten_records(tree, None, False, "flatten", records, snapshot=True)
+    return leaves, Structure(tuple(records), len(leaves))
+
+
+def _flat(op: str, tree: Any) -> tuple[list[Any], Structure[Any]]:
     """``flatten(tree)``, its errors naming ``op`` instead of flatten."""
     try:
-        return flatten(tree, **options)
+        return _flatten(tree)
     except (StructureError, ContainerDefinitionError) as err:
         text = str(err)
         if not text.startswith("flatten: "):
@@ -80,12 +89,6 @@ def _flat(op: str, tree: Any, **options: Any) -> tuple[list[Any], Structure[Any]
         if isinstance(err, StructureError):
             raise StructureError(text, err.path) from None
         raise ContainerDefinitionError(text) from None
-
-
-def _pairs(op: str, tree: Any, **options: Any) -> tuple[list[tuple[KeyPath, Any]], Structure[Any]]:
-    """``flatten_with_path(tree)``, its errors naming ``op`` instead of flatten."""
-    leaves, s = _flat(op, tree, **options)
-    return list(zip(s.paths(), leaves)), s
 
 
 def _names(paths: Sequence[KeyPath]) -> str:
@@ -135,18 +138,10 @@ def _route_tags(
 ) -> tuple[list[Part], list[int], list[KeyPath]]:
     """``_group`` for filters that are all tags (``split(m, "param", "stats", ...)``):
     the same result as calling each ``WithTag`` in turn, without calling any
-    (benchmarks/split.py, split and state).
-
-    The tags of the fields on a leaf's path are read once per node of the structure
-    (``ranked_paths``), a leaf's own ``tag`` only where its type allows one, and the
-    parts are filled by loops in C.
-    """
+    (``_tags.tag_ranks``), the parts filled by loops in C (benchmarks/split.py)."""
     n = len(tags)
-    first: dict[str, int] = {}
-    for j, tag in enumerate(tags):
-        first.setdefault(tag, j)
-    paths, ranks = ranked_paths(s._records, first, n)
-    _own_tags(leaves, ranks, first, n)
+    paths, ranks = tag_ranks(s._records, leaves, tags)
+    s._remember_paths(paths)
     if n + rest == 1:  # one part: the leaves ranked 0
         parts = [dict(compress(zip(paths, leaves), map(not_, ranks)))]
     else:
@@ -174,7 +169,7 @@ def _warn_no_match(
         paths = s.paths()
         if type(pred) is WithTag:
             tag = pred.tag
-            declared = _declared_tags(paths, leaves)
+            declared = declared_tags(paths, leaves)
             if tag in declared:
                 continue  # declared, and taken by an earlier filter
             hint = (
@@ -201,65 +196,6 @@ def _warn_no_match(
             NoMatchWarning,
             stacklevel=3,
         )
-
-
-def _declared_tags(paths: list[KeyPath], leaves: list[Any]) -> set[str]:
-    """Every tag of a field on some path, and every leaf's own str ``tag``."""
-    tags: set[str] = set()
-    for path in paths:
-        for key in path:
-            if type(key) is AttrKey and key.tags:
-                tags.update(key.tags)
-    for leaf in leaves:
-        if not _tagless(type(leaf)):
-            own = getattr(leaf, "tag", None)
-            if isinstance(own, str):
-                tags.add(own)
-    return tags
-
-
-#: Types none of whose instances can have a ``tag`` attribute (``_tagless``).
-_TAGLESS: set[type] = set()
-_GENERIC_GETATTR: Any = object.__getattribute__
-_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: no attribute can be added later
-
-
-def _tagless(t: type) -> bool:
-    """Whether no instance of ``t`` can have a ``tag`` attribute, so that ``WithTag``
-    need not look (cached): ``t`` and its bases have none, its instances have no
-    ``__dict__``, attribute lookup is the default one, and ``t`` cannot be changed
-    (float, int, numpy arrays)."""
-    if t in _TAGLESS:
-        return True
-    if (
-        t.__flags__ & _IMMUTABLE_TYPE
-        and not t.__dictoffset__
-        and t.__getattribute__ is _GENERIC_GETATTR
-        and not hasattr(t, "__getattr__")
-        and not hasattr(t, "tag")
-    ):
-        _TAGLESS.add(t)
-        return True
-    return False
-
-
-def _own_tags(leaves: list[Any], ranks: list[int], first: dict[str, int], n: int) -> None:
-    """Lower each leaf's rank to the first filter its own ``tag`` attribute matches."""
-    types = set(map(type, compress(leaves, ranks)))  # of the leaves that could move up
-    if types <= _TAGLESS or all(map(_tagless, types)):
-        return
-    for i, leaf in enumerate(leaves):
-        rank = ranks[i]
-        if rank and type(leaf) not in _TAGLESS:
-            own = getattr(leaf, "tag", None)
-            if type(own) is str:
-                j = first.get(own, n)
-            elif isinstance(own, str):  # a str subclass: compared as WithTag does
-                j = next((first[t] for t in first if own == t), n)
-            else:
-                continue
-            if j < rank:
-                ranks[i] = j
 
 
 class _Planned(Structure[T]):
@@ -556,13 +492,17 @@ def partition(tree: T, filter: Filter, /) -> tuple[T, T]:
         StructureError: The tree has a reference cycle.
     """
     pred = to_predicate(filter)
-    pairs, s = _pairs("partition", tree)
+    leaves, s = _flat("partition", tree)
     pred = bind(pred, s.paths)
-    hits = [pred(p, v) for p, v in pairs]
+    if type(pred) is WithTag:  # ranked from the structure, no call per leaf
+        hits: list[Any] = list(map(not_, tag_ranks(s._records, leaves, [pred.tag])[1]))
+    else:
+        hits = list(map(pred, s.paths(), leaves))
     if not any(hits):
-        _warn_no_match("partition", [pred], [{}], [v for _, v in pairs], s)
-    left = [v if hit else MISSING for (_, v), hit in zip(pairs, hits)]
-    right = [MISSING if hit else v for (_, v), hit in zip(pairs, hits)]
+        _warn_no_match("partition", [pred], [{}], leaves, s)
+    # (v, MISSING)[not hit] and (MISSING, v)[not hit], chosen in C
+    left = list(map(getitem, zip(leaves, repeat(MISSING)), map(not_, hits)))
+    right = list(map(getitem, zip(leaves, repeat(MISSING)), map(truth, hits)))
     return s.unflatten(left), s.unflatten(right)
 
 
@@ -589,16 +529,15 @@ def combine(*trees: T) -> T:
     """
     if not trees:
         raise StructureError("combine: no trees given. Pass the trees partition returned.")
-    out, s = flatten(trees[0])
+    out, s = _flatten(trees[0])
     for i, other in enumerate(trees[1:], 1):
-        theirs, s_other = flatten(other)
+        theirs, s_other = _flatten(other)
         if s_other != s:
             s._up_to(other, f"combine: tree {i}")  # names the first difference
             raise StructureError(
                 f"combine: tree {i} has more nodes than tree 0 (a node where tree 0 has "
                 f"a leaf). Pass trees of one structure, as partition returns them.",
             )
-        for j, v in enumerate(out):
-            if v is MISSING:
-                out[j] = theirs[j]
+        # (ours, theirs)[ours is MISSING], chosen in C
+        out = list(map(getitem, zip(out, theirs), map(is_, out, repeat(MISSING))))
     return s.unflatten(out)  # type: ignore[no-any-return]

@@ -42,12 +42,15 @@ def flatten_plain(
     leaf_types: set[type],
     is_leaf: IsLeaf,
     op: str,
+    snapshot: bool = False,
 ) -> None:
     """Append the leaves and pre-order records of ``root`` to ``leaves`` and ``records``.
 
     A value is a leaf if ``is_leaf`` says so, its type is in ``leaf_types`` or it is
     no node. A node's record is filled when it is left; each child's result in
-    ``frame.out`` says whether it is a node, which makes the record's mask.
+    ``frame.out`` says whether it is a node, which makes the record's mask. With
+    ``snapshot`` (records for a Structure), nodes are read by their kind's
+    ``flatten_snapshot``, which snapshots mutable kept values.
     """
 
     kinds_get = KINDS.get
@@ -61,7 +64,7 @@ def flatten_plain(
             leaves.append(value)
             return True, False
         try:
-            kids, aux = kind.flatten(value)
+            kids, aux = kind.flatten_snapshot(value) if snapshot else kind.flatten(value)
         except StructureError as err:
             if err.path is not None:
                 raise
@@ -88,12 +91,15 @@ def flatten_fast(
     leaf_types: set[type],
     records: list[Any] | None,
     met: list[Any] | None = None,
+    snapshot: bool = False,
 ) -> list[Any]:
     """Recursive flatten for shallow trees; subtrees past MAX_FAST_DEPTH go iterative.
 
     Appends the pre-order records to ``records``, or, when it is ``None`` (``leaves``),
     collects the leaves only; and every node it meets to ``met`` if given, with
-    ``HANDED_OVER`` for a subtree it hands to the plain walk (``flatten_once``).
+    ``HANDED_OVER`` for a subtree it hands to the plain walk (``flatten_once``). With
+    ``snapshot`` (records for a Structure), nodes are read by their kind's
+    ``flatten_snapshot`` (``flatten_plain``).
     """
     leaves: list[Any] = []
     lappend = leaves.append
@@ -102,11 +108,17 @@ def flatten_fast(
     all_leaves = leaf_types.issuperset  # of map(type, children): a loop in C
     sequences: dict[type, NodeKind] = {tuple: TUPLE, list: LIST}
     sequences_get = sequences.get
+    deep = _deep_snapshot if snapshot else _deep
 
     def rec(x: Any, kind: NodeKind, depth: int) -> None:
         if met is not None:
             met.append(x)
-        kids, aux = (x, None) if kind is TUPLE or kind is LIST else kind.flatten(x)
+        if kind is TUPLE or kind is LIST:
+            kids, aux = x, None
+        elif snapshot:
+            kids, aux = kind.flatten_snapshot(x)
+        else:
+            kids, aux = kind.flatten(x)
         if all_leaves(map(type, kids)):
             # All children are leaves: one extend, one record (benchmarks/run.py, W1, W5).
             lextend(kids)
@@ -116,9 +128,11 @@ def flatten_fast(
         if depth > MAX_FAST_DEPTH:
             if met is not None:
                 met.append(HANDED_OVER)
-            _deep(x, leaves, records, leaf_types)
+            deep(x, leaves, records, leaf_types)
             return
-        if len(kids) >= MIN_RUN and _flatten_run(kind, aux, kids, leaf_types, lextend, records):
+        if len(kids) >= MIN_RUN and _flatten_run(
+            kind, aux, kids, leaf_types, lextend, records, snapshot
+        ):
             if met is not None:
                 met.extend(kids)
             return
@@ -199,7 +213,7 @@ def flatten_once(
     executor maps' one walk, ``_parallel``). A subtree handed to the plain walk is not
     looked at: False. The plain twin of ``_speedups.flatten`` with ``immutable``."""
     nodes: list[Any] = []
-    leaves = flatten_fast(x, kind, leaf_types, records, nodes)
+    leaves = flatten_fast(x, kind, leaf_types, records, met=nodes)
     if any(node is HANDED_OVER for node in nodes):
         return leaves, False
     cached = (
@@ -227,33 +241,36 @@ def _flatten_run(
     leaf_types: set[type],
     lextend: Callable[[Any], None],
     records: list[Any] | None,
+    snapshot: bool = False,
 ) -> bool:
     """Flatten a node whose children are nodes of one kind, each with leaf children
-    only (a list of layers), in loops in C but for the kind's ``flatten``
-    (benchmarks/split.py); False, having appended nothing, if they are not."""
+    only (a list of layers), in loops in C but for the kind's ``flatten`` (its
+    ``flatten_snapshot`` with ``snapshot``) (benchmarks/split.py); False, having
+    appended nothing, if they are not."""
     t = type(kids[0])
     k = KINDS.get(t)
     if k is None or k is TUPLE or k is LIST or t in leaf_types:
         return False
-    head = k.flatten(kids[0])
+    flatten = k.flatten_snapshot if snapshot else k.flatten
+    head = flatten(kids[0])
     if not leaf_types.issuperset(map(type, head[0])):
         return False
     if not all(map(is_, map(type, kids), repeat(t))):
         return False
     spec = k.spec
     auxes: Any
-    if spec is not None and len(spec.children) > 1 and len(spec.keep) != 1:
+    if spec is not None and len(spec.children) > 1 and not (spec.keep and records is not None):
         # A container's flatten reads its fields (_codegen.plain_flatten): the same
         # reads by attrgetter run in C, a third of flatten's time for a list of layers
         # (benchmarks/split.py). An unset field is reported by the node-by-node path.
+        # Kept values are read by the kind's flatten (flatten_snapshot snapshots them).
         try:
             lists = list(map(attrgetter(*spec.children), kids))
-            keep = spec.keep and records is not None
-            auxes = list(map(attrgetter(*spec.keep), kids)) if keep else repeat(())
         except AttributeError:
             return False
+        auxes = repeat(())
     else:
-        flat = [head, *map(k.flatten, kids[1:])]
+        flat = [head, *map(flatten, kids[1:])]
         lists = list(map(itemgetter(0), flat))
         auxes = map(itemgetter(1), flat)
     if not leaf_types.issuperset(map(type, chain.from_iterable(lists))):
@@ -271,6 +288,13 @@ def _deep(x: Any, leaves: list[Any], records: list[Any] | None, leaf_types: set[
     flatten_plain(x, leaves, [] if records is None else records, leaf_types, None, "flatten")
 
 
+def _deep_snapshot(
+    x: Any, leaves: list[Any], records: list[Any] | None, leaf_types: set[type]
+) -> None:
+    """``_deep`` for a Structure's records: kept values snapshotted."""
+    flatten_plain(x, leaves, [] if records is None else records, leaf_types, None, "flatten", True)
+
+
 def _run(
     kind: NodeKind,
     aux: Any,
@@ -283,19 +307,53 @@ def _run(
     return _flatten_run(kind, aux, kids, leaf_types, leaves.extend, records)
 
 
+def _run_snapshot(
+    kind: NodeKind,
+    aux: Any,
+    kids: Sequence[Any],
+    leaf_types: set[type],
+    leaves: list[Any],
+    records: list[Any] | None,
+) -> bool:
+    """``_run`` for a Structure's records: kept values snapshotted."""
+    return _flatten_run(kind, aux, kids, leaf_types, leaves.extend, records, True)
+
+
 #: What the compiled twin of ``flatten_fast`` (``_speedups.flatten``) reads besides the
 #: tree: the registry's kinds by exact type, ``kind_of``, the kinds it walks itself,
-#: the handovers to Python, and the limits.
-C_CONTEXT = (KINDS, kind_of, TUPLE, LIST, _deep, _run, MIN_RUN, MAX_FAST_DEPTH)
+#: the handovers to Python, the limits, and the name of the kinds' attribute it reads
+#: a node with; ``C_SNAPSHOT_CONTEXT`` is its twin for a Structure's records.
+C_CONTEXT = (KINDS, kind_of, TUPLE, LIST, _deep, _run, MIN_RUN, MAX_FAST_DEPTH, "flatten")
+C_SNAPSHOT_CONTEXT = (
+    KINDS,
+    kind_of,
+    TUPLE,
+    LIST,
+    _deep_snapshot,
+    _run_snapshot,
+    MIN_RUN,
+    MAX_FAST_DEPTH,
+    "flatten_snapshot",
+)
 
 
 _IS_LEAF_USAGE = "Pass is_leaf=a predicate value -> bool that makes more values leaves, or None"
 
 
 def flatten_records(
-    x: Any, is_leaf: IsLeaf, none_is_leaf: bool, op: str, records: list[Any] | None
+    x: Any,
+    is_leaf: IsLeaf,
+    none_is_leaf: bool,
+    op: str,
+    records: list[Any] | None,
+    *,
+    snapshot: bool = False,
 ) -> list[Any]:
     """The leaves of ``x``; its pre-order records go to ``records`` unless it is None.
+
+    With ``snapshot`` (the records of a Structure), nodes are read by their kind's
+    ``flatten_snapshot``: mutable kept values are snapshotted; other callers (the leaf
+    paths, save) read kept values as they are.
 
     Without ``is_leaf``, ``flatten_fast`` runs (``_speedups.flatten``, its compiled
     twin, where the extension is built); should it meet an error (a cycle, an
@@ -312,11 +370,12 @@ def flatten_records(
             if kind is not None:
                 speedups = _fast._speedups  # read per call: tests switch it
                 if speedups is not None:
-                    found: list[Any] = speedups.flatten(x, kind, leaf_types, records, C_CONTEXT)
+                    context = C_SNAPSHOT_CONTEXT if snapshot else C_CONTEXT
+                    found: list[Any] = speedups.flatten(x, kind, leaf_types, records, context)
                     return found
-                return flatten_fast(x, kind, leaf_types, records)
+                return flatten_fast(x, kind, leaf_types, records, snapshot=snapshot)
         except (StructureError, ContainerDefinitionError):
             sink.clear()
     leaves: list[Any] = []
-    flatten_plain(x, leaves, sink, leaf_types, is_leaf, op)
+    flatten_plain(x, leaves, sink, leaf_types, is_leaf, op, snapshot)
     return leaves

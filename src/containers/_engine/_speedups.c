@@ -114,10 +114,8 @@ speedups_exec(PyObject *module)
 {
     ModuleState *state = PyModule_GetState(module);
     state->handover_depth = PyLong_FromLong(1L << 30);
-    state->flatten_name = PyUnicode_InternFromString("flatten");
-    state->unflatten_name = PyUnicode_InternFromString("unflatten");
-    if (state->handover_depth == NULL || state->flatten_name == NULL ||
-        state->unflatten_name == NULL ||
+    state->unflatten_name = PyUnicode_InternFromString("unflatten_fresh");
+    if (state->handover_depth == NULL || state->unflatten_name == NULL ||
         add_type(module, &IdTable_spec, &state->table_type) < 0 ||
         add_type(module, &Loop_spec, &state->loop_type) < 0 ||
         add_type(module, &PairLoop_spec, NULL) < 0 ||
@@ -137,7 +135,6 @@ speedups_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(state->table_type);
     Py_VISIT(state->loop_type);
     Py_VISIT(state->node_type);
-    Py_VISIT(state->flatten_name);
     Py_VISIT(state->unflatten_name);
     return 0;
 }
@@ -150,7 +147,6 @@ speedups_clear(PyObject *module)
     Py_CLEAR(state->table_type);
     Py_CLEAR(state->loop_type);
     Py_CLEAR(state->node_type);
-    Py_CLEAR(state->flatten_name);
     Py_CLEAR(state->unflatten_name);
     return 0;
 }

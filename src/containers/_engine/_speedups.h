@@ -71,8 +71,7 @@ typedef struct {
     PyTypeObject *table_type;
     PyTypeObject *loop_type;
     PyTypeObject *node_type;
-    PyObject *flatten_name;   /* "flatten", interned: a NodeKind's attribute */
-    PyObject *unflatten_name; /* "unflatten", interned: another */
+    PyObject *unflatten_name; /* "unflatten_fresh", interned: a NodeKind's attribute */
     TableArrays spare;        /* a cleared table's arrays, for the next table (spare_put) */
     Scratch scratch;          /* a finished build's block, for the next build (scratch_put) */
 } ModuleState;

@@ -5,7 +5,7 @@
    `build(records, leaves, context)` is `_flatten._build` in C, its plain twin (used
    whenever this module is missing or CONTAINERS_PURE_PYTHON is set): the tree of the
    pre-order records `(kind, aux, n, mask)` of a Structure (a tuple) with `leaves` in
-   place. It makes the same calls `kind.unflatten(aux, children)` in the same order (a
+   place. It makes the same calls `kind.unflatten_fresh(aux, children)` in the same order (a
    node's when its last child is built; children as a new list), so that even a
    kind's `unflatten` with side effects sees no difference. A tuple, a list and a plain
    dict are built here, as jax builds its own node types in C++; every other node by
@@ -94,7 +94,7 @@ typedef struct {
     PyObject *tuple_kind;
     PyObject *list_kind;
     PyObject *dict_kind;      /* NULL while its unflatten is not dict_unflatten */
-    PyObject *unflatten_name; /* "unflatten", from the module's state */
+    PyObject *unflatten_name; /* "unflatten_fresh", from the module's state */
     Py_ssize_t *ns;           /* each record's n, read by build_check */
     Open *open;               /* the open nodes, innermost last */
     PyObject **values;        /* the open nodes' children built so far (owned) */
@@ -240,7 +240,7 @@ build_node(Build *b, PyObject *kind, PyObject *aux, PyObject *const *items, Py_s
     if (kind == b->list_kind) {
         return list;
     }
-    PyObject *argv[3] = {kind, aux, list}; /* kind.unflatten(aux, list) */
+    PyObject *argv[3] = {kind, aux, list}; /* kind.unflatten_fresh(aux, list) */
     PyObject *node = PyObject_VectorcallMethod(b->unflatten_name, argv, 3, NULL);
     Py_DECREF(list);
     return node;

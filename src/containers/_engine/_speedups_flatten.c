@@ -131,14 +131,16 @@ seen_leaves(Seen *s, PyObject *leaves)
    `flatten` with side effects sees no difference: a child is a leaf if its exact type
    is in leaf_types, else a node of the kind `kinds[type(child)]`, else of the kind
    `kind_of(child)` returns (None: a leaf). A tuple or list is walked here; every other
-   node is taken apart by its kind's `flatten`.
+   node is taken apart by its kind's attribute named by the context's last item
+   (`flatten`, or `flatten_snapshot` for a Structure's records).
 
    Speed (benchmarks/run.py, W1f and W5): the Python walk spends most of its time on
    the bytecode of its type tests, appends and record tuples; here each leaf costs one
    set lookup and one append.
 
    `context` is `_flat.C_CONTEXT`, what does not change between calls:
-   (kinds, kind_of, tuple_kind, list_kind, deep, run, min_run, max_depth).
+   (kinds, kind_of, tuple_kind, list_kind, deep, run, min_run, max_depth, flatten_name);
+   `_flat.C_SNAPSHOT_CONTEXT` is the same for a Structure's records.
    `deep(x, leaves, records, leaf_types)` is the plain walk, for a node past max_depth
    (or where the thread's stack runs low): the C recursion stays under max_depth levels
    of a few hundred bytes each, and depth is unlimited. A cycle goes there too, and
@@ -163,7 +165,7 @@ typedef struct {
     PyObject *list_kind;
     PyObject *deep;
     PyObject *run;
-    PyObject *flatten_name; /* "flatten", from the module's state */
+    PyObject *flatten_name; /* "flatten" or "flatten_snapshot": the context's last item */
     Py_ssize_t min_run;
     Py_ssize_t max_depth;
     PyTypeObject *leaf_type; /* the last type found in leaf_types, or NULL */
@@ -279,7 +281,7 @@ flat_record(Flat *w, Py_ssize_t slot, PyObject *kind, PyObject *aux, Py_ssize_t 
     return PyList_SetItem(w->records, slot, record); /* steals record */
 }
 
-/* `kids, aux = kind.flatten(x)`, with kids made an exact list or tuple (a list of its
+/* `kids, aux = kind.flatten(x)` (or `kind.flatten_snapshot(x)`), with kids made an exact list or tuple (a list of its
    items, for any other sized iterable); -1 on error, as the unpacking raises. */
 static int
 flat_split(Flat *w, PyObject *x, PyObject *kind, PyObject **kids, PyObject **aux)
@@ -562,7 +564,7 @@ flat_node(Flat *w, PyObject *x, PyObject *kind, Py_ssize_t depth)
 }
 
 PyObject *
-speedups_flatten(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+speedups_flatten(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 5 && nargs != 6) {
         PyErr_Format(PyExc_TypeError, "flatten() takes 5 or 6 arguments (%zd given)", nargs);
@@ -586,9 +588,10 @@ speedups_flatten(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *min_run, *max_depth;
     if (!PyTuple_Check(context) ||
-        !PyArg_ParseTuple(context, "O!OOOOOO!O!:flatten context", &PyDict_Type, &w.kinds,
+        !PyArg_ParseTuple(context, "O!OOOOOO!O!U:flatten context", &PyDict_Type, &w.kinds,
                           &w.kind_of, &w.tuple_kind, &w.list_kind, &w.deep, &w.run,
-                          &PyLong_Type, &min_run, &PyLong_Type, &max_depth)) {
+                          &PyLong_Type, &min_run, &PyLong_Type, &max_depth,
+                          &w.flatten_name)) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_TypeError, "flatten: context must be a tuple");
         }
@@ -599,7 +602,6 @@ speedups_flatten(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if ((w.min_run == -1 || w.max_depth == -1) && PyErr_Occurred()) {
         return NULL;
     }
-    w.flatten_name = ((ModuleState *)PyModule_GetState(module))->flatten_name;
     w.leaves = PyList_New(0);
     if (w.leaves == NULL) {
         return NULL;
