@@ -1960,7 +1960,7 @@ def test_leaf_stores_its_result_wherever_f_left_the_table(what_f_does: str) -> N
     loop.bind(print, None, None, False)
 
 
-# --- build: the compiled twin of _flatten._build -----------------------------------------
+# --- build: the compiled twin of _records.build ------------------------------------------
 
 
 def _build_with(compiled_build: bool, records: Any, leaves: Any) -> Any:

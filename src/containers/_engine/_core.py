@@ -57,7 +57,7 @@ UNSET = _Unset.UNSET
 
 #: Depth at which the recursive accelerations (``_fast``, ``_flat``, ``_pair``) hand a
 #: subtree to ``traverse``, well below Python's recursion limit. fmap's compiled loops
-#: (``_speedups.c``) recurse in C through the mappers, under 1 KB of C stack per level:
+#: (``_speedups_loop.c``, ``_speedups_mapnode.c``) recurse in C through the mappers, under 1 KB of C stack per level:
 #: at this depth that fits the smallest default thread stack in use (musl's 128 KB).
 MAX_FAST_DEPTH = 100
 

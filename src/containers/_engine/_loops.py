@@ -285,7 +285,7 @@ def loop_source() -> str:
     ``loop(kids, depth)`` returns the list of the mapped children (at ``depth``), each
     tested as in a class's mapper; a tuple of up to UNROLLED_TUPLE_LENGTH immutable
     leaves is mapped in the loop itself, without the call of the tuple mapper
-    (benchmarks/run.py, W2: a list of pairs or 4-tuples). ``_speedups.c`` has the same
+    (benchmarks/run.py, W2: a list of pairs or 4-tuples). ``_speedups_loop.c`` has the same
     loop in C (``Loop``), used when it is built; this one is its plain twin.
     """
     body = [
@@ -358,7 +358,7 @@ def pair_loop_source() -> str:
     ``depth``) of a node facing one other tree's node: an immutable leaf goes to ``f``,
     another leaf to ``leaf``, a tuple of up to UNROLLED_TUPLE_LENGTH immutable leaves
     facing a tuple of its length is mapped in the loop itself (benchmarks/run.py, W4),
-    any other tuple goes to ``pair`` and any other node to ``node``. ``_speedups.c``
+    any other tuple goes to ``pair`` and any other node to ``node``. ``_speedups_loop.c``
     has the same loop in C (``PairLoop``), used when it is built.
     """
     body = [

@@ -83,10 +83,10 @@ static PyMethodDef speedups_methods[] = {
      "with a sixth argument immutable, (leaves, once) (twin: _flat.flatten_once)."},
     {"leaf_paths", (PyCFunction)(void (*)(void))speedups_leaf_paths, METH_FASTCALL,
      "leaf_paths(records, context): the key path of every leaf of a Structure's records "
-     "(the compiled twin of _flatten.ranked_paths without ranks)."},
+     "(the compiled twin of _records.ranked_paths without ranks)."},
     {"build", (PyCFunction)(void (*)(void))speedups_build, METH_FASTCALL,
      "build(records, leaves, context): the tree of a Structure's records with leaves in "
-     "place (the compiled twin of _flatten._build)."},
+     "place (the compiled twin of _records.build)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -181,7 +181,7 @@ static struct PyModuleDef speedups_module = {
     .m_doc = PyDoc_STR("fmap's child loops and declared classes' mappers, flatten's walk, "
                        "unflatten's rebuild and interop's rebuild in C (optional; see "
                        "_fast._Mode, _fast._ManyMode, _mappers.node_plan, _flat.flatten_fast, "
-                       "_flatten._build and interop._generated)."),
+                       "_records.build and interop._generated)."),
     .m_size = sizeof(ModuleState),
     .m_methods = speedups_methods,
     .m_slots = speedups_slots,

@@ -2,7 +2,7 @@
 
 /* --- build: unflatten's rebuild ----------------------------------------------------
 
-   `build(records, leaves, context)` is `_flatten._build` in C, its plain twin (used
+   `build(records, leaves, context)` is `_records.build` in C, its plain twin (used
    whenever this module is missing or CONTAINERS_PURE_PYTHON is set): the tree of the
    pre-order records `(kind, aux, n, mask)` of a Structure (a tuple) with `leaves` in
    place. It makes the same calls `kind.unflatten_fresh(aux, children)` in the same order (a

@@ -1,7 +1,7 @@
 """Decode flat records back into a tree, applying schema evolution.
 
 This stage rebuilds a tree from the records ``_recparse`` validated, with an explicit
-stack, the pattern of ``_flatten._build``; types come from the registry by name and
+stack, the pattern of ``_records.build``; types come from the registry by name and
 nothing else; fields are fitted to today's classes by ``_evolve``. It never reads
 bytes itself: ``_format`` hands it the parsed metadata and the arrays. The names of
 ``_recparse`` and ``_rows`` (the tree view) are re-exported here.
