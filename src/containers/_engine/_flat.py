@@ -373,7 +373,7 @@ def flatten_records(
                     context = C_SNAPSHOT_CONTEXT if snapshot else C_CONTEXT
                     found: list[Any] = speedups.flatten(x, kind, leaf_types, records, context)
                     return found
-                return flatten_fast(x, kind, leaf_types, records, snapshot=snapshot)
+                return flatten_fast(x, kind, leaf_types, records, None, snapshot)
         except (StructureError, ContainerDefinitionError):
             sink.clear()
     leaves: list[Any] = []
