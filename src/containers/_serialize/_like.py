@@ -485,13 +485,17 @@ def positional(template: Any, recs: Sequence[Any], arrays: Any, limits: Limits) 
     want_np = [type(w) is np.ndarray for w in wants]
     converted: dict[int, Any] = {}
     if want_np != arrays_at:  # torch or JAX template leaves: converted one by one, as fit does
+        kinds: dict[type, str | None] = {}  # _kind by the leaf's type (many leaves)
         for i in itertools.compress(range(len(wants)), map(operator.ne, want_np, arrays_at)):
             want, a = wants[i], values[i]
-            kind = _kind(want)
+            kind = kinds.get(type(want), NO_FIT)
+            if kind is NO_FIT:
+                kind = kinds[type(want)] = _kind(want)
+                if kind == "torch":  # the template holds a tensor: torch is imported
+                    _views(sys.modules["torch"])
             if not arrays_at[i] or kind not in ("torch", "jax") or type(a) is not np.ndarray:
                 return NO_FIT
             if kind == "torch":
-                _views(importlib.import_module("torch"))
                 same_dtype = a.dtype == _TORCH_TO_NUMPY.get(want.dtype)
             else:
                 same_dtype = a.dtype == want.dtype
