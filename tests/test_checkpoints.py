@@ -933,6 +933,19 @@ def test_like_by_position_agrees_with_like_by_path(tmp_path):
         {**base, "s": {"k1": np.zeros(1), "k2": "text", "k3": None}},
         {"g": base["g"]},
     ]
+    as_torch = ct.fmap(
+        lambda x: torch.from_numpy(x.copy()) if isinstance(x, np.ndarray) else x, base
+    )
+    variants += [
+        as_torch,  # every array leaf a CPU tensor: checked and converted by columns
+        {**as_torch, "t": (torch.ones(2, dtype=torch.int16), ())},  # a torch dtype
+        {**as_torch, "t": (torch.ones(3, dtype=torch.int8), ())},  # a torch shape
+        {**as_torch, "t": (torch.nn.Parameter(torch.ones(2)), ())},  # a Parameter's dtype
+        {  # Parameters: converted one by one
+            **as_torch,
+            "g": [as_torch["g"][0], Dense(torch.nn.Parameter(torch.from_numpy(a.copy())), a)],
+        },
+    ]
     taken = 0
     for like in variants:
         expected = _fit_by_paths(path, like)
@@ -944,6 +957,9 @@ def test_like_by_position_agrees_with_like_by_path(tmp_path):
             assert sx == sy and len(xs) == len(ys)
             for x, y in zip(xs, ys):
                 assert type(x) is type(y)
+                if isinstance(x, torch.Tensor):
+                    assert x.requires_grad == y.requires_grad
+                    x, y = x.detach(), y.detach()
                 assert np.array_equal(np.asarray(x), np.asarray(y))
         with open(path, "rb") as f:
             lay = _format.read_layout(f, ct.Limits())
@@ -952,5 +968,5 @@ def test_like_by_position_agrees_with_like_by_path(tmp_path):
         fast = _target.positional(like, records.recs, arrays, ct.Limits())
         taken += fast is not _target.NO_FIT
     # base, other scalar and kept values, a list for a deque, a numpy scalar template,
-    # a torch leaf
-    assert taken == 6
+    # a torch leaf, the torch template and its Parameter leaf
+    assert taken == 8

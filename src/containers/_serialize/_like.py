@@ -484,24 +484,11 @@ def positional(template: Any, recs: Sequence[Any], arrays: Any, limits: Limits) 
     # an array has) where it has scalars; checked per column, in C.
     want_np = [type(w) is np.ndarray for w in wants]
     converted: dict[int, Any] = {}
-    if want_np != arrays_at:  # torch or JAX template leaves: converted one by one, as fit does
-        kinds: dict[type, str | None] = {}  # _kind by the leaf's type (many leaves)
-        for i in itertools.compress(range(len(wants)), map(operator.ne, want_np, arrays_at)):
-            want, a = wants[i], values[i]
-            kind = kinds.get(type(want), NO_FIT)
-            if kind is NO_FIT:
-                kind = kinds[type(want)] = _kind(want)
-                if kind == "torch":  # the template holds a tensor: torch is imported
-                    _views(sys.modules["torch"])
-            if not arrays_at[i] or kind not in ("torch", "jax") or type(a) is not np.ndarray:
-                return NO_FIT
-            if kind == "torch":
-                same_dtype = a.dtype == _TORCH_TO_NUMPY.get(want.dtype)
-            else:
-                same_dtype = a.dtype == want.dtype
-            if not same_dtype or tuple(a.shape) != tuple(want.shape):
-                return NO_FIT
-            converted[i] = _like(kind, a, want)
+    if want_np != arrays_at:  # torch or JAX template leaves: converted as fit converts them
+        found = _framework_leaves(wants, values, want_np, arrays_at)
+        if found is NO_FIT:
+            return NO_FIT
+        converted = found
     for t in set(map(type, itertools.compress(wants, map(operator.not_, arrays_at)))):
         if issubclass(t, np.ndarray) or (t.__module__ or "").startswith(("torch", "jax")):
             return NO_FIT
@@ -518,6 +505,55 @@ def positional(template: Any, recs: Sequence[Any], arrays: Any, limits: Limits) 
     return Structure(tuple(t_records), len(wants)).unflatten(values)
 
 
+def _framework_leaves(
+    wants: list[Any], values: list[Any], want_np: list[bool], arrays_at: list[bool]
+) -> Any:
+    """``{leaf index: the file's array in the template leaf's framework}`` for the
+    template leaves that are not numpy arrays where the file has an array, or
+    ``NO_FIT``.
+
+    Many small leaves make per-leaf attribute reads the cost (a torch tensor's
+    ``.device.type`` alone costs about half of ``torch.from_numpy``): torch leaves are
+    checked by columns (types, dtypes, shapes, ``is_cpu``) and converted with one
+    ``map``; tensors on an accelerator, ``Parameter`` s and JAX leaves go one by one.
+    """
+    at = list(itertools.compress(range(len(wants)), map(operator.ne, want_np, arrays_at)))
+    if not all(map(arrays_at.__getitem__, at)):
+        return NO_FIT  # a scalar in the file where the template has an array
+    got = list(map(values.__getitem__, at))
+    if set(map(type, got)) != {np.ndarray}:
+        return NO_FIT
+    want = list(map(wants.__getitem__, at))
+    types = set(map(type, want))
+    kinds: dict[type, str] = {}
+    for t in types:
+        kind = _kind(next(w for w in want if type(w) is t))
+        if kind not in ("torch", "jax"):
+            return NO_FIT
+        kinds[t] = kind
+    torch = sys.modules.get("torch")
+    views = {} if torch is None else _views(torch)  # fills _TORCH_TO_NUMPY
+    if torch is not None and set(kinds.values()) == {"torch"}:
+        dtypes = list(map(_TORCH_TO_NUMPY.get, map(_DTYPE_OF, want)))
+        if dtypes != list(map(_DTYPE_OF, got)) or list(map(_SHAPE_OF, got)) != list(
+            map(_SHAPE_OF, want)
+        ):
+            return NO_FIT
+        if types == {torch.Tensor} and all(map(_IS_CPU, want)) and not views.keys() & dtypes:
+            return dict(zip(at, map(torch.from_numpy, got), strict=True))
+    converted: dict[int, Any] = {}
+    for i, w, a in zip(at, want, got, strict=True):
+        kind = kinds[type(w)]
+        if kind == "torch":
+            same_dtype = a.dtype == _TORCH_TO_NUMPY.get(w.dtype)
+        else:
+            same_dtype = a.dtype == w.dtype
+        if not same_dtype or a.shape != tuple(w.shape):
+            return NO_FIT
+        converted[i] = _like(kind, a, w)
+    return converted
+
+
 #: What ``positional`` gives when the file's tree does not have the template's shape.
 NO_FIT: Any = object()
 _LEAF_TAGS = frozenset({"A", "S", "@"})
@@ -527,6 +563,7 @@ _TAG = operator.itemgetter(0)  # Rec.tag
 _DATA = operator.itemgetter(2)  # Rec.data
 _SHAPE_OF = operator.attrgetter("shape")
 _DTYPE_OF = operator.attrgetter("dtype")
+_IS_CPU = operator.attrgetter("is_cpu")
 
 
 def _close(stack: list[list[Any]]) -> None:
@@ -588,9 +625,8 @@ def _like(kind: str, a: np.ndarray[Any, Any], want: Any) -> Any:
     if kind == "torch":
         torch = sys.modules["torch"]  # imported: the template holds a tensor
         t = torch_tensor(torch, a)
-        device = want.device
-        if device.type not in ("cpu", "meta"):
-            t = t.to(device)
+        if not (want.is_cpu or want.is_meta):  # device.type costs 5x is_cpu
+            t = t.to(want.device)
         if type(want) is torch.Tensor:  # Parameter's isinstance check is slow (many leaves)
             return t
         if isinstance(want, torch.nn.Parameter):
