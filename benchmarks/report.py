@@ -214,7 +214,7 @@ TARGETS = (
         for w, limit in (("W3", 1.2), ("W3id", 1.4))
         for held in ("", "-held")
     ),
-    Target("cache on <= 1.15x cache off", (), "containers-nocache", 1.15),
+    Target("cache on <= 1.1x cache off", (), "containers-nocache", 1.1),
     Target("per-leaf cost at 100k <= 1.3x the 1k one (where hand's is)", (), GROWTH, 1.3),
     Target("overhead above f-only <= 1/5 of torch-py's", (), "torch-py", 0.2, overhead=True),
 )

@@ -711,6 +711,91 @@ def test_memo_is_the_table_where_it_is_built() -> None:
     assert (memo.results.get(id(obj), MISS), memo.keep) == (MISS, [])
 
 
+@compiled
+def test_table_lookup_reads_by_the_object_itself() -> None:
+    """``lookup(obj, default)`` reads what ``store`` wrote for ``obj`` (as ``get`` does by
+    ``id(obj)``), ``default`` for another object, equal or not, and after ``clear``; it
+    takes exactly two arguments. ``Memo.lookup`` is this method."""
+    table, obj, other = _table(), _Value(), _Value()
+    assert table.lookup(obj, MISS) is MISS  # no slots yet
+    table.store(obj, "result")
+    assert (table.lookup(obj, MISS), table.lookup(other, MISS)) == ("result", MISS)
+    assert table.lookup(None, 7) == 7
+    table.clear()
+    assert table.lookup(obj, MISS) is MISS
+    with pytest.raises(TypeError, match=rf"^{re.escape('lookup() takes 2 arguments (1 given)')}$"):
+        table.lookup(obj)
+    memo = Memo()
+    assert memo.lookup is not None
+    memo.store(obj, 1)
+    assert memo.lookup(obj, MISS) == memo.results.get(id(obj), MISS) == 1
+    memo.clear()
+
+
+@pytest.mark.parametrize("table", ["compiled", "plain"])
+def test_the_deep_walk_keeps_sharing_with_either_memo(
+    table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past MAX_FAST_DEPTH fmap runs the iterative walk, which reads the cache by object
+    (``Memo.lookup``) with the compiled table and by id with the plain twin: either way
+    a shared list and a shared leaf object are mapped once and stay shared, a repeat
+    gets ``prune``, and a cycle down there is still reported."""
+    if table == "compiled" and _fast._speedups is None:
+        pytest.skip("containers._engine._speedups is not built")
+    if table == "plain":  # the twin, with the loops that use it
+        monkeypatch.setattr(Memo, "table", None)
+        monkeypatch.setattr(_fast, "_speedups", None)
+        monkeypatch.setattr(_fast, "_idle", {})
+    leaf, calls = _Value(), []
+    shared = [leaf, 1.0]
+    tree: Any = [shared, leaf, shared]
+    for _ in range(MAX_FAST_DEPTH + 50):
+        tree = [tree]
+
+    def f(x: Any) -> Any:
+        calls.append(x)
+        return ("mapped", len(calls))
+
+    out = ct.fmap(f, tree)
+    bottom = out
+    for _ in range(MAX_FAST_DEPTH + 50):
+        (bottom,) = bottom
+    assert bottom[0] is bottom[2] and bottom[0][0] is bottom[1] == ("mapped", 1)
+    assert len(calls) == 2  # the leaf object once, the float once
+    pruned = ct.fmap(lambda x: x, tree, prune="P")
+    for _ in range(MAX_FAST_DEPTH + 50):
+        (pruned,) = pruned
+    assert pruned[1:] == ["P", "P"]
+    shared.append(shared)
+    with pytest.raises(ct.StructureError, match="reference cycle"):
+        ct.fmap(f, tree)
+
+
+@pytest.mark.parametrize("sort", [False, True])
+def test_large_str_dicts_keep_sharing_in_the_compiled_loop(sort: bool) -> None:
+    """A dict of more than eight str keys (the C loop hints each next value's cache
+    slot) maps each shared array once and keeps it shared, in either key order; a
+    dict that ``f`` grows raises Python's error where it is read in its own order (sorted
+    keys) and is read by key otherwise, as ``map_dict`` reads it."""
+    arrays = [np.zeros(2) for _ in range(20)]
+    keys = [f"k{i:02d}" for i in range(40)]
+    tree = {k: arrays[i % 20] for i, k in enumerate(sorted(keys, reverse=not sort))}
+    calls: list[Any] = []
+    out = ct.fmap(lambda a: calls.append(a) or a + 1, tree)
+    assert len(calls) == 20 and all(out[k] is out[f"k{int(k[1:]) + 20:02d}"] for k in keys[:20])
+    grown = dict(tree)
+
+    def grow(a: Any) -> Any:
+        grown[f"z{len(grown)}"] = 0.0
+        return a
+
+    if not sort:
+        assert list(ct.fmap(grow, grown)) == list(tree)
+        return
+    with pytest.raises(RuntimeError, match="dictionary changed size during iteration"):
+        ct.fmap(grow, grown)
+
+
 def test_plain_memo_is_a_dict_and_a_list(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the extension (``Memo.table`` None), ``Memo`` is the plain twin: a dict by
     id and a list of the objects, cleared together."""

@@ -80,7 +80,7 @@ class Memo:
     W3id).
     """
 
-    __slots__ = ("_keep", "results", "store")
+    __slots__ = ("_keep", "lookup", "results", "store")
     #: The compiled table's type, or None for the plain dict and list (set by ``_fast``).
     table: ClassVar[Callable[[], Any] | None] = None
 
@@ -92,6 +92,10 @@ class Memo:
         #: (not a method: the Memo would be a reference cycle, freed only by the
         #: collector).
         self.store: Callable[[Any, Any], None]
+        #: ``lookup(obj, default)``: the result for ``obj`` itself, or ``default``: the
+        #: compiled table's method (no ``id`` int made per lookup: benchmarks/run.py,
+        #: deep-fmap); None for the twin, read by id (``results.get(id(obj), default)``).
+        self.lookup: Callable[[Any, Any], Any] | None
         if table is None:
             results: dict[int, Any] = {}
             keep: list[Any] = []
@@ -103,10 +107,12 @@ class Memo:
             self.results: Any = results
             self._keep: list[Any] | None = keep
             self.store = store
+            self.lookup = None
         else:
             self.results = table()
             self._keep = None
             self.store = self.results.store
+            self.lookup = self.results.lookup
 
     @property
     def keep(self) -> list[Any]:
@@ -548,6 +554,13 @@ def map_tree(
     are unused.
     """
     use_prune = prune is not UNSET
+    # The cache's methods, read once per walk: by object with the compiled table, else
+    # by id (benchmarks/run.py, deep-fmap: a node's cache costs a lookup and a store)
+    lookup = results_get = store = None
+    if cache is not None:
+        lookup, store = cache.lookup, cache.store
+        if lookup is None:
+            results_get = cache.results.get
 
     def visit(cursor: Cursor, node: Any, yvals: Sequence[Any]) -> tuple[bool, Any]:
         if align is not None:
@@ -558,10 +571,13 @@ def map_tree(
             cursor.push(lead, align, kids, aux, ykids, keys)
             return False, None
         kind = cursor.kind_of(node)
-        ckey = None
-        if cache is not None and (kind.mutable if kind is not None else cacheable(node)):
-            ckey = id(node)
-            hit = cache.results.get(ckey, MISS)
+        cached = False
+        if store is not None and (kind.mutable if kind is not None else cacheable(node)):
+            cached = True
+            if lookup is not None:
+                hit = lookup(node, MISS)
+            else:
+                hit = results_get(id(node), MISS)  # type: ignore[misc]
             if hit is not MISS:
                 return True, prune if use_prune else hit
         if exclude is None:
@@ -570,21 +586,21 @@ def map_tree(
             excluded = exclude(cursor.path(), node) if with_path else exclude(node)
         if excluded:
             value = f(cursor.path(), node, *yvals) if with_path else f(node, *yvals)
-            if ckey is not None:
-                cache.store(node, value)  # type: ignore[union-attr]
+            if cached:
+                store(node, value)  # type: ignore[misc]
             return True, value
         if kind is None:
             return True, node
         kids, aux = kind.flatten(node)
         others = cursor.read(kind, yvals, aux, len(kids)) if yvals else ()
-        cursor.push(node, kind, kids, aux, others, None, ckey)
+        cursor.push(node, kind, kids, aux, others, None, cached or None)
         return False, None
 
     def leave(cursor: Cursor, frame: Frame) -> Any:
         build = frame.kind.structural if structural else frame.kind.unflatten
         value = build(frame.aux, frame.out)
         if frame.state is not None:
-            cache.store(frame.node, value)  # type: ignore[union-attr]
+            store(frame.node, value)  # type: ignore[misc]
         return value
 
     return traverse(visit, leave, x, ys, op=op, relocate=relocate, note=True)

@@ -248,6 +248,19 @@ IdTable_get(IdTableObject *self, PyObject *const *args, Py_ssize_t nargs)
     return value;
 }
 
+/* lookup(obj, default): as get, by the object itself: no id to make and read back
+   (the iterative walk calls it at every mutable node: benchmarks/run.py, deep-fmap). */
+static PyObject *
+IdTable_lookup(IdTableObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "lookup() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *value = table_lookup(self, args[0]);
+    return Py_NewRef(value == NULL ? args[1] : value);
+}
+
 static PyObject *
 IdTable_subscript(IdTableObject *self, PyObject *id)
 {
@@ -310,6 +323,8 @@ IdTable_keys(IdTableObject *self, PyObject *Py_UNUSED(ignored))
 static PyMethodDef IdTable_methods[] = {
     {"get", (PyCFunction)(void (*)(void))IdTable_get, METH_FASTCALL,
      "get(id, default=None): the result stored for the object with this id, or default."},
+    {"lookup", (PyCFunction)(void (*)(void))IdTable_lookup, METH_FASTCALL,
+     "lookup(obj, default): the result stored for obj itself, or default."},
     {"store", (PyCFunction)(void (*)(void))IdTable_store, METH_FASTCALL,
      "store(obj, value): remember value as obj's result, holding both."},
     {"keys", (PyCFunction)IdTable_keys, METH_NOARGS,

@@ -407,12 +407,18 @@ map_str_dict(const Run *run, PyObject *x, PyObject *depth)
     /* keys[0:n]: x's keys in its order (held, as `list(x)`); keys[n:2n]: the same
        keys in sorted order (borrowed from the first half) */
     PyObject **order = keys + n;
+    /* the values' home slots are hinted here in a small dict, one child ahead in a
+       larger one (table_prefetch) */
+    const IdTableObject *hint = table == Py_None ? NULL : (const IdTableObject *)table;
     for (i = 0; PyDict_Next(x, &pos, &key, &value); i++) {
         if (!PyUnicode_CheckExact(key)) {
             break; /* no Python code has run: x is as it was */
         }
         Py_INCREF(key);
         keys[i] = order[i] = key;
+        if (hint != NULL && n <= SMALL_DICT) {
+            table_prefetch(hint, value);
+        }
     }
     Py_ssize_t held = i;
     if (held < n) {
@@ -482,6 +488,11 @@ map_str_dict(const Run *run, PyObject *x, PyObject *depth)
             if (left-- == 0) {
                 PyErr_SetString(PyExc_RuntimeError, "dictionary keys changed during iteration");
                 break;
+            }
+            PyObject *next;
+            Py_ssize_t ahead = pos;
+            if (hint != NULL && n > SMALL_DICT && PyDict_Next(x, &ahead, NULL, &next)) {
+                table_prefetch(hint, next); /* a hint: next is not read */
             }
             Py_INCREF(value);
             PyObject *r = map_child(run, value, NULL, kid_depth);
