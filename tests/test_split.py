@@ -872,3 +872,117 @@ def _engine_pairs(tree: Any) -> list[Any]:
     seen: list[Any] = []
     ct.fmap_with_path(lambda path, leaf: seen.append((path, leaf)), tree, cache=False)
     return seen
+
+
+# --- kept plans (a tree of the same records splits from the plan of the last call) -------
+
+
+def _records_pairs(tree: Any) -> list[tuple[Any, Any]]:
+    """Records of tree against: itself flattened again, and a copy with every leaf and
+    every kept value changed (unpicklable values aside)."""
+    _, a = ct.flatten(tree)
+    _, b = ct.flatten(tree)
+    pairs = [(a._records, b._records), (a._records, a._records)]
+    try:
+        other = pickle.loads(pickle.dumps(tree))
+    except Exception:
+        return pairs
+    _, c = ct.flatten(other)
+    return [*pairs, (a._records, c._records)]
+
+
+@SETTINGS
+@given(st.one_of(layer_lists(), tagged_trees()))
+def test_same_records_compiled_and_plain_agree(tree):
+    """same_records in C and its plain twin agree on records of one tree flattened twice
+    and of a copy."""
+    from containers._engine import _fast
+    from containers._structure import same_records_plain
+
+    for a, b in _records_pairs(tree):
+        plain = same_records_plain(a, b)
+        if _fast._speedups is not None:
+            assert _fast._speedups.same_records(a, b) == plain
+
+
+def test_same_records_trusts_only_scalar_auxes_made_of_the_same_objects():
+    """Records with a kept list (which could change in place), or a kept value replaced,
+    are not the same; kept strs and ints that are the same objects are."""
+    from containers._structure import same_records
+
+    tree = Model([Layer(1, 2, 3)], extra=[1], scale=0.5)
+    _, a = ct.flatten(tree)
+    _, b = ct.flatten(tree)
+    assert same_records(a._records, b._records)
+    _, c = ct.flatten(Model([Layer(1, 2, 3)], extra=[1], scale=0.25))
+    assert not same_records(a._records, c._records)
+    dict_tree = {"k": [1], 2: (3, None)}
+    _, d = ct.flatten(dict_tree)
+    _, e = ct.flatten(dict_tree)
+    assert same_records(d._records, e._records)  # a dict's keys: the same strs and ints
+    dict_tree = {"k": Layer(1, 2, 3, name=["mutable"])}
+    _, d = ct.flatten(dict_tree)
+    _, e = ct.flatten(dict_tree)
+    assert not same_records(d._records, e._records)
+    with pytest.raises(TypeError, match="same_records: records must be tuples"):
+        same_records(list(a._records), b._records)  # type: ignore[arg-type]
+
+
+@pytest.mark.filterwarnings("ignore::containers.filters.NoMatchWarning")  # random filters
+@SETTINGS
+@given(
+    st.one_of(layer_lists(), tagged_trees()),
+    st.lists(st.sampled_from("abc"), min_size=1, max_size=3),
+    st.data(),
+)
+def test_kept_plans_agree_with_fresh_ones(tree, tags, data):
+    """tag_plan (a plan reused for a tree of the same records) gives the paths and ranks
+    computed afresh, before and after a leaf of the tree is swapped for one with its
+    own tag or a shared one; split's parts from the plan equal the generic loop's."""
+    from containers._tags import tag_plan, tag_ranks_plain
+
+    def check() -> None:
+        leaves, s = ct.flatten(tree)
+        paths, ranks, _ = tag_plan(s._records, leaves, tags)
+        assert (paths, ranks) == tag_ranks_plain(s._records, leaves, tags)
+        plain = [_called(to_predicate(t)) for t in tags]
+        assert ct.state(tree, *tags, ...) == ct.state(tree, *plain, ...)
+
+    check()
+    check()  # from the kept plan
+    leaves, s = ct.flatten(tree)
+    if leaves:
+        i = data.draw(st.integers(0, len(leaves) - 1))
+        new = data.draw(st.sampled_from([Own("a"), Own("c"), leaves[0], 7]))
+        tree = s.unflatten([new if j == i else v for j, v in enumerate(leaves)])
+        check()
+
+
+def test_a_kept_plan_sees_a_leaf_given_its_own_tag():
+    """A leaf replaced by one whose own tag is listed moves to that tag's part on the
+    next split of a tree of the same records (the plan's ranks are not reused then)."""
+    layers = [Layer(np.zeros(1), np.zeros(1), np.zeros(1)) for _ in range(9)]
+    m = Model(layers)
+    _, params, stats, rest = ct.split(m, "param", "batch_stats", ...)
+    assert len(params) == 18 and len(stats) == 9
+    own = Own("param")
+    layers[4] = Layer(np.zeros(1), np.zeros(1), own)
+    _, params, stats, rest = ct.split(m, "param", "batch_stats", ...)
+    assert len(params) == 19 and len(stats) == 8
+    assert params[(ct.AttrKey("layers"), ct.IndexKey(4), ct.AttrKey("count"))] is own
+
+
+def test_key_hashes_are_computed_once_and_equal_to_the_plain_twins():
+    """AttrKey and IndexKey hash as hash((type, raw)), the compiled base as its plain twin,
+    and a path built afresh finds a part's entry."""
+    from containers._paths import _PlainHashedKey, index_keys
+
+    for key in (ct.AttrKey("w"), ct.AttrKey("w", tags=("param",)), ct.IndexKey(3)):
+        assert hash(key) == hash((type(key), key.raw)) == key._hash
+        assert _PlainHashedKey.__hash__(key) == hash(key)
+    assert [hash(k) for k in index_keys(300)[250:]] == [
+        hash((ct.IndexKey, i)) for i in range(250, 300)
+    ]
+    _, params, _ = ct.split(model(), "param", ...)
+    path = (ct.AttrKey("layers"), ct.IndexKey(1), ct.AttrKey("b"))
+    assert params[path] is model().layers[1].b or np.array_equal(params[path], np.ones(2))
