@@ -963,11 +963,11 @@ def test_a_kept_plan_sees_a_leaf_given_its_own_tag():
     next split of a tree of the same records (the plan's ranks are not reused then)."""
     layers = [Layer(np.zeros(1), np.zeros(1), np.zeros(1)) for _ in range(9)]
     m = Model(layers)
-    _, params, stats, rest = ct.split(m, "param", "batch_stats", ...)
+    _, params, stats, _ = ct.split(m, "param", "batch_stats", ...)
     assert len(params) == 18 and len(stats) == 9
     own = Own("param")
     layers[4] = Layer(np.zeros(1), np.zeros(1), own)
-    _, params, stats, rest = ct.split(m, "param", "batch_stats", ...)
+    _, params, stats, _ = ct.split(m, "param", "batch_stats", ...)
     assert len(params) == 19 and len(stats) == 8
     assert params[(ct.AttrKey("layers"), ct.IndexKey(4), ct.AttrKey("count"))] is own
 

@@ -14,7 +14,6 @@ stage sits below the operations that make or read Structures (``_flatten``,
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from operator import is_
 from typing import Any, Generic, TypeVar
 
 from containers._engine import _fast
