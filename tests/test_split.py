@@ -986,3 +986,41 @@ def test_key_hashes_are_computed_once_and_equal_to_the_plain_twins():
     _, params, _ = ct.split(model(), "param", ...)
     path = (ct.AttrKey("layers"), ct.IndexKey(1), ct.AttrKey("b"))
     assert params[path] is model().layers[1].b or np.array_equal(params[path], np.ones(2))
+
+
+@pytest.mark.filterwarnings("ignore::containers.filters.NoMatchWarning")  # random filters
+@SETTINGS
+@given(st.one_of(layer_lists(), tagged_trees()), st.lists(st.sampled_from("abc"), max_size=3))
+def test_fill_part_compiled_and_plain_agree(tree, tags):
+    """A plan's parts filled in C (keys inserted with their kept hashes) equal the plain
+    twin's dicts, in order, their keys found by paths built afresh."""
+    from containers._engine import _fast
+    from containers._tags import TagPlan, fill_part_plain
+
+    leaves, s = ct.flatten(tree)
+    plan = TagPlan(s._records, tuple(tags), {}, s.paths(), [0] * len(leaves))
+    for keys, hashes, picks in plan.layout(1):
+        plain = fill_part_plain(keys, hashes, leaves, picks)
+        assert list(plain) == s.paths()
+        if _fast._speedups is not None:
+            fast = _fast._speedups.fill_part(keys, hashes, leaves, picks)
+            assert list(fast.items()) == list(plain.items())
+            fresh = ct.flatten_with_path(tree)[0]
+            assert all(fast[p] is v for p, v in fresh)
+
+
+def test_fill_part_refuses_what_is_not_a_plan():
+    """fill_part checks its lists' lengths and its indices (it is internal, but must not
+    read past a list)."""
+    from containers._engine import _fast
+
+    if _fast._speedups is None:
+        pytest.skip("the compiled engine is not built")
+    fill = _fast._speedups.fill_part
+    key = (ct.AttrKey("w"),)
+    with pytest.raises(ValueError, match="differ in length"):
+        fill([key], [], [1], [0])
+    with pytest.raises(IndexError, match="not a leaf's index"):
+        fill([key], [hash(key)], [1], [1])
+    with pytest.raises(TypeError, match="must be lists"):
+        fill((key,), [hash(key)], [1], [0])

@@ -19,7 +19,7 @@ from containers._engine._flat import flatten_records
 from containers._errors import ContainerDefinitionError, StructureError, short_repr
 from containers._paths import AttrKey, DictKey, IndexKey, KeyPath, keystr, where
 from containers._structure import Structure
-from containers._tags import declared_tags, tag_plan, tag_ranks
+from containers._tags import declared_tags, fill_part, tag_plan, tag_ranks
 from containers.filters import (
     _EVERYTHING,
     Filter,
@@ -181,8 +181,9 @@ def _route_tags(
     s._remember_paths(paths)
     keys: list[list[KeyPath]] | None = None
     if plan is not None:
-        keys, picks = plan.layout(n + rest)
-        parts = [dict(zip(k, compress(leaves, pick))) for k, pick in zip(keys, picks)]
+        layout = plan.layout(n + rest)
+        parts = [fill_part(k, hashes, leaves, picks) for k, hashes, picks in layout]
+        keys = [k for k, _, _ in layout]
     elif n + rest == 1:  # one part: the leaves ranked 0
         parts = [dict(compress(zip(paths, leaves), map(not_, ranks)))]
     else:

@@ -15,18 +15,29 @@ from itertools import compress, repeat
 from operator import eq
 from typing import Any
 
+from containers._engine import _fast
 from containers._paths import AttrKey, KeyPath
 from containers._records import Record, ranked_paths
 from containers._structure import same_records
 
-__all__ = ["TagPlan", "declared_tags", "own_tags", "tag_plan", "tag_ranks", "tagless"]
+__all__ = [
+    "TagPlan",
+    "declared_tags",
+    "fill_part",
+    "fill_part_plain",
+    "own_tags",
+    "tag_plan",
+    "tag_ranks",
+    "tagless",
+]
 
 
 class TagPlan:
     """What ``split``/``state``/``partition`` read from a Structure's records for some
     tags, kept for the next call on a tree made of the same objects (``tag_plan``):
     the paths, each leaf's rank from the tags of its path (before its own ``tag``),
-    and per number of parts, each part's paths and which leaves go there. Never
+    and per number of parts, each part's paths, their hashes and which leaves go
+    there. Never
     changed once made: its lists are shared with the callers, who only read them."""
 
     __slots__ = ("_layouts", "first", "paths", "ranks", "records", "tags")
@@ -44,17 +55,40 @@ class TagPlan:
         self.first = first
         self.paths = paths
         self.ranks = ranks
-        self._layouts: dict[int, tuple[list[list[KeyPath]], list[list[bool]]]] = {}
+        self._layouts: dict[int, list[tuple[list[KeyPath], list[int], list[int]]]] = {}
 
-    def layout(self, count: int) -> tuple[list[list[KeyPath]], list[list[bool]]]:
-        """The paths of parts ``0 .. count - 1`` (the leaves ranked j go to part j),
-        and for each part which leaves it takes (for ``compress``)."""
+    def layout(self, count: int) -> list[tuple[list[KeyPath], list[int], list[int]]]:
+        """For each part ``0 .. count - 1`` (the leaves ranked j go to part j): its
+        paths, their hashes and the indices of its leaves (``fill_part``)."""
         made = self._layouts.get(count)
         if made is None:
-            picks = [list(map(eq, self.ranks, repeat(j))) for j in range(count)]
-            made = ([list(compress(self.paths, pick)) for pick in picks], picks)
+            made = []
+            for j in range(count):
+                picks = list(compress(range(len(self.ranks)), map(eq, self.ranks, repeat(j))))
+                keys = list(map(self.paths.__getitem__, picks))
+                made.append((keys, list(map(hash, keys)), picks))
             self._layouts[count] = made  # the same value if two threads make it
         return made
+
+
+def fill_part_plain(
+    keys: list[KeyPath], hashes: list[int], leaves: list[Any], picks: list[int]
+) -> dict[KeyPath, Any]:
+    """``{keys[i]: leaves[picks[i]]}`` in order: the plain twin of
+    ``_speedups.fill_part``, which inserts each key with its hash ``hashes[i]`` (kept
+    by the plan) instead of hashing the path again."""
+    return dict(zip(keys, map(leaves.__getitem__, picks)))
+
+
+def fill_part(
+    keys: list[KeyPath], hashes: list[int], leaves: list[Any], picks: list[int]
+) -> dict[KeyPath, Any]:
+    """``fill_part_plain`` (in C where the extension is built)."""
+    speedups = _fast._speedups  # read per call: tests switch it
+    if speedups is not None:
+        part: dict[KeyPath, Any] = speedups.fill_part(keys, hashes, leaves, picks)
+        return part
+    return fill_part_plain(keys, hashes, leaves, picks)
 
 
 #: The last plans made (``tag_plan``), most recent first; a few, so that a training

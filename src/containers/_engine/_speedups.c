@@ -87,6 +87,9 @@ static PyMethodDef speedups_methods[] = {
     {"same_records", (PyCFunction)(void (*)(void))speedups_same_records, METH_FASTCALL,
      "same_records(a, b): whether two Structures' records are made of the same objects "
      "(the compiled twin of _structure.same_records_plain)."},
+    {"fill_part", (PyCFunction)(void (*)(void))speedups_fill_part, METH_FASTCALL,
+     "fill_part(keys, hashes, leaves, picks): {keys[i]: leaves[picks[i]]}, each key "
+     "inserted with its hash hashes[i] (the compiled twin of _tags.fill_part_plain)."},
     {"build", (PyCFunction)(void (*)(void))speedups_build, METH_FASTCALL,
      "build(records, leaves, context): the tree of a Structure's records with leaves in "
      "place (the compiled twin of _records.build)."},

@@ -365,3 +365,75 @@ speedups_same_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
     }
     Py_RETURN_TRUE;
 }
+
+/* --- fill_part: a part of split from a kept plan -------------------------------------
+
+   `fill_part(keys, hashes, leaves, picks)` is `_tags.fill_part_plain` in C, its plain
+   twin: the dict `{keys[i]: leaves[picks[i]]}` in order, each key inserted with
+   `hashes[i]`, which the plan computed once as `hash(keys[i])` (`_tags.TagPlan`): a
+   key path's hash is fixed when its keys are made (`AttrKey`, `IndexKey`, a
+   `DictKey` of a str, int, float, bool, bytes or None: what `same_records` trusts),
+   so the dict is the one `dict(zip(...))` would build, without hashing a path
+   (benchmarks/split.py). A part is filled at every split or state of a model. */
+
+PyObject *
+speedups_fill_part(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "fill_part() takes 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *keys = args[0], *hashes = args[1], *leaves = args[2], *picks = args[3];
+    if (!PyList_CheckExact(keys) || !PyList_CheckExact(hashes) || !PyList_CheckExact(leaves) ||
+        !PyList_CheckExact(picks)) {
+        PyErr_SetString(PyExc_TypeError, "fill_part: keys, hashes, leaves and picks must be lists");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    if (PyList_GET_SIZE(hashes) != n || PyList_GET_SIZE(picks) != n) {
+        PyErr_SetString(PyExc_ValueError, "fill_part: keys, hashes and picks differ in length");
+        return NULL;
+    }
+#if PY_VERSION_HEX < 0x030D0000
+    PyObject *part = _PyDict_NewPresized(n);
+#else
+    PyObject *part = PyDict_New();
+#endif
+    if (part == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* re-read per step: a key's __eq__ (on a hash match) may run Python code */
+        if (i >= PyList_GET_SIZE(keys) || i >= PyList_GET_SIZE(hashes) ||
+            i >= PyList_GET_SIZE(picks)) {
+            PyErr_SetString(PyExc_ValueError, "fill_part: a list changed size");
+            goto error;
+        }
+        Py_ssize_t at = PyLong_AsSsize_t(PyList_GET_ITEM(picks, i));
+        if (at == -1 && PyErr_Occurred()) {
+            goto error;
+        }
+        if (at < 0 || at >= PyList_GET_SIZE(leaves)) {
+            PyErr_SetString(PyExc_IndexError, "fill_part: a pick is not a leaf's index");
+            goto error;
+        }
+        PyObject *key = Py_NewRef(PyList_GET_ITEM(keys, i));
+        PyObject *leaf = Py_NewRef(PyList_GET_ITEM(leaves, at));
+        int r;
+#if PY_VERSION_HEX < 0x030D0000
+        Py_hash_t hash = PyLong_AsSsize_t(PyList_GET_ITEM(hashes, i));
+        r = hash == -1 && PyErr_Occurred() ? -1 : _PyDict_SetItem_KnownHash(part, key, leaf, hash);
+#else
+        r = PyDict_SetItem(part, key, leaf);
+#endif
+        Py_DECREF(key);
+        Py_DECREF(leaf);
+        if (r < 0) {
+            goto error;
+        }
+    }
+    return part;
+error:
+    Py_DECREF(part);
+    return NULL;
+}
