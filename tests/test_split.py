@@ -1024,3 +1024,64 @@ def test_fill_part_refuses_what_is_not_a_plan():
         fill([key], [hash(key)], [1], [1])
     with pytest.raises(TypeError, match="must be lists"):
         fill((key,), [hash(key)], [1], [0])
+
+
+def _both_flattens(tree: Any) -> None:
+    """The compiled flatten and its Python twin (flatten_fast, whose run reads a list of
+    layers in _flatten_run) give the same leaves (by identity) and records, with and
+    without snapshot, and without records."""
+    from containers._engine import _fast, _flat
+    from containers._registry import LEAF_TYPES, kind_of
+
+    kind = kind_of(tree)
+    if kind is None or _fast._speedups is None:
+        return
+    for snapshot, context in ((False, _flat.C_CONTEXT), (True, _flat.C_SNAPSHOT_CONTEXT)):
+        c_records: list[Any] = []
+        p_records: list[Any] = []
+        c_leaves = _fast._speedups.flatten(tree, kind, LEAF_TYPES, c_records, context)
+        p_leaves = _flat.flatten_fast(tree, kind, LEAF_TYPES, p_records, None, snapshot)
+        assert list(map(id, c_leaves)) == list(map(id, p_leaves))
+        assert c_records == p_records
+        c_only = _fast._speedups.flatten(tree, kind, LEAF_TYPES, None, context)
+        assert list(map(id, c_only)) == list(map(id, p_leaves))
+
+
+@SETTINGS
+@given(layer_lists())
+def test_compiled_flatten_reads_lists_of_layers_as_the_python_run(tree):
+    """flatten in C reads a list of layers by their fields as _flat._flatten_run does:
+    the same leaves and records, kept fields and own-tagged leaves included."""
+    _both_flattens(tree)
+
+
+@ct.container
+@dataclasses.dataclass
+class _Prop:
+    """A layer whose field ``b`` cannot be read when ``a`` is "boom" (a KeyError)."""
+
+    a: Any
+    b: Any = 2.0
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "b" and object.__getattribute__(self, "a") == "boom":
+            raise KeyError("b is not ready")
+        return object.__getattribute__(self, name)
+
+
+def test_a_list_of_layers_shared_cyclic_or_with_failing_fields_flattens_as_before():
+    """A layer shared nine times, a layer class with its own attribute lookup, a field
+    whose read raises (propagated) and a cycle through a list of layers: the compiled
+    flatten agrees with its twin or raises as it did (an unset field: see
+    test_an_unset_field_in_a_list_of_layers_is_named)."""
+    layer = Layer(1.0, 2.0, 3.0)
+    _both_flattens([layer] * 9)
+    _both_flattens([_Prop(1.0) for _ in range(9)])
+    leaves, _ = ct.flatten([layer] * 9)
+    assert leaves == [1.0, 2.0, 3.0] * 9
+    with pytest.raises(KeyError, match="b is not ready"):
+        ct.flatten([_Prop(1.0)] * 8 + [_Prop("boom")])
+    cyclic: list[Any] = [Layer(1.0, 2.0, 3.0) for _ in range(8)]
+    cyclic.append(Layer(1.0, cyclic, 3.0))
+    with pytest.raises(ct.StructureError, match="cycle"):
+        ct.split(cyclic, ...)
