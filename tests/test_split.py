@@ -1010,20 +1010,26 @@ def test_fill_part_compiled_and_plain_agree(tree, tags):
 
 
 def test_fill_part_refuses_what_is_not_a_plan():
-    """fill_part checks its lists' lengths and its indices (it is internal, but must not
-    read past a list)."""
+    """fill_part checks its arrays' type and lengths and its indices (it is internal, but
+    must not read past a list)."""
+    from array import array
+
     from containers._engine import _fast
 
     if _fast._speedups is None:
         pytest.skip("the compiled engine is not built")
     fill = _fast._speedups.fill_part
     key = (ct.AttrKey("w"),)
+    one = array("q", [hash(key)])
     with pytest.raises(ValueError, match="differ in length"):
-        fill([key], [], [1], [0])
+        fill([key], array("q"), [1], array("q", [0]))
     with pytest.raises(IndexError, match="not a leaf's index"):
-        fill([key], [hash(key)], [1], [1])
+        fill([key], one, [1], array("q", [1]))
+    with pytest.raises(TypeError, match="must be array"):
+        fill([key], array("i", [0]), [1], array("q", [0]))
     with pytest.raises(TypeError, match="must be lists"):
-        fill((key,), [hash(key)], [1], [0])
+        fill((key,), one, [1], array("q", [0]))
+    assert fill([key], one, ["leaf"], array("q", [0])) == {key: "leaf"}
 
 
 def _both_flattens(tree: Any) -> None:

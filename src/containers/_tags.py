@@ -10,6 +10,7 @@ leaf's own ``tag`` only where its type allows one. The result is what calling ea
 from __future__ import annotations
 
 import threading
+from array import array
 from collections.abc import Sequence
 from itertools import compress, repeat
 from operator import eq
@@ -55,24 +56,27 @@ class TagPlan:
         self.first = first
         self.paths = paths
         self.ranks = ranks
-        self._layouts: dict[int, list[tuple[list[KeyPath], list[int], list[int]]]] = {}
+        self._layouts: dict[int, list[tuple[list[KeyPath], array[int], array[int]]]] = {}
 
-    def layout(self, count: int) -> list[tuple[list[KeyPath], list[int], list[int]]]:
+    def layout(self, count: int) -> list[tuple[list[KeyPath], array[int], array[int]]]:
         """For each part ``0 .. count - 1`` (the leaves ranked j go to part j): its
-        paths, their hashes and the indices of its leaves (``fill_part``)."""
+        paths, their hashes and the indices of its leaves (``fill_part``), the
+        numbers as ``array('q')`` (8 bytes each, not an int object)."""
         made = self._layouts.get(count)
         if made is None:
             made = []
             for j in range(count):
-                picks = list(compress(range(len(self.ranks)), map(eq, self.ranks, repeat(j))))
+                picks = array(
+                    "q", compress(range(len(self.ranks)), map(eq, self.ranks, repeat(j)))
+                )
                 keys = list(map(self.paths.__getitem__, picks))
-                made.append((keys, list(map(hash, keys)), picks))
+                made.append((keys, array("q", map(hash, keys)), picks))
             self._layouts[count] = made  # the same value if two threads make it
         return made
 
 
 def fill_part_plain(
-    keys: list[KeyPath], hashes: list[int], leaves: list[Any], picks: list[int]
+    keys: list[KeyPath], hashes: array[int], leaves: list[Any], picks: array[int]
 ) -> dict[KeyPath, Any]:
     """``{keys[i]: leaves[picks[i]]}`` in order: the plain twin of
     ``_speedups.fill_part``, which inserts each key with its hash ``hashes[i]`` (kept
@@ -81,7 +85,7 @@ def fill_part_plain(
 
 
 def fill_part(
-    keys: list[KeyPath], hashes: list[int], leaves: list[Any], picks: list[int]
+    keys: list[KeyPath], hashes: array[int], leaves: list[Any], picks: array[int]
 ) -> dict[KeyPath, Any]:
     """``fill_part_plain`` (in C where the extension is built)."""
     speedups = _fast._speedups  # read per call: tests switch it

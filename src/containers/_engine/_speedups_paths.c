@@ -374,7 +374,8 @@ speedups_same_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
    key path's hash is fixed when its keys are made (`AttrKey`, `IndexKey`, a
    `DictKey` of a str, int, float, bool, bytes or None: what `same_records` trusts),
    so the dict is the one `dict(zip(...))` would build, without hashing a path
-   (benchmarks/split.py). A part is filled at every split or state of a model. */
+   (benchmarks/split.py). A part is filled at every split or state of a model.
+   `hashes` and `picks` are `array('q')`s (8 bytes an entry, kept by the plan). */
 
 PyObject *
 speedups_fill_part(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
@@ -383,57 +384,61 @@ speedups_fill_part(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_
         PyErr_Format(PyExc_TypeError, "fill_part() takes 4 arguments (%zd given)", nargs);
         return NULL;
     }
-    PyObject *keys = args[0], *hashes = args[1], *leaves = args[2], *picks = args[3];
-    if (!PyList_CheckExact(keys) || !PyList_CheckExact(hashes) || !PyList_CheckExact(leaves) ||
-        !PyList_CheckExact(picks)) {
-        PyErr_SetString(PyExc_TypeError, "fill_part: keys, hashes, leaves and picks must be lists");
+    PyObject *keys = args[0], *leaves = args[2];
+    if (!PyList_CheckExact(keys) || !PyList_CheckExact(leaves)) {
+        PyErr_SetString(PyExc_TypeError, "fill_part: keys and leaves must be lists");
         return NULL;
     }
+    Py_buffer hashes, picks;
+    if (PyObject_GetBuffer(args[1], &hashes, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[3], &picks, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&hashes);
+        return NULL;
+    }
+    PyObject *part = NULL;
     Py_ssize_t n = PyList_GET_SIZE(keys);
-    if (PyList_GET_SIZE(hashes) != n || PyList_GET_SIZE(picks) != n) {
+    if (hashes.itemsize != 8 || picks.itemsize != 8 || hashes.format == NULL ||
+        picks.format == NULL || strcmp(hashes.format, "q") != 0 ||
+        strcmp(picks.format, "q") != 0) {
+        PyErr_SetString(PyExc_TypeError, "fill_part: hashes and picks must be array('q')s");
+        goto done;
+    }
+    if (hashes.len / 8 != n || picks.len / 8 != n) {
         PyErr_SetString(PyExc_ValueError, "fill_part: keys, hashes and picks differ in length");
-        return NULL;
+        goto done;
     }
+    const long long *hash_at = hashes.buf, *pick_at = picks.buf;
 #if PY_VERSION_HEX < 0x030D0000
-    PyObject *part = _PyDict_NewPresized(n);
+    part = _PyDict_NewPresized(n);
 #else
-    PyObject *part = PyDict_New();
+    part = PyDict_New();
 #endif
-    if (part == NULL) {
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = 0; part != NULL && i < n; i++) {
         /* re-read per step: a key's __eq__ (on a hash match) may run Python code */
-        if (i >= PyList_GET_SIZE(keys) || i >= PyList_GET_SIZE(hashes) ||
-            i >= PyList_GET_SIZE(picks)) {
-            PyErr_SetString(PyExc_ValueError, "fill_part: a list changed size");
-            goto error;
-        }
-        Py_ssize_t at = PyLong_AsSsize_t(PyList_GET_ITEM(picks, i));
-        if (at == -1 && PyErr_Occurred()) {
-            goto error;
-        }
-        if (at < 0 || at >= PyList_GET_SIZE(leaves)) {
+        Py_ssize_t at = (Py_ssize_t)pick_at[i];
+        if (i >= PyList_GET_SIZE(keys) || at < 0 || at >= PyList_GET_SIZE(leaves)) {
             PyErr_SetString(PyExc_IndexError, "fill_part: a pick is not a leaf's index");
-            goto error;
+            Py_CLEAR(part);
+            break;
         }
         PyObject *key = Py_NewRef(PyList_GET_ITEM(keys, i));
         PyObject *leaf = Py_NewRef(PyList_GET_ITEM(leaves, at));
-        int r;
 #if PY_VERSION_HEX < 0x030D0000
-        Py_hash_t hash = PyLong_AsSsize_t(PyList_GET_ITEM(hashes, i));
-        r = hash == -1 && PyErr_Occurred() ? -1 : _PyDict_SetItem_KnownHash(part, key, leaf, hash);
+        int r = _PyDict_SetItem_KnownHash(part, key, leaf, (Py_hash_t)hash_at[i]);
 #else
-        r = PyDict_SetItem(part, key, leaf);
+        (void)hash_at;
+        int r = PyDict_SetItem(part, key, leaf);
 #endif
         Py_DECREF(key);
         Py_DECREF(leaf);
         if (r < 0) {
-            goto error;
+            Py_CLEAR(part);
         }
     }
+done:
+    PyBuffer_Release(&hashes);
+    PyBuffer_Release(&picks);
     return part;
-error:
-    Py_DECREF(part);
-    return NULL;
 }
