@@ -30,6 +30,7 @@ the median over rounds of ns per leaf, and the ratios.
 
     python benchmarks/split.py             # 1k and 100k leaves, 3 rounds
     python benchmarks/split.py --quick     # 1k only, short rounds (smoke run)
+    python benchmarks/split.py --sizes 10,100,1k   # the fixed cost of a call
     CONTAINERS_PURE_PYTHON=1 python benchmarks/split.py
 
 Benchmarks are not tests: the exit code is 0 whatever the numbers (1 only when
@@ -53,7 +54,10 @@ import containers as ct
 from containers._paths import AttrKey, index_key
 from measure import interleave
 
-SIZES = {"1k": 333, "100k": 33_333}
+SIZES = {"10": 3, "100": 33, "1k": 333, "100k": 33_333}
+#: The sizes run by default; 10 and 100 leaves (``--sizes 10,100,1k``) show the fixed
+#: cost of a call, which the per-leaf cost hides at 1k.
+DEFAULT_SIZES = ("1k", "100k")
 OPS = ("split", "merge", "state", "partition", "combine")
 
 
@@ -359,10 +363,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="1k leaves, short rounds")
     parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument(
+        "--sizes", help=f"comma-separated, of {', '.join(SIZES)} (default: 1k,100k)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="write the ns per leaf of every cell to this JSON file")
     args = parser.parse_args(argv)
-    sizes = ["1k"] if args.quick else list(SIZES)
+    sizes = args.sizes.split(",") if args.sizes else ["1k"] if args.quick else DEFAULT_SIZES
+    unknown = [size for size in sizes if size not in SIZES]
+    if unknown:
+        parser.error(f"unknown size {unknown[0]!r}; the sizes are {', '.join(SIZES)}")
     rounds = args.rounds or 3
     min_time_ns = 2e6 if args.quick else 2e8
     rng = random.Random(args.seed)

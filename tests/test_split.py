@@ -872,3 +872,222 @@ def _engine_pairs(tree: Any) -> list[Any]:
     seen: list[Any] = []
     ct.fmap_with_path(lambda path, leaf: seen.append((path, leaf)), tree, cache=False)
     return seen
+
+
+# --- kept plans (a tree of the same records splits from the plan of the last call) -------
+
+
+def _records_pairs(tree: Any) -> list[tuple[Any, Any]]:
+    """Records of tree against: itself flattened again, and a copy with every leaf and
+    every kept value changed (unpicklable values aside)."""
+    _, a = ct.flatten(tree)
+    _, b = ct.flatten(tree)
+    pairs = [(a._records, b._records), (a._records, a._records)]
+    try:
+        other = pickle.loads(pickle.dumps(tree))
+    except Exception:
+        return pairs
+    _, c = ct.flatten(other)
+    return [*pairs, (a._records, c._records)]
+
+
+@SETTINGS
+@given(st.one_of(layer_lists(), tagged_trees()))
+def test_same_records_compiled_and_plain_agree(tree):
+    """same_records in C and its plain twin agree on records of one tree flattened twice
+    and of a copy."""
+    from containers._engine import _fast
+    from containers._structure import same_records_plain
+
+    for a, b in _records_pairs(tree):
+        plain = same_records_plain(a, b)
+        if _fast._speedups is not None:
+            assert _fast._speedups.same_records(a, b) == plain
+
+
+def test_same_records_trusts_only_scalar_auxes_made_of_the_same_objects():
+    """Records with a kept list (which could change in place), or a kept value replaced,
+    are not the same; kept strs and ints that are the same objects are."""
+    from containers._structure import same_records
+
+    tree = Model([Layer(1, 2, 3)], extra=[1], scale=0.5)
+    _, a = ct.flatten(tree)
+    _, b = ct.flatten(tree)
+    assert same_records(a._records, b._records)
+    _, c = ct.flatten(Model([Layer(1, 2, 3)], extra=[1], scale=0.25))
+    assert not same_records(a._records, c._records)
+    dict_tree = {"k": [1], 2: (3, None)}
+    _, d = ct.flatten(dict_tree)
+    _, e = ct.flatten(dict_tree)
+    assert same_records(d._records, e._records)  # a dict's keys: the same strs and ints
+    dict_tree = {"k": Layer(1, 2, 3, name=["mutable"])}
+    _, d = ct.flatten(dict_tree)
+    _, e = ct.flatten(dict_tree)
+    assert not same_records(d._records, e._records)
+    with pytest.raises(TypeError, match="same_records: records must be tuples"):
+        same_records(list(a._records), b._records)  # type: ignore[arg-type]
+
+
+@pytest.mark.filterwarnings("ignore::containers.filters.NoMatchWarning")  # random filters
+@SETTINGS
+@given(
+    st.one_of(layer_lists(), tagged_trees()),
+    st.lists(st.sampled_from("abc"), min_size=1, max_size=3),
+    st.data(),
+)
+def test_kept_plans_agree_with_fresh_ones(tree, tags, data):
+    """tag_plan (a plan reused for a tree of the same records) gives the paths and ranks
+    computed afresh, before and after a leaf of the tree is swapped for one with its
+    own tag or a shared one; split's parts from the plan equal the generic loop's."""
+    from containers._tags import tag_plan, tag_ranks_plain
+
+    def check() -> None:
+        leaves, s = ct.flatten(tree)
+        paths, ranks, _ = tag_plan(s._records, leaves, tags)
+        assert (paths, ranks) == tag_ranks_plain(s._records, leaves, tags)
+        plain = [_called(to_predicate(t)) for t in tags]
+        assert ct.state(tree, *tags, ...) == ct.state(tree, *plain, ...)
+
+    check()
+    check()  # from the kept plan
+    leaves, s = ct.flatten(tree)
+    if leaves:
+        i = data.draw(st.integers(0, len(leaves) - 1))
+        new = data.draw(st.sampled_from([Own("a"), Own("c"), leaves[0], 7]))
+        tree = s.unflatten([new if j == i else v for j, v in enumerate(leaves)])
+        check()
+
+
+def test_a_kept_plan_sees_a_leaf_given_its_own_tag():
+    """A leaf replaced by one whose own tag is listed moves to that tag's part on the
+    next split of a tree of the same records (the plan's ranks are not reused then)."""
+    layers = [Layer(np.zeros(1), np.zeros(1), np.zeros(1)) for _ in range(9)]
+    m = Model(layers)
+    _, params, stats, _ = ct.split(m, "param", "batch_stats", ...)
+    assert len(params) == 18 and len(stats) == 9
+    own = Own("param")
+    layers[4] = Layer(np.zeros(1), np.zeros(1), own)
+    _, params, stats, _ = ct.split(m, "param", "batch_stats", ...)
+    assert len(params) == 19 and len(stats) == 8
+    assert params[(ct.AttrKey("layers"), ct.IndexKey(4), ct.AttrKey("count"))] is own
+
+
+def test_key_hashes_are_computed_once_and_equal_to_the_plain_twins():
+    """AttrKey and IndexKey hash as hash((type, raw)), the compiled base as its plain twin,
+    and a path built afresh finds a part's entry."""
+    from containers._paths import _PlainHashedKey, index_keys
+
+    for key in (ct.AttrKey("w"), ct.AttrKey("w", tags=("param",)), ct.IndexKey(3)):
+        assert hash(key) == hash((type(key), key.raw)) == key._hash
+        assert _PlainHashedKey.__hash__(key) == hash(key)
+    assert [hash(k) for k in index_keys(300)[250:]] == [
+        hash((ct.IndexKey, i)) for i in range(250, 300)
+    ]
+    _, params, _ = ct.split(model(), "param", ...)
+    path = (ct.AttrKey("layers"), ct.IndexKey(1), ct.AttrKey("b"))
+    assert params[path] is model().layers[1].b or np.array_equal(params[path], np.ones(2))
+
+
+@pytest.mark.filterwarnings("ignore::containers.filters.NoMatchWarning")  # random filters
+@SETTINGS
+@given(st.one_of(layer_lists(), tagged_trees()), st.lists(st.sampled_from("abc"), max_size=3))
+def test_fill_part_compiled_and_plain_agree(tree, tags):
+    """A plan's parts filled in C (keys inserted with their kept hashes) equal the plain
+    twin's dicts, in order, their keys found by paths built afresh."""
+    from containers._engine import _fast
+    from containers._tags import TagPlan, fill_part_plain
+
+    leaves, s = ct.flatten(tree)
+    plan = TagPlan(s._records, tuple(tags), {}, s.paths(), [0] * len(leaves))
+    for keys, hashes, picks in plan.layout(1):
+        plain = fill_part_plain(keys, hashes, leaves, picks)
+        assert list(plain) == s.paths()
+        if _fast._speedups is not None:
+            fast = _fast._speedups.fill_part(keys, hashes, leaves, picks)
+            assert list(fast.items()) == list(plain.items())
+            fresh = ct.flatten_with_path(tree)[0]
+            assert all(fast[p] is v for p, v in fresh)
+
+
+def test_fill_part_refuses_what_is_not_a_plan():
+    """fill_part checks its arrays' type and lengths and its indices (it is internal, but
+    must not read past a list)."""
+    from array import array
+
+    from containers._engine import _fast
+
+    if _fast._speedups is None:
+        pytest.skip("the compiled engine is not built")
+    fill = _fast._speedups.fill_part
+    key = (ct.AttrKey("w"),)
+    one = array("q", [hash(key)])
+    with pytest.raises(ValueError, match="differ in length"):
+        fill([key], array("q"), [1], array("q", [0]))
+    with pytest.raises(IndexError, match="not a leaf's index"):
+        fill([key], one, [1], array("q", [1]))
+    with pytest.raises(TypeError, match="must be array"):
+        fill([key], array("i", [0]), [1], array("q", [0]))
+    with pytest.raises(TypeError, match="must be lists"):
+        fill((key,), one, [1], array("q", [0]))
+    assert fill([key], one, ["leaf"], array("q", [0])) == {key: "leaf"}
+
+
+def _both_flattens(tree: Any) -> None:
+    """The compiled flatten and its Python twin (flatten_fast, whose run reads a list of
+    layers in _flatten_run) give the same leaves (by identity) and records, with and
+    without snapshot, and without records."""
+    from containers._engine import _fast, _flat
+    from containers._registry import LEAF_TYPES, kind_of
+
+    kind = kind_of(tree)
+    if kind is None or _fast._speedups is None:
+        return
+    for snapshot, context in ((False, _flat.C_CONTEXT), (True, _flat.C_SNAPSHOT_CONTEXT)):
+        c_records: list[Any] = []
+        p_records: list[Any] = []
+        c_leaves = _fast._speedups.flatten(tree, kind, LEAF_TYPES, c_records, context)
+        p_leaves = _flat.flatten_fast(tree, kind, LEAF_TYPES, p_records, None, snapshot)
+        assert list(map(id, c_leaves)) == list(map(id, p_leaves))
+        assert c_records == p_records
+        c_only = _fast._speedups.flatten(tree, kind, LEAF_TYPES, None, context)
+        assert list(map(id, c_only)) == list(map(id, p_leaves))
+
+
+@SETTINGS
+@given(layer_lists())
+def test_compiled_flatten_reads_lists_of_layers_as_the_python_run(tree):
+    """flatten in C reads a list of layers by their fields as _flat._flatten_run does:
+    the same leaves and records, kept fields and own-tagged leaves included."""
+    _both_flattens(tree)
+
+
+@ct.container
+@dataclasses.dataclass
+class _Prop:
+    """A layer whose field ``b`` cannot be read when ``a`` is "boom" (a KeyError)."""
+
+    a: Any
+    b: Any = 2.0
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "b" and object.__getattribute__(self, "a") == "boom":
+            raise KeyError("b is not ready")
+        return object.__getattribute__(self, name)
+
+
+def test_a_list_of_layers_shared_cyclic_or_with_failing_fields_flattens_as_before():
+    """A layer shared nine times, a layer class with its own attribute lookup, a field
+    whose read raises (propagated) and a cycle through a list of layers: the compiled
+    flatten agrees with its twin or raises as it did (an unset field: see
+    test_an_unset_field_in_a_list_of_layers_is_named)."""
+    layer = Layer(1.0, 2.0, 3.0)
+    _both_flattens([layer] * 9)
+    _both_flattens([_Prop(1.0) for _ in range(9)])
+    leaves, _ = ct.flatten([layer] * 9)
+    assert leaves == [1.0, 2.0, 3.0] * 9
+    with pytest.raises(KeyError, match="b is not ready"):
+        ct.flatten([_Prop(1.0)] * 8 + [_Prop("boom")])
+    cyclic: list[Any] = [Layer(1.0, 2.0, 3.0) for _ in range(8)]
+    cyclic.append(Layer(1.0, cyclic, 3.0))
+    with pytest.raises(ct.StructureError, match="cycle"):
+        ct.split(cyclic, ...)

@@ -12,8 +12,9 @@ import sys
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from itertools import repeat
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
+from containers._compiled import SPEEDUPS
 from containers._errors import StructureError, safe_repr, short_repr
 
 __all__ = [
@@ -28,6 +29,27 @@ __all__ = [
     "parse_keystr",
     "where",
 ]
+
+
+class _PlainHashedKey:
+    """The plain twin of ``_speedups.KeyHash``: a key whose hash is its ``_hash`` field,
+    set once by its ``__init__`` (``AttrKey``, ``IndexKey``). The compiled base returns
+    the field from C: a dict keyed by paths (``split``'s parts, ``merge``'s lookups)
+    hashes every key of every path, and a Python ``__hash__`` is a call per key
+    (benchmarks/split.py). The same hashes either way (tests/test_paths.py)."""
+
+    __slots__ = ("_hash",)
+    _hash: int
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
+#: The base of the hashed key classes: compiled where the extension is built.
+if TYPE_CHECKING:
+    _HashedKey = _PlainHashedKey
+else:
+    _HashedKey = _PlainHashedKey if SPEEDUPS is None else SPEEDUPS.KeyHash
 
 
 class _OrderedKey:
@@ -63,7 +85,7 @@ class _OrderedKey:
         return self == other or _key_lt(other, self)
 
 
-class AttrKey(_OrderedKey):
+class AttrKey(_OrderedKey, _HashedKey):
     """The key of a named field: a container field or a namedtuple field.
 
     ``tags`` are the tags the field was declared with (``ct.field(tags=...)``); the
@@ -81,8 +103,7 @@ class AttrKey(_OrderedKey):
         True
     """
 
-    __slots__ = ("_hash", "name", "tags")
-    _hash: int
+    __slots__ = ("name", "tags")
     name: str
     tags: tuple[str, ...]
 
@@ -102,10 +123,9 @@ class AttrKey(_OrderedKey):
     def __eq__(self, other: object) -> bool:
         return type(other) is AttrKey and other.name == self.name
 
-    def __hash__(self) -> int:
-        # computed once (a field's keys are made once, by its spec): a dict keyed by
-        # paths hashes every key of every path, 2.5x cheaper so (benchmarks/split.py)
-        return self._hash
+    # computed once (a field's keys are made once, by its spec) and returned by the
+    # base (in C where compiled): a dict keyed by paths hashes every key of every path
+    __hash__ = _HashedKey.__hash__
 
     def __repr__(self) -> str:
         return f"AttrKey({self.name!r})"
@@ -122,7 +142,7 @@ class AttrKey(_OrderedKey):
         return self.name
 
 
-class IndexKey(_OrderedKey):
+class IndexKey(_OrderedKey, _HashedKey):
     """The key of a position in a tuple, list, deque or other sequence node.
 
     Examples:
@@ -133,8 +153,7 @@ class IndexKey(_OrderedKey):
         '[2]'
     """
 
-    __slots__ = ("_hash", "idx")
-    _hash: int
+    __slots__ = ("idx",)
     idx: int
 
     def __init__(self, idx: int) -> None:
@@ -155,8 +174,7 @@ class IndexKey(_OrderedKey):
     def __eq__(self, other: object) -> bool:
         return type(other) is IndexKey and other.idx == self.idx
 
-    def __hash__(self) -> int:
-        return self._hash  # computed once, as AttrKey's
+    __hash__ = _HashedKey.__hash__  # computed once, as AttrKey's
 
     def __repr__(self) -> str:
         return f"IndexKey({self.idx!r})"
@@ -280,7 +298,7 @@ def index_keys(n: int) -> tuple[IndexKey, ...]:
 
 _new = object.__new__
 _set_idx = IndexKey.__dict__["idx"].__set__
-_set_hash = IndexKey.__dict__["_hash"].__set__
+_set_hash = _HashedKey.__dict__["_hash"].__set__
 _LAST_INDEX_KEYS: list[tuple[int, tuple[IndexKey, ...]]] = [(0, ())]
 
 

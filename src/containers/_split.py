@@ -19,7 +19,7 @@ from containers._engine._flat import flatten_records
 from containers._errors import ContainerDefinitionError, StructureError, short_repr
 from containers._paths import AttrKey, DictKey, IndexKey, KeyPath, keystr, where
 from containers._structure import Structure
-from containers._tags import declared_tags, tag_ranks
+from containers._tags import declared_tags, fill_part, tag_plan, tag_ranks
 from containers.filters import (
     _EVERYTHING,
     Filter,
@@ -97,16 +97,52 @@ def _names(paths: Sequence[KeyPath]) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
+def _tags_of(filters: Sequence[Filter]) -> list[str] | None:
+    """The tags of ``filters`` if they are all str but the last, which may be ``...``
+    or ``True`` (``split(m, "param", "batch_stats")``, the common call): these route
+    without making a predicate (``_route_tags``); else None."""
+    last = filters[-1] if filters else None
+    body = filters[:-1] if last is ... or last is True else filters
+    if not body or not all(type(f) is str for f in body):
+        return None
+    return list(body)  # type: ignore[arg-type]
+
+
+def _parts(
+    op: str, tree: Any, filters: Sequence[Filter], check: bool
+) -> tuple[Structure[Any], list[Part], list[int], list[KeyPath], list[list[KeyPath]] | None]:
+    """Flatten ``tree`` and group its leaves by ``filters`` (``_group``), warning about
+    filters that match nothing: ``split`` and ``state``'s common part. Returns the
+    structure, the parts, each leaf's part index, the unmatched paths (with
+    ``check``) and, when a kept plan gave them, the parts' keys (else None)."""
+    tags = _tags_of(filters)
+    if tags is not None:  # no predicate made unless a warning needs one
+        leaves, s = _flat(op, tree)
+        parts, which, unmatched, keys = _route_tags(
+            leaves, s, tags, len(tags) < len(filters), check
+        )
+        if not all(parts):
+            _warn_no_match(op, [to_predicate(f) for f in filters], parts, leaves, s, 4)
+        return s, parts, which, unmatched, keys
+    preds: list[Predicate] = _check_order(op, filters) if filters else [_EVERYTHING]
+    leaves, s = _flat(op, tree)
+    preds = [bind(p, s.paths) for p in preds]
+    parts, which, unmatched, keys = _group(leaves, s, preds, check)
+    _warn_no_match(op, preds, parts, leaves, s, 4)
+    return s, parts, which, unmatched, keys
+
+
 def _group(
     leaves: list[Any], s: Structure[Any], preds: list[Predicate], check: bool
-) -> tuple[list[Part], list[int], list[KeyPath]]:
+) -> tuple[list[Part], list[int], list[KeyPath], list[list[KeyPath]] | None]:
     """Send each leaf of ``s`` (with its path) to the first matching predicate's part.
 
-    Returns the parts, the part index of every leaf and, if ``check``, the paths of the
-    leaves no predicate matches (their part index is then not one of a part).
+    Returns the parts, the part index of every leaf, if ``check`` the paths of the
+    leaves no predicate matches (their part index is then not one of a part) and the
+    parts' keys when a kept plan gave them (else None).
     """
     if len(preds) == 1 and preds[0] is _EVERYTHING:
-        return [dict(zip(s.paths(), leaves))], [0] * len(leaves), []
+        return [dict(zip(s.paths(), leaves))], [0] * len(leaves), [], None
     rest = bool(preds) and preds[-1] is _EVERYTHING  # not called per leaf
     tests = preds[:-1] if rest else preds
     tags = [p.tag for p in tests if type(p) is WithTag]
@@ -130,19 +166,25 @@ def _group(
             else:
                 unmatched.append(path)
                 mark(-1)
-    return parts, which, unmatched
+    return parts, which, unmatched, None
 
 
 def _route_tags(
     leaves: list[Any], s: Structure[Any], tags: list[str], rest: bool, check: bool
-) -> tuple[list[Part], list[int], list[KeyPath]]:
+) -> tuple[list[Part], list[int], list[KeyPath], list[list[KeyPath]] | None]:
     """``_group`` for filters that are all tags (``split(m, "param", "stats", ...)``):
     the same result as calling each ``WithTag`` in turn, without calling any
-    (``_tags.tag_ranks``), the parts filled by loops in C (benchmarks/split.py)."""
+    (``_tags.tag_plan``), the parts filled by loops in C from the paths and picks the
+    plan keeps for a tree of the same records (benchmarks/split.py)."""
     n = len(tags)
-    paths, ranks = tag_ranks(s._records, leaves, tags)
+    paths, ranks, plan = tag_plan(s._records, leaves, tags)
     s._remember_paths(paths)
-    if n + rest == 1:  # one part: the leaves ranked 0
+    keys: list[list[KeyPath]] | None = None
+    if plan is not None:
+        layout = plan.layout(n + rest)
+        parts = [fill_part(k, hashes, leaves, picks) for k, hashes, picks in layout]
+        keys = [k for k, _, _ in layout]
+    elif n + rest == 1:  # one part: the leaves ranked 0
         parts = [dict(compress(zip(paths, leaves), map(not_, ranks)))]
     else:
         parts = [
@@ -151,11 +193,16 @@ def _route_tags(
     unmatched: list[KeyPath] = []
     if check and not rest and n in ranks:  # an error: split names them
         unmatched = list(compress(paths, map(eq, ranks, repeat(n))))
-    return parts, ranks, unmatched
+    return parts, ranks, unmatched, keys
 
 
 def _warn_no_match(
-    op: str, preds: list[Predicate], parts: list[Part], leaves: list[Any], s: Structure[Any]
+    op: str,
+    preds: list[Predicate],
+    parts: list[Part],
+    leaves: list[Any],
+    s: Structure[Any],
+    stacklevel: int = 3,
 ) -> None:
     """Warn (``NoMatchWarning``) about each tag filter whose tag is declared nowhere in
     the tree and each path filter that matches no path, when its part is empty; what
@@ -194,7 +241,7 @@ def _warn_no_match(
             text + " (Silence with warnings.filterwarnings('ignore', "
             "category=containers.filters.NoMatchWarning).)",
             NoMatchWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
 
 
@@ -267,11 +314,7 @@ def split(tree: Any, /, *filters: Filter) -> tuple[Any, ...]:
             ``True`` is not last, or the tree has a reference cycle.
         FilterError: A filter is not a filter.
     """
-    preds: list[Predicate] = _check_order("split", filters) if filters else [_EVERYTHING]
-    leaves, s = _flat("split", tree)
-    preds = [bind(p, s.paths) for p in preds]
-    parts, which, unmatched = _group(leaves, s, preds, True)
-    _warn_no_match("split", preds, parts, leaves, s)
+    s, parts, which, unmatched, keys = _parts("split", tree, filters, True)
     if unmatched:
         n = len(unmatched)
         leaf = f"the leaf at {_names(unmatched)}" if n == 1 else f"{n} leaves: {_names(unmatched)}"
@@ -280,7 +323,9 @@ def split(tree: Any, /, *filters: Filter) -> tuple[Any, ...]:
             f"for {'it' if n == 1 else 'them'}, or use `...` last to match the rest.",
             unmatched[0],
         )
-    return (_Planned(s, which, [list(p) for p in parts]), *parts)
+    if keys is None:
+        keys = [list(p) for p in parts]
+    return (_Planned(s, which, keys), *parts)
 
 
 @overload
@@ -322,11 +367,7 @@ def state(tree: Any, /, *filters: Filter) -> Part | tuple[Part, ...]:
         StructureError: ``...`` or ``True`` is not last, or the tree has a cycle.
         FilterError: A filter is not a filter.
     """
-    preds: list[Predicate] = _check_order("state", filters) if filters else [_EVERYTHING]
-    leaves, s = _flat("state", tree)
-    preds = [bind(p, s.paths) for p in preds]
-    parts = _group(leaves, s, preds, False)[0]
-    _warn_no_match("state", preds, parts, leaves, s)
+    parts = _parts("state", tree, filters, False)[1]
     return parts[0] if len(parts) == 1 else tuple(parts)
 
 

@@ -84,6 +84,12 @@ static PyMethodDef speedups_methods[] = {
     {"leaf_paths", (PyCFunction)(void (*)(void))speedups_leaf_paths, METH_FASTCALL,
      "leaf_paths(records, context): the key path of every leaf of a Structure's records "
      "(the compiled twin of _records.ranked_paths without ranks)."},
+    {"same_records", (PyCFunction)(void (*)(void))speedups_same_records, METH_FASTCALL,
+     "same_records(a, b): whether two Structures' records are made of the same objects "
+     "(the compiled twin of _structure.same_records_plain)."},
+    {"fill_part", (PyCFunction)(void (*)(void))speedups_fill_part, METH_FASTCALL,
+     "fill_part(keys, hashes, leaves, picks): {keys[i]: leaves[picks[i]]}, each key "
+     "inserted with its hash hashes[i] (the compiled twin of _tags.fill_part_plain)."},
     {"build", (PyCFunction)(void (*)(void))speedups_build, METH_FASTCALL,
      "build(records, leaves, context): the tree of a Structure's records with leaves in "
      "place (the compiled twin of _records.build)."},
@@ -121,6 +127,7 @@ speedups_exec(PyObject *module)
         add_type(module, &PairLoop_spec, NULL) < 0 ||
         add_type(module, &Rebuild_spec, NULL) < 0 ||
         add_type(module, &MapNode_spec, &state->node_type) < 0 ||
+        add_type(module, &KeyHash_spec, NULL) < 0 ||
         PyModule_AddIntConstant(module, "UNROLLED", UNROLLED) < 0) {
         return -1;
     }

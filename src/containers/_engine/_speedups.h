@@ -168,6 +168,11 @@ SPEEDUPS_HIDDEN PyObject *speedups_flatten(PyObject *module, PyObject *const *ar
                                            Py_ssize_t nargs);
 SPEEDUPS_HIDDEN PyObject *speedups_leaf_paths(PyObject *module, PyObject *const *args,
                                               Py_ssize_t nargs);
+SPEEDUPS_HIDDEN PyObject *speedups_same_records(PyObject *module, PyObject *const *args,
+                                                Py_ssize_t nargs);
+SPEEDUPS_HIDDEN PyObject *speedups_fill_part(PyObject *module, PyObject *const *args,
+                                             Py_ssize_t nargs);
+SPEEDUPS_HIDDEN extern PyType_Spec KeyHash_spec;
 SPEEDUPS_HIDDEN PyObject *speedups_build(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* _speedups_rebuild.c */

@@ -367,6 +367,143 @@ flat_extend(Flat *w, PyObject *kids)
     return 0;
 }
 
+/* The declared container kind k's children names, when `_flat._flatten_run` reads
+   its nodes by their fields (a spec, more than one child, and no kept field to
+   snapshot into records): a new reference to the tuple, Py_None (new) if not, NULL on
+   error. Reads slots of the kind and its spec only: no Python code runs. */
+static PyObject *
+flat_run_fields(Flat *w, PyObject *k)
+{
+    PyObject *spec = PyObject_GetAttrString(k, "spec");
+    if (spec == NULL || spec == Py_None) {
+        return spec;
+    }
+    PyObject *names = PyObject_GetAttrString(spec, "children");
+    PyObject *keep = names == NULL ? NULL : PyObject_GetAttrString(spec, "keep");
+    Py_DECREF(spec);
+    if (keep == NULL) {
+        Py_XDECREF(names);
+        return NULL;
+    }
+    int kept = PyObject_IsTrue(keep);
+    Py_DECREF(keep);
+    if (kept < 0) {
+        Py_DECREF(names);
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) <= 1 ||
+        (kept && w->records != NULL)) {
+        Py_DECREF(names);
+        Py_RETURN_NONE;
+    }
+    return names;
+}
+
+/* `_flat._flatten_run` in C for a list of layers read by their fields (flat_run_fields
+   gave names): the same calls in the same order (the kind's flatten of the first
+   node, then each node's fields read as attrgetter reads them), the same answers
+   (0, having appended nothing, where it returns False) and the same records and
+   leaves appended. Saves the Python run's passes over the nodes and their fields
+   (benchmarks/split.py: half of a list of layers' flatten). */
+static int
+flat_run_read(Flat *w, PyObject *kind, PyObject *aux, PyObject *kids, PyObject *k,
+              PyObject *names)
+{
+    PyObject *first = PySequence_Fast_GET_ITEM(kids, 0);
+    PyTypeObject *t = Py_TYPE(first);
+    Py_INCREF(first);
+    PyObject *head = PyObject_CallMethodOneArg(k, w->flatten_name, first);
+    Py_DECREF(first);
+    flat_forget(w);
+    if (head == NULL) {
+        return -1;
+    }
+    /* leaf_types.issuperset(map(type, head[0])) */
+    PyObject *head_kids = PySequence_GetItem(head, 0);
+    Py_DECREF(head);
+    PyObject *fast = head_kids == NULL ? NULL : PySequence_Fast(head_kids, "flatten");
+    Py_XDECREF(head_kids);
+    if (fast == NULL) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); i++) {
+        int leaf = flat_is_leaf_type(w, PySequence_Fast_GET_ITEM(fast, i));
+        if (leaf <= 0) {
+            Py_DECREF(fast);
+            return leaf;
+        }
+    }
+    Py_DECREF(fast);
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(kids); i++) {
+        if (Py_TYPE(PySequence_Fast_GET_ITEM(kids, i)) != t) {
+            return 0;
+        }
+    }
+    Py_ssize_t m = PyTuple_GET_SIZE(names);
+    PyObject *values = PyList_New(0);
+    if (values == NULL) {
+        return -1;
+    }
+    Py_ssize_t n = 0;
+    for (; n < PySequence_Fast_GET_SIZE(kids); n++) {
+        PyObject *kid = Py_NewRef(PySequence_Fast_GET_ITEM(kids, n));
+        for (Py_ssize_t j = 0; j < m; j++) {
+            PyObject *value = PyObject_GetAttr(kid, PyTuple_GET_ITEM(names, j));
+            if (value == NULL || PyList_Append(values, value) < 0) {
+                Py_XDECREF(value);
+                Py_DECREF(kid);
+                Py_DECREF(values);
+                flat_forget(w);
+                if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                    PyErr_Clear();
+                    return 0; /* an unset field: the node-by-node walk names it */
+                }
+                return -1;
+            }
+            Py_DECREF(value);
+        }
+        Py_DECREF(kid);
+    }
+    flat_forget(w); /* an attribute read may run Python code (a property) */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(values); i++) {
+        int leaf = flat_is_leaf_type(w, PyList_GET_ITEM(values, i));
+        if (leaf <= 0) {
+            Py_DECREF(values);
+            return leaf;
+        }
+    }
+    if (w->records != NULL) {
+        PyObject *record = Py_BuildValue("(OOnO)", kind, aux, n, Py_True);
+        if (record == NULL || PyList_Append(w->records, record) < 0) {
+            Py_XDECREF(record);
+            Py_DECREF(values);
+            return -1;
+        }
+        Py_DECREF(record);
+        PyObject *empty = PyTuple_New(0);
+        PyObject *size = PyLong_FromSsize_t(m);
+        PyObject *node = empty == NULL || size == NULL ? NULL : PyTuple_Pack(4, k, empty, size, Py_None);
+        Py_XDECREF(empty);
+        Py_XDECREF(size);
+        /* one record object for every node of the run: records are compared by value
+           (the Python run makes equal tuples) */
+        for (Py_ssize_t i = 0; node != NULL && i < n; i++) {
+            if (PyList_Append(w->records, node) < 0) {
+                Py_CLEAR(node);
+            }
+        }
+        if (node == NULL) {
+            Py_DECREF(values);
+            return -1;
+        }
+        Py_DECREF(node);
+    }
+    Py_ssize_t at = PyList_GET_SIZE(w->leaves);
+    int r = PyList_SetSlice(w->leaves, at, at, values);
+    Py_DECREF(values);
+    return r < 0 ? -1 : 1;
+}
+
 /* 1 if run took a node's children (a list of layers), 0 if not, -1 on error. The
    test before the call is the first one run makes, which has no side effect: most
    nodes (a list of tuples) are not a run, and pay no call. */
@@ -385,15 +522,29 @@ flat_try_run(Flat *w, PyObject *kind, PyObject *aux, PyObject *kids)
     if (leaf != 0) {
         return leaf < 0 ? -1 : 0;
     }
-    PyObject *records = w->records ? w->records : Py_None;
-    PyObject *argv[6] = {kind, aux, kids, w->leaf_types, w->leaves, records};
-    PyObject *took = PyObject_Vectorcall(w->run, argv, 6, NULL);
-    flat_forget(w);
-    if (took == NULL) {
+    PyObject *names = flat_run_fields(w, k);
+    if (names == NULL) {
         return -1;
     }
-    int r = PyObject_IsTrue(took);
-    Py_DECREF(took);
+    int r;
+    if (names != Py_None) {
+        Py_INCREF(k); /* Python code runs: the registry may drop the kind */
+        r = flat_run_read(w, kind, aux, kids, k, names);
+        Py_DECREF(k);
+    }
+    else {
+        PyObject *records = w->records ? w->records : Py_None;
+        PyObject *argv[6] = {kind, aux, kids, w->leaf_types, w->leaves, records};
+        PyObject *took = PyObject_Vectorcall(w->run, argv, 6, NULL);
+        flat_forget(w);
+        if (took == NULL) {
+            Py_DECREF(names);
+            return -1;
+        }
+        r = PyObject_IsTrue(took);
+        Py_DECREF(took);
+    }
+    Py_DECREF(names);
     for (Py_ssize_t i = 0; r > 0 && w->seen && i < PySequence_Fast_GET_SIZE(kids); i++) {
         PyObject *kid = PySequence_Fast_GET_ITEM(kids, i); /* a node it took */
         PyObject *kid_kind = PyDict_GetItemWithError(w->kinds, (PyObject *)Py_TYPE(kid));
