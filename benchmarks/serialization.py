@@ -243,7 +243,10 @@ def _floor_cases(tree: Any, raw: bytes) -> dict[str, Case]:
     from containers._serialize import _format
 
     layout = _format.layout_of_bytes(memoryview(raw), ct.Limits())
-    tensors = list(layout.tensors.values())
+    cuts = [
+        (t.dtype, (t.end - t.begin) // t.dtype.itemsize, layout.data_start + t.begin, t.shape)
+        for t in layout.tensors.values()
+    ]
 
     def save(p: str) -> None:
         _write(p, raw)
@@ -256,8 +259,7 @@ def _floor_cases(tree: Any, raw: bytes) -> dict[str, Case]:
 
     def views(p: str) -> Any:
         data = np.fromfile(p, np.uint8)
-        base = layout.data_start
-        return [np.frombuffer(data, t.dtype, t.end - t.begin, base + t.begin) for t in tensors]
+        return [np.frombuffer(data, d, n, at).reshape(shape) for d, n, at, shape in cuts]
 
     return {
         "floor: read + json.loads of header and tree": (save, header_json),

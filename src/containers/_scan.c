@@ -366,6 +366,7 @@ scan_header(PyObject *self, PyObject *args)
     if (!LIT(&c, "{\"__metadata__\":{"))
         Py_RETURN_NONE;
     PyObject *metadata = PyDict_New(), *tensors = NULL, *specs = NULL, *meta_key = NULL;
+    PyObject *pos_obj = NULL;  /* the previous entry's end: the next one's begin */
     if (metadata == NULL)
         return NULL;
     if (!ch(&c, '}')) {
@@ -421,8 +422,9 @@ scan_header(PyObject *self, PyObject *args)
         }
         pos = end;
         PyObject *items[6];
-        items[0] = PyLong_FromLongLong(begin);
+        items[0] = pos_obj != NULL ? pos_obj : PyLong_FromLongLong(begin);
         items[1] = PyLong_FromLongLong(end);
+        pos_obj = items[1] == NULL ? NULL : Py_NewRef(items[1]);
         items[2] = name;
         Py_INCREF(last.code);
         items[3] = last.code;
@@ -448,6 +450,7 @@ scan_header(PyObject *self, PyObject *args)
         if (!ch(&c, ',') || c.i == c.n)
             goto no;
     }
+    Py_CLEAR(pos_obj);
     if (pos != data_size)
         goto no;
     int has_meta = PyDict_Contains(tensors, meta_key);
@@ -460,6 +463,7 @@ scan_header(PyObject *self, PyObject *args)
     Py_DECREF(tensors);
     return out;
 no:
+    Py_XDECREF(pos_obj);
     Py_XDECREF(metadata);
     Py_XDECREF(tensors);
     Py_XDECREF(specs);
