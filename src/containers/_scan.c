@@ -1190,7 +1190,161 @@ scan_counts(PyObject *self, PyObject *args)
     return Py_BuildValue("(nnnn)", counts[0], counts[1], counts[2], counts[3]);
 }
 
+/* --- the write side: a header's tensor entries ------------------------------------------ */
+
+static char *
+put_int(char *w, int64_t v)
+{
+    char buf[24];
+    int k = 0;
+    do {
+        buf[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (k)
+        *w++ = buf[--k];
+    return w;
+}
+
+static Py_ssize_t
+int_len(int64_t v)
+{
+    Py_ssize_t k = 1;
+    while (v >= 10) {
+        v /= 10;
+        k++;
+    }
+    return k;
+}
+
+/* `Plan.layout`'s entries in one pass: for each index of `order`, the array's name
+   (printable ASCII, no quote or backslash: else None, and the plain twin
+   renders them with json's escapes), the text `middle(array)` gives for its dtype and
+   shape (asked again only when they change), and its offsets; joined by commas. */
+static PyObject *
+scan_entries(PyObject *self, PyObject *args)
+{
+    PyObject *arrays, *names, *order, *middle;
+    if (!PyArg_ParseTuple(args, "O!O!O!O:entries", &PyList_Type, &arrays, &PyList_Type, &names,
+                          &PyList_Type, &order, &middle))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(order), total = 0, k;
+    PyObject **mids = PyMem_Calloc((size_t)(n ? n : 1), sizeof(PyObject *));
+    PyObject **nms = PyMem_Calloc((size_t)(n ? n : 1), sizeof(PyObject *));
+    int64_t *ends = PyMem_Calloc((size_t)(n ? n : 1), sizeof(int64_t));
+    PyObject *last_dtype = NULL, *last_shape = NULL, *last_mid = NULL, *out = NULL;
+    int64_t pos = 0;
+    int none = 0;
+    if (mids == NULL || nms == NULL || ends == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (k = 0; k < n; k++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyList_GET_ITEM(order, k));
+        if (i == -1 && PyErr_Occurred())
+            goto done;
+        if (i < 0 || i >= PyList_GET_SIZE(arrays) || i >= PyList_GET_SIZE(names)) {
+            PyErr_SetString(PyExc_IndexError, "entries: an index out of range");
+            goto done;
+        }
+        PyObject *a = PyList_GET_ITEM(arrays, i), *name = PyList_GET_ITEM(names, i);
+        if (!PyUnicode_Check(name) || !PyUnicode_IS_ASCII(name)) {
+            none = 1;
+            goto done;
+        }
+        const unsigned char *t = PyUnicode_1BYTE_DATA(name);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(name);
+        for (Py_ssize_t j = 0; j < len; j++)
+            if (t[j] < 0x20 || t[j] >= 0x7f || t[j] == '"' || t[j] == '\\') {
+                none = 1;
+                goto done;
+            }
+        PyObject *dtype = PyObject_GetAttrString(a, "dtype");
+        PyObject *shape = dtype == NULL ? NULL : PyObject_GetAttrString(a, "shape");
+        PyObject *nbytes = shape == NULL ? NULL : PyObject_GetAttrString(a, "nbytes");
+        if (nbytes == NULL) {
+            Py_XDECREF(dtype);
+            Py_XDECREF(shape);
+            goto done;
+        }
+        long long size = PyLong_AsLongLong(nbytes);
+        Py_DECREF(nbytes);
+        int same = 0;
+        if (last_dtype == dtype) {
+            same = PyObject_RichCompareBool(last_shape, shape, Py_EQ);
+            if (same < 0) {
+                Py_DECREF(dtype);
+                Py_DECREF(shape);
+                goto done;
+            }
+        }
+        if (!same) {
+            PyObject *mid = PyObject_CallOneArg(middle, a);
+            if (mid == NULL || !PyUnicode_Check(mid) || !PyUnicode_IS_ASCII(mid)) {
+                if (mid != NULL && !PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "entries: middle() must give ASCII text");
+                Py_XDECREF(mid);
+                Py_DECREF(dtype);
+                Py_DECREF(shape);
+                goto done;
+            }
+            Py_XSETREF(last_mid, mid);
+            Py_XSETREF(last_dtype, Py_NewRef(dtype));
+            Py_XSETREF(last_shape, Py_NewRef(shape));
+        }
+        Py_DECREF(dtype);
+        Py_DECREF(shape);
+        if ((size == -1 && PyErr_Occurred()) || size < 0)
+            goto done;
+        mids[k] = Py_NewRef(last_mid);
+        nms[k] = name;
+        int64_t begin = pos;
+        pos += size;
+        ends[k] = pos;
+        total += len + 2 + PyUnicode_GET_LENGTH(last_mid) + int_len(begin) + 1 + int_len(pos) + 2;
+        total += k > 0;  /* the comma before it */
+    }
+    out = PyUnicode_New(total, 127);
+    if (out == NULL)
+        goto done;
+    char *w = (char *)PyUnicode_1BYTE_DATA(out);
+    pos = 0;
+    for (k = 0; k < n; k++) {
+        if (k)
+            *w++ = ',';
+        *w++ = '"';
+        Py_ssize_t len = PyUnicode_GET_LENGTH(nms[k]);
+        memcpy(w, PyUnicode_1BYTE_DATA(nms[k]), (size_t)len);
+        w += len;
+        *w++ = '"';
+        len = PyUnicode_GET_LENGTH(mids[k]);
+        memcpy(w, PyUnicode_1BYTE_DATA(mids[k]), (size_t)len);
+        w += len;
+        w = put_int(w, pos);
+        *w++ = ',';
+        w = put_int(w, ends[k]);
+        *w++ = ']';
+        *w++ = '}';
+        pos = ends[k];
+    }
+done:
+    if (mids != NULL)
+        for (k = 0; k < n; k++)
+            Py_XDECREF(mids[k]);
+    PyMem_Free(mids);
+    PyMem_Free(nms);
+    PyMem_Free(ends);
+    Py_XDECREF(last_dtype);
+    Py_XDECREF(last_shape);
+    Py_XDECREF(last_mid);
+    if (out == NULL && none && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return out;
+}
+
 static PyMethodDef scan_methods[] = {
+    {"entries", scan_entries, METH_VARARGS,
+     "entries(arrays, names, order, middle) -> str | None"},
     {"tree_span", scan_tree_span, METH_O, "tree_span(text) -> (a, b) | None"},
     {"counts", scan_counts, METH_VARARGS,
      "counts(text, a, b) -> (opens, commas, colons, quotes) | None"},

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import json.encoder
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from containers._serialize import _format
+from containers._serialize import _format, _strictjson
 from containers._serialize._format import (
     CODES,
     FORMAT_KEY,
@@ -25,6 +26,16 @@ from containers._serialize._format import (
 )
 
 __all__ = ["Plan"]
+
+
+_ITEMSIZE = operator.attrgetter("itemsize")
+
+
+def _middle(a: np.ndarray[Any, Any]) -> str:
+    """An entry's text between its name and its offsets (``containers._scan.entries``
+    asks for it once per run of arrays of one dtype and shape)."""
+    shape = ",".join(map(str, a.shape))
+    return f':{{"dtype":"{CODES[a.dtype.type]}","shape":[{shape}],"data_offsets":['
 
 
 @dataclass
@@ -48,12 +59,17 @@ class Plan:
         (tests/test_serialize_encode.py).
         """
         arrays, names = self.arrays, self.names
-        sizes = {a.itemsize for a in arrays}
+        sizes = set(map(_ITEMSIZE, arrays))
         if len(sizes) == 1:  # no ties: the names are distinct
             order = sorted(range(len(arrays)), key=names.__getitem__)
         else:
             keyed = sorted(zip([-a.itemsize for a in arrays], names, range(len(arrays))))
             order = [k[2] for k in keyed]
+        scan = _strictjson._scan
+        if scan is not None:  # in C, one pass: the names as they are, if none needs escapes
+            text: str | None = scan.entries(arrays, names, order, _middle)
+            if text is not None:
+                return text, order
         # What json.dumps gives for a str, without its per-call overhead (100,000 names).
         dumps = json.encoder.encode_basestring_ascii
         middles: dict[tuple[Any, tuple[int, ...]], str] = {}
