@@ -1,5 +1,6 @@
 """Build the optional C accelerators, ``containers._engine._speedups`` (fmap's loops) and
-``containers._crc32`` (the CRC32s of save and load); everything else about the package
+``containers._crc32`` (the CRC32s of save and load) and ``containers._scan`` (the
+header and tree of load's usual files); everything else about the package
 is in pyproject.toml.
 
 The extensions are optional: where one cannot be built (no C compiler, an interpreter
@@ -22,4 +23,5 @@ speedups = Extension(
     optional=True,
 )
 crc32 = Extension("containers._crc32", ["src/containers/_crc32.c"], optional=True)
-setup(ext_modules=[speedups, crc32] if platform.python_implementation() == "CPython" else [])
+scan = Extension("containers._scan", ["src/containers/_scan.c"], optional=True)
+setup(ext_modules=[speedups, crc32, scan] if platform.python_implementation() == "CPython" else [])

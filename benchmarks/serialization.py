@@ -22,6 +22,9 @@ Contenders, each saving to and loading from a file in a temp directory:
 - numpy: `np.savez` / `np.load` of the flat dict (scalars as 0-d arrays);
 - raw: the bytes of containers' file written with one `os.write` (and + `fsync`), and
   read back with one `readinto` into a preallocated buffer: the physical limit;
+- floor (ISSUE 33): what any reader of the file pays above its bytes, with no check and
+  no tree: ``json.loads`` of the header and of the tree string, and ``np.frombuffer``
+  views at offsets known in advance;
 - containers' loads to a framework or a template (ISSUE 30), each beside the plain load
   followed by the framework's own conversion, which the issue bounds them by (1.1x):
   `ct.load(to="torch")` vs `ct.load` then `torch.from_numpy` over the leaves,
@@ -202,6 +205,7 @@ def cases(tree: Any) -> dict[str, Case]:
         return buffer
 
     out.update(_target_cases(tree, torch_tree))
+    out.update(_floor_cases(tree, raw))
     out["raw write+fsync / readinto"] = (lambda p: _fsync_write(p, raw), raw_read)
     out["raw write (no fsync)"] = (lambda p: _write(p, raw), raw_read)
     return out
@@ -231,6 +235,38 @@ def _target_cases(tree: Any, torch_tree: Any) -> dict[str, Case]:
     }
 
 
+def _floor_cases(tree: Any, raw: bytes) -> dict[str, Case]:
+    """What any reader of containers' file pays above the bytes (ISSUE 33's floor): the
+    header's JSON parsed whole by ``json.loads`` (no check, no tree), and the arrays
+    cut as views from one read of the file at offsets known in advance (no header, no
+    CRC32, no tree). Their loads return no tree (``check`` skips them)."""
+    from containers._serialize import _format
+
+    layout = _format.layout_of_bytes(memoryview(raw), ct.Limits())
+    cuts = [
+        (t.dtype, (t.end - t.begin) // t.dtype.itemsize, layout.data_start + t.begin, t.shape)
+        for t in layout.tensors.values()
+    ]
+
+    def save(p: str) -> None:
+        _write(p, raw)
+
+    def header_json(p: str) -> Any:
+        with open(p, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(n))
+        return json.loads(header["__metadata__"][_format.TREE_KEY])
+
+    def views(p: str) -> Any:
+        data = np.fromfile(p, np.uint8)
+        return [np.frombuffer(data, d, n, at).reshape(shape) for d, n, at, shape in cuts]
+
+    return {
+        "floor: read + json.loads of header and tree": (save, header_json),
+        "floor: read + np.frombuffer views": (save, views),
+    }
+
+
 def _as_numpy(x: Any) -> Any:
     if type(x).__module__.startswith("torch"):
         return x.numpy()
@@ -243,6 +279,8 @@ def check(name: str, tree: Any, loaded: Any) -> str | None:
     """Why ``loaded`` differs from ``tree``, or None when it agrees."""
     if name.startswith("raw"):
         return None if bytes(loaded) == ct.serialize(tree) else "bytes differ"
+    if name.startswith("floor"):
+        return None
     pairs = ct.leaves_with_path(tree)
     if name.startswith("numpy"):
         got = [loaded[f"a{i}"] for i in range(len(pairs))]

@@ -110,6 +110,34 @@ def test_layout_renders_as_json_dumps(tree: Any) -> None:
     assert plan.layout() == plan._layout_plain()
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.text(alphabet=st.sampled_from('ab"\\\x00\x1f\x7f\u00e9 ~'), max_size=4),
+            st.sampled_from([np.float32, np.int8, np.float64, np.bool_]),
+            st.lists(st.integers(0, 3), max_size=2),
+        ),
+        max_size=12,
+    )
+)
+def test_layout_in_c_and_python_agree_on_any_name(items: list[Any]) -> None:
+    """Plan.layout gives the same entries with containers._scan.entries as without it
+    (names with quotes, backslashes, control characters, DEL and non-ASCII, which the C
+    pass leaves to json's escapes), and as its json.dumps twin."""
+    from containers._serialize import _strictjson
+
+    tree = {name: np.zeros(shape, dtype) for name, dtype, shape in items}
+    plan = encode(tree)
+    got = plan.layout()
+    scan = _strictjson._scan
+    _strictjson._scan = None
+    try:
+        assert got == plan.layout() == plan._layout_plain()
+    finally:
+        _strictjson._scan = scan
+
+
 def test_layout_orders_by_item_size_then_name() -> None:
     """Tensors of mixed item sizes are sorted largest first, then by name, in both twins."""
     tree = {"b": np.zeros(2, np.int8), "a": np.zeros(2, np.float64), "c": np.ones(1, np.float32)}

@@ -5,6 +5,8 @@ huge tensors."""
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
 import os
 import random
@@ -23,7 +25,7 @@ import safetensors.numpy
 from hypothesis import HealthCheck, given, settings
 
 import containers as ct
-from containers._serialize import _decode, _diff, _format, _layout
+from containers._serialize import _decode, _diff, _format, _layout, _recparse, _strictjson
 
 
 @ct.container(children=["w", "b"], keep=["name", "shape"], name="tests.fuzz.Layer")
@@ -171,14 +173,16 @@ def _result(fn: Any) -> Any:
 
 def _strict_header(raw: bytes, size: int) -> Any:
     """``parse_header`` with its usual-header fast paths turned off."""
-    usual, column = _layout._usual_layout, _layout._column_layout
+    usual, column, scan = _layout._usual_layout, _layout._column_layout, _layout._scan
     _layout._usual_layout = lambda *args: None  # type: ignore[assignment]
     _layout._column_layout = lambda *args: None  # type: ignore[assignment]
+    _layout._scan = None
     try:
         return _format.parse_header(raw, size, ct.Limits())
     finally:
         _layout._usual_layout = usual  # type: ignore[assignment]
         _layout._column_layout = column  # type: ignore[assignment]
+        _layout._scan = scan
 
 
 def _usual_headers(seeds: list[bytes]) -> list[bytes]:
@@ -606,3 +610,112 @@ def test_mutated_index_files_of_the_sharded_corpus_read_nothing_outside(tmp_path
                 if isinstance(out, dict):
                     for v in ct.leaves(out):
                         assert not (np.asarray(v) == 6).any(), "read outside the directory"
+
+
+# --- containers._scan (the header and tree parsed in C) against its plain twins ---------
+
+
+def _plain_seeds() -> list[bytes]:
+    """Valid files of the trees ``_scan`` reads whole (dicts, lists, tuples, None,
+    arrays, plain scalars), with shared arrays and shared nodes, and a class record."""
+    a = np.arange(4, dtype=np.float32)
+    inner = {"x": a, "y": [1, 2]}
+    trees = [
+        {"a": a, "b": a, "c": [1, 2.5, "x\n", None, True, -0.0, 2**50], "d": (), "e": {}},
+        [inner, inner, (None, [np.zeros((2, 0), np.int8)], np.ones((2, 3), np.float64))],
+        {f"k{i}": {f"a{j}": np.full(3, i + j, np.int32) for j in range(5)} for i in range(4)},
+        np.arange(3, dtype=np.uint16),
+        7,
+        [Layer(a, np.zeros(2), "l", (1,)), {"s": [a, a]}],
+        {"deep": [[[[[[a]]]]]], "n": None, "t": (1.5, 'q\\"', [])},
+        {"\u00e9": a},  # a key outside ASCII: left to the Python tiers
+    ]
+    return [ct.serialize(t, metadata={"note": 'a "b"\t'}) for t in trees]
+
+
+def _outcome(fn: Any) -> Any:
+    """What ``fn()`` gives, comparable across runs: the tree's repr and which of its
+    leaves are one object, or the error's class and message."""
+    try:
+        tree = fn()
+    except ct.SerializationError as err:
+        return (type(err).__name__, str(err))
+    leaves = ct.leaves(tree)
+    first: dict[int, int] = {}
+    return repr(tree), [first.setdefault(id(x), i) for i, x in enumerate(leaves)]
+
+
+def _scan_check(data: bytes) -> tuple[bool, bool, bool]:
+    """Hold each part of ``_scan`` to its plain twin on one file; say which ran."""
+    limits = ct.Limits()
+    if len(data) < 8 or int.from_bytes(data[:8], "little") > len(data) - 8:
+        return False, False, False
+    n = int.from_bytes(data[:8], "little")
+    try:
+        text = data[8 : 8 + n].decode()
+    except UnicodeDecodeError:
+        return False, False, False
+    span = _result(lambda: _layout._tree_span(text))
+    scan = _layout._scan
+    try:
+        _layout._scan = None
+        assert span == _result(lambda: _layout._tree_span(text))
+    finally:
+        _layout._scan = scan
+    scanned = _layout._scanned_layout(text, 8 + n, len(data), limits)
+    if scanned is not None:  # a subset of what the columnar path reads, the same layout
+        assert scanned == _layout._column_layout(text, 8 + n, len(data), limits)
+    try:
+        layout = _format.parse_header(data[8 : 8 + n], len(data), limits)
+    except ct.SerializationError:
+        return scanned is not None, False, False
+    tree = layout.metadata.get(_format.TREE_KEY)
+    if type(tree) is not str:
+        return scanned is not None, False, False
+    records = _recparse._scanned_records(tree, limits)
+    if records is None:
+        return scanned is not None, False, False
+    items = itertools.chain.from_iterable(_strictjson.json_array_chunks(tree, "the tree"))
+    plain = _recparse._records_usual(items, limits)
+    assert plain is not None
+    assert repr(records[:4]) == repr(plain[:4])  # repr: -0.0 and 0.0, types
+    if records.columns is None:
+        return scanned is not None, True, False
+    arrays = _format.read_arrays(io.BytesIO(data), layout, None)
+    got = _outcome(lambda: _decode.build(records, arrays, limits))
+    assert got == _outcome(lambda: _decode.build(records._replace(columns=None), arrays, limits))
+    return scanned is not None, True, True
+
+
+@pytest.mark.skipif(_layout._scan is None, reason="containers._scan is not built")
+def test_scan_agrees_with_its_plain_twins():
+    """containers._scan gives what its plain twins give, on valid files and 20,000
+    mutations: the header's layout (_column_layout), the tree span bound_json skips
+    (_tree_span), the records (_records_usual) and the tree rebuilt from the Structure
+    records it makes (_decode.build record by record: the same values, the same shared
+    objects, or the same error)."""
+    rng = random.Random(4242)
+    seeds = _plain_seeds() + _seeds()
+    counts = Counter()
+    # which parts read each plain seed whole: not an empty tensor (1) or a file of no
+    # tensor (4) in the header, nor a key outside ASCII (7: its escapes); not a shared
+    # node (1) or a class record (5) in the rebuild
+    ran = [(1, 1, 1), (0, 1, 0), (1, 1, 1), (1, 1, 1), (0, 1, 1), (1, 1, 0), (1, 1, 1), (0, 0, 0)]
+    for i, data in enumerate(_plain_seeds()):
+        assert _scan_check(data) == tuple(map(bool, ran[i])), i
+    for data in seeds + [_mutate(rng.choice(seeds), rng) for _ in range(20_000)]:
+        counts.update(k for k, ran in zip("hrb", _scan_check(data)) if ran)
+    assert counts["h"] > 1_000 and counts["r"] > 1_000 and counts["b"] > 500, counts
+
+
+@pytest.mark.skipif(_layout._scan is None, reason="containers._scan is not built")
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.recursive(st.one_of(_scalars, _arrays()), _node, max_leaves=12), st.randoms())
+def test_scan_agrees_on_random_trees(tree, rnd):
+    """On random trees (shared subtrees included) and mutations of their files, the
+    C parse of header and tree and the rebuild from its Structure records agree with
+    the plain twins."""
+    data = ct.serialize([tree, tree, ct.leaves(tree)])
+    _scan_check(data)
+    for _ in range(5):
+        _scan_check(_mutate(data, random.Random(rnd.random())))

@@ -140,7 +140,7 @@ def deserialize(
             return fit(like, _leaves(records, layout, arrays, limits, max_path), "", pairs=pairs)
     with _gc_paused():
         layout = layout_of_bytes(view, limits)
-        records = _records(layout, limits)
+        records = _records(layout, limits, columns=True)
         check_root(records.recs, expect)
         arrays = view_arrays(view, layout, _wants(records, layout) if verify else None, copy=True)
         if to is not None:

@@ -145,6 +145,16 @@ def build(
     """
     recs = records.recs
     check_root(recs, expect)
+    # When every tensor is referenced exactly once (checked here, in C), array records
+    # need no per-record bookkeeping, and only alias targets are remembered
+    # (benchmarks/serialization.py, "many": 100,000 array records).
+    # The tree lists the tensors in the file's order when that order is the tree's (as
+    # save writes a tree of one dtype): a list comparison, no name hashed.
+    names = records.names
+    in_order = len(names) == len(arrays) and names == list(arrays)
+    clean = in_order or (len(names) == len(arrays) and arrays.keys() == set(names))
+    if clean and records.columns is not None and records.columns[1] is not None:
+        return _build_columns(records.columns, arrays, in_order)
     shared: dict[int, Any] = {}  # record index -> value, for arrays and mutable nodes
     used: set[str] = set()
     problems: list[Problem] = []
@@ -154,11 +164,6 @@ def build(
     max_depth = limits.max_depth
     # The path of the record at hand, for messages: built only when one is written.
     where = functools.partial(_path, recs, stack)
-    # When every tensor is referenced exactly once (checked here, in C), array records
-    # need no per-record bookkeeping, and only alias targets are remembered
-    # (benchmarks/serialization.py, "many": 100,000 array records).
-    names = records.names
-    clean = len(names) == len(arrays) and arrays.keys() == set(names)
     targets = records.targets
     for j, rec in enumerate(recs):
         if done:
@@ -234,6 +239,33 @@ def build(
         err.problems = [str(p) for p in problems]
         raise err
     return result
+
+
+def _build_columns(columns: list[Any], arrays: dict[str, Any], in_order: bool) -> Any:
+    """The tree of a file whose records ``containers._scan`` also gave as a
+    ``Structure``'s (a tree of dicts, lists, tuples, Nones, arrays and scalars, checked
+    whole: one root, no record after it, not deeper than ``max_depth``): its leaves,
+    each tensor's name replaced by its array, rebuilt by ``Structure.unflatten`` (the
+    compiled ``_records.build`` where the extension is built), as ``build`` would
+    rebuild them record by record (tests/test_serialize_fuzz.py compares the two).
+
+    The leaves are filled in place and taken out of ``columns`` (a copy would cost a
+    slot per leaf, a tenth of a tree of floats' file): a second build of the same
+    records goes record by record. When the tree names the tensors in the file's order
+    (``in_order``) and no alias repeats one, the arrays go to their places in that
+    order, no name looked up."""
+    from containers._structure import Structure
+
+    srecs, leaves, at = columns
+    columns[1] = None
+    if in_order and len(at) == len(arrays):
+        for k, value in zip(at, arrays.values()):
+            leaves[k] = value
+    else:
+        get = arrays.__getitem__
+        for k in at:
+            leaves[k] = get(leaves[k])
+    return Structure(tuple(srecs), len(leaves)).unflatten(leaves)
 
 
 def _make(

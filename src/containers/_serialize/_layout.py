@@ -31,6 +31,7 @@ from containers._serialize._strictjson import (
     _int,
     _shown,
     bound_json,
+    load_scan,
     strict_json,
 )
 
@@ -120,6 +121,10 @@ class Layout:
 
 _ENTRY_KEYS = frozenset({"dtype", "shape", "data_offsets"})
 
+#: ``containers._scan`` (the header and tree parsed in C), or None. Read at each call
+#: (tests switch it off).
+_scan = load_scan()
+
 
 def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Layout:
     """Validate a header (the bytes after the 8-byte length) against the file size.
@@ -143,7 +148,9 @@ def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Lay
     except UnicodeDecodeError as err:
         raise FormatError(f"the header is not UTF-8 ({err.reason} at byte {err.start}).") from None
     bound_json(text, "the header", PARSE_FACTOR * len(raw), skip=_tree_span(text))
-    usual = _column_layout(text, data_start, file_size, limits)
+    usual = _scanned_layout(text, data_start, file_size, limits)
+    if usual is None:
+        usual = _column_layout(text, data_start, file_size, limits)
     if usual is None:
         usual = _usual_layout(text, data_start, file_size, limits)
     if usual is not None:
@@ -219,6 +226,19 @@ _TREE_AT = f'"{TREE_KEY}":"'
 
 
 def _tree_span(text: str) -> tuple[int, int]:
+    """``_tree_span_plain``'s answer, from ``containers._scan.tree_span`` (one pass in
+    C: the three ``str.count`` of its plain twin search for two- and three-character
+    strings, 30 ms over the "many" header of benchmarks/serialization.py) when it is
+    built and the text is ASCII."""
+    scan = _scan
+    if scan is not None:
+        span: tuple[int, int] | None = scan.tree_span(text)
+        if span is not None:
+            return span
+    return _tree_span_plain(text)
+
+
+def _tree_span_plain(text: str) -> tuple[int, int]:
     """Where the tree string of a header written by containers lies (its content), or
     ``(0, 0)``: the span between ``"containers.tree":"`` and the first ``]"`` after it,
     kept only when every quote in it is escaped and no backslash is escaped before a
@@ -421,6 +441,31 @@ def _column_layout(text: str, data_start: int, file_size: int, limits: Limits) -
     if len(by_name) != n or _META in by_name:  # a duplicate key
         return None
     return Layout(by_name, metadata, data_start, file_size)
+
+
+def _scanned_layout(text: str, data_start: int, file_size: int, limits: Limits) -> Layout | None:
+    """``_column_layout``'s result, parsed in C (``containers._scan.header``: one pass
+    over the header, the entries made as ``Tensor`` tuples, every number bounded to 18
+    digits before it is read), or None to let ``_column_layout`` decide: the fast path
+    of a header as containers writes it (benchmarks/serialization.py, "many": 100,000
+    entries). It accepts a subset of what ``_column_layout`` accepts (ASCII text, no
+    whitespace in ``__metadata__``, only ASCII escapes in its strings) and builds the
+    same ``Layout`` (tests/test_serialize_fuzz.py holds the tiers to each other)."""
+    scan = _scan
+    if scan is None:
+        return None
+    got = scan.header(
+        text,
+        file_size - data_start,
+        min(limits.max_tensors, sys.maxsize),
+        min(limits.max_ndim, sys.maxsize),
+        DTYPES,
+        Tensor,
+    )
+    if got is None:
+        return None
+    metadata, tensors = got
+    return Layout(tensors, metadata, data_start, file_size)
 
 
 _CODE = operator.itemgetter(0)

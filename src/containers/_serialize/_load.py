@@ -247,7 +247,7 @@ def load(
     total = 0
     with _in_file(path), open_for_reading(path) as f, _gc_paused():
         layout = read_layout(f, limits)
-        records = _records(layout, limits)
+        records = _records(layout, limits, columns=True)
         check_root(records.recs, expect)
         wants = _wants(records, layout) if verify else None
         if mmap:
@@ -297,7 +297,7 @@ def _load_whole(
     records = None
     if TREE_KEY in meta or FORMAT_KEY in meta:
         with _in_file(opened.path):
-            records = _records_of(meta, limits)
+            records = _records_of(meta, limits, columns=like is _NO_TEMPLATE)
             check_root(records.recs, expect)
     elif expect is not None and expect is not dict:
         raise SerializationError(
@@ -404,7 +404,7 @@ def _lazy_tree(opened: Opened, limits: Limits, expect: Any, verify: bool, *, fla
                     f"has no containers tree: it loads as a flat dict of its tensors."
                 )
             return {name: LazyArray(src, t, None) for name, (src, t) in opened.tensors.items()}
-        records = _records_of(meta, limits)
+        records = _records_of(meta, limits, columns=True)
         check_root(records.recs, expect)
         crcs = dict(zip(records.names, records.crcs)) if verify else {}
         arrays: dict[str, Any] = {

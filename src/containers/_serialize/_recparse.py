@@ -25,6 +25,8 @@ from containers._errors import (
     short_repr,
 )
 from containers._paths import AttrKey, DictKey, IndexKey, Key
+from containers._registry import DICT, LIST, NONE, TUPLE
+from containers._serialize import _layout
 from containers._serialize._arrays import Wants
 from containers._serialize._encode import FACTORIES
 from containers._serialize._layout import FORMAT_KEY, FORMAT_VERSION, TREE_KEY, Layout
@@ -215,25 +217,35 @@ class Records(NamedTuple):
     """A file's validated records, and what ``build`` and the CRC32 checks need from
     them, collected in the same pass (benchmarks/serialization.py, "many": 100,000
     array records): the tensor name and CRC32 of each array record, in record order,
-    and the indices of the records that aliases point to."""
+    and the indices of the records that aliases point to; ``columns``, for a tree of
+    dicts, lists, tuples, Nones, arrays and scalars parsed by ``containers._scan``, is
+    its ``Structure`` records, its leaves (a tensor's name where an array goes) and the
+    positions of the arrays among them, which ``_decode.build`` hands to the compiled
+    rebuild, once (None: ``build`` reads the records one by one)."""
 
     recs: list[Rec]
     names: list[str]
     crcs: list[int]
     targets: set[int]
+    columns: list[Any] | None = None
 
 
 _TREE_FACTOR = 18
 
+#: What ``containers._scan.records`` shares with the Python tiers: the record type, the
+#: shared records without data, and how many dict keys' hashes may collide.
+_SCAN_CONTEXT = (Rec, _NONE_REC, _SEQ_RECS, _EMPTY_DICT_REC, _FEW_KEYS, DICT, LIST, TUPLE, NONE)
 
-def parse_records(text: str, limits: Limits) -> Records:
+
+def parse_records(text: str, limits: Limits, *, columns: bool = False) -> Records:
     """Parse and validate the tree string of a file into records.
 
     The records are parsed a chunk at a time (``_format.json_array_chunks``) and each is
     let go of once validated: the parsed JSON of a tree of a million tiny records (a
     list per record, 10 times the text) is never held whole. Errors come in the order
     of parsing the whole text first: a JSON error anywhere, then too many records, then
-    the first bad record.
+    the first bad record. With ``columns``, the records of a plain tree also come as a
+    ``Structure``'s, for ``build`` (``Records.columns``).
 
     Raises:
         FormatError: the string is not a list of valid records.
@@ -245,8 +257,10 @@ def parse_records(text: str, limits: Limits) -> Records:
     if not _ARRAY(text):
         strict_json(text, "the tree")  # its JSON error, or not a list
         raise FormatError(_NOT_A_LIST)
-    items = itertools.chain.from_iterable(json_array_chunks(text, "the tree"))
-    records = _records_usual(items, limits)
+    records = _scanned_records(text, limits, columns)
+    if records is None:
+        items = itertools.chain.from_iterable(json_array_chunks(text, "the tree"))
+        records = _records_usual(items, limits)
     if records is None:  # a bad CRC32 string: _records_strict says which is first
         items = itertools.chain.from_iterable(json_array_chunks(text, "the tree"))
         records = _records_strict(items)
@@ -311,6 +325,25 @@ def _check_expansion(records: Records, limits: Limits) -> None:
             k, _, size = top
             if k in targets:
                 sizes[k] = size
+
+
+def _scanned_records(text: str, limits: Limits, columns: bool = True) -> Records | None:
+    """``_records_usual``'s result, parsed in C (``containers._scan.records``: one pass
+    over the text, no JSON object per record), or None to let the Python tiers decide:
+    the fast path of a tree as containers writes it (benchmarks/serialization.py,
+    "many": 110,000 records). It reads the records A, S (a plain JSON value), N, L, T,
+    D (string keys), C and @, without whitespace, and gives up on anything else, valid
+    or not, and on any record the Python tiers would refuse (so they say why); the
+    records it builds are theirs (tests/test_serialize_fuzz.py compares them)."""
+    scan = _layout._scan
+    if scan is None:
+        return None
+    got = scan.records(
+        text,
+        min(limits.max_nodes, sys.maxsize),
+        (*_SCAN_CONTEXT, min(limits.max_depth, sys.maxsize), columns),
+    )
+    return None if got is None else Records(*got)
 
 
 def _records_usual(items: Iterator[Any], limits: Limits) -> Records | None:
@@ -446,12 +479,14 @@ def key_of(rec: Rec, i: int) -> str:
 # --- a file's records, from its metadata ----------------------------------------------
 
 
-def _records(layout: Layout, limits: Limits) -> Records:
-    return _records_of(layout.metadata, limits)
+def _records(layout: Layout, limits: Limits, *, columns: bool = False) -> Records:
+    return _records_of(layout.metadata, limits, columns=columns)
 
 
-def _records_of(meta: dict[str, str], limits: Limits) -> Records:
-    """The validated records of a file's (or a sharded checkpoint's index's) metadata."""
+def _records_of(meta: dict[str, str], limits: Limits, *, columns: bool = False) -> Records:
+    """The validated records of a file's (or a sharded checkpoint's index's) metadata
+    (with ``columns``, for ``build``: the ``Structure`` records too, where ``_scan``
+    makes them)."""
     fmt = meta.get(FORMAT_KEY)
     if TREE_KEY not in meta or fmt is None:
         raise FormatError(
@@ -466,7 +501,7 @@ def _records_of(meta: dict[str, str], limits: Limits) -> Records:
                 f"(format {FORMAT_VERSION}). Upgrade containers to load it."
             )
         raise FormatError(f"unknown containers format {fmt[:20]!r}. The file is corrupt.")
-    return parse_records(meta[TREE_KEY], limits)
+    return parse_records(meta[TREE_KEY], limits, columns=columns)
 
 
 def _wants(records: Records, layout: Layout) -> Wants:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator
 from json.scanner import make_scanner
@@ -20,7 +21,25 @@ import numpy as np
 
 from containers._errors import FormatError, LimitError, short_repr
 
-__all__ = ["PARSE_FACTOR", "bound_json", "json_array_chunks", "strict_json"]
+__all__ = ["PARSE_FACTOR", "bound_json", "json_array_chunks", "load_scan", "strict_json"]
+
+
+def load_scan() -> Any:
+    """``containers._scan`` (a header's counts, layout and tree parsed in C) when it
+    was built, else None, and then its plain twins run (``str.count``,
+    ``_layout._column_layout``, ``_recparse._records_usual``); also None when
+    ``CONTAINERS_PURE_PYTHON`` is set."""
+    if os.environ.get("CONTAINERS_PURE_PYTHON"):
+        return None
+    try:
+        from containers import _scan
+    except ImportError:  # pragma: no cover - built in the test environment
+        return None
+    return _scan
+
+
+#: ``containers._scan``, or None. Read at each call (tests switch it off).
+_scan = load_scan()
 
 
 def _shown(value: Any) -> str:
@@ -227,12 +246,12 @@ def bound_json(text: str, what: str, budget: int, *, skip: tuple[int, int] = (0,
     """
     a, b = skip
     n = len(text)
-
-    def count(sub: str) -> int:
-        return text.count(sub, 0, a) + text.count(sub, b, n)
-
-    opens = count("[") + count("{")
-    commas, colons, strings = count(","), count(":"), count('"') // 2
+    counted = None if _scan is None else _scan.counts(text, a, b)  # one pass, in C
+    if counted is not None:
+        opens, commas, colons, quotes = counted
+        strings = quotes // 2
+    else:
+        opens, commas, colons, strings = _counts_plain(text, a, b)
     if _cost(opens, commas, colons, strings, n) <= budget:
         return
     singles = _singles(text)
@@ -247,6 +266,17 @@ def bound_json(text: str, what: str, budget: int, *, skip: tuple[int, int] = (0,
             f"arrays and objects and {strings:,} strings, far more than a valid file of "
             f"that size needs. The file is corrupt or hostile."
         )
+
+
+def _counts_plain(text: str, a: int, b: int) -> tuple[int, int, int, int]:
+    """``[`` and ``{``, ``,``, ``:`` and strings (quotes halved) outside ``[a, b)``:
+    the plain twin of ``containers._scan.counts``."""
+    n = len(text)
+
+    def count(sub: str) -> int:
+        return text.count(sub, 0, a) + text.count(sub, b, n)
+
+    return count("[") + count("{"), count(","), count(":"), count('"') // 2
 
 
 #: The one-character strings most frequent in trees (record tags, the float form).

@@ -1,0 +1,21 @@
+# The header and tree of a containers file parsed in C (_scan.c); optional, see
+# _serialize._strictjson.load_scan. Each function returns None where its plain twin decides.
+from typing import Any
+
+def header(
+    text: str,
+    data_size: int,
+    max_tensors: int,
+    max_ndim: int,
+    dtypes: dict[str, Any],
+    tensor: type,
+    /,
+) -> tuple[dict[str, str], dict[str, Any]] | None: ...
+def records(
+    text: str, max_nodes: int, context: tuple[Any, ...], /
+) -> tuple[list[Any], list[str], list[int], set[int], list[Any] | None] | None: ...
+def tree_span(text: str, /) -> tuple[int, int] | None: ...
+def counts(text: str, a: int, b: int, /) -> tuple[int, int, int, int] | None: ...
+def entries(
+    arrays: list[Any], names: list[str], order: list[int], middle: Any, /
+) -> str | None: ...
