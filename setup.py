@@ -23,5 +23,10 @@ speedups = Extension(
     optional=True,
 )
 crc32 = Extension("containers._crc32", ["src/containers/_crc32.c"], optional=True)
-scan = Extension("containers._scan", ["src/containers/_scan.c"], optional=True)
+scan = Extension(
+    "containers._scan",
+    ["src/containers/_scan.c", "src/containers/_scan_records.c"],
+    depends=["src/containers/_scan.h"],
+    optional=True,
+)
 setup(ext_modules=[speedups, crc32, scan] if platform.python_implementation() == "CPython" else [])

@@ -72,6 +72,8 @@ C_SOURCES = [
     *(f"_engine/_speedups{part}.c" for part in ("", "_idtable", "_loop", "_mapnode")),
     *(f"_engine/_speedups{part}.c" for part in ("_flatten", "_paths", "_build", "_rebuild")),
     "_crc32.c",
+    "_scan.c",
+    "_scan_records.c",
 ]
 
 
