@@ -13,6 +13,7 @@ and have compiled twins (``_speedups.build``, ``_speedups.leaf_paths``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from itertools import chain, cycle, repeat
 from operator import itemgetter
 from typing import Any
@@ -26,6 +27,7 @@ from containers._registry import DICT, LIST, TUPLE, NodeKind
 __all__ = [
     "CLOSE",
     "C_BUILD_CONTEXT",
+    "C_LIVE_BUILD_CONTEXT",
     "LEAF",
     "OPEN",
     "PATHS_CONTEXT",
@@ -43,8 +45,13 @@ __all__ = [
 Record = tuple[NodeKind, Any, int, Any]
 
 
-def build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
+def build(records: Sequence[Record], leaves: Sequence[Any], fresh: bool = True) -> Any:
     """Rebuild a tree from pre-order records and leaves, with a stack of open nodes.
+
+    Each node but tuples and lists is made by its kind's ``unflatten_fresh`` (a
+    Structure's rebuild: mutable kept values copied), or with ``fresh=False`` by its
+    ``unflatten`` (the executor maps' one walk: kept values kept as the same objects,
+    as fmap keeps them).
 
     The innermost open node is kept in locals (``pkind``, ``paux``, ``pn``, ``pmask``,
     ``pout``), the others on ``stack``: a node whose children are all leaves is built
@@ -106,7 +113,10 @@ def build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
             else:
                 if shared and pos < total:
                     leaves, shared = list(leaves), False
-                value = kind.unflatten_fresh(aux, kids)  # copies mutable kept values
+                if fresh:
+                    value = kind.unflatten_fresh(aux, kids)  # copies mutable kept values
+                else:
+                    value = kind.unflatten(aux, kids)
             if pout is None:
                 return value
             pout.append(value)
@@ -127,10 +137,13 @@ def build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
 
 #: What the compiled twin of ``build`` (``_speedups.build``) reads besides the records
 #: and leaves: the kinds it builds itself, the dict kind's ``unflatten_fresh`` as
-#: imported (it builds dicts itself only while that is still the one), and ``build``,
-#: to which it hands records that are not what flatten makes. Like ``build``, it calls
-#: each other kind's ``unflatten_fresh``.
-C_BUILD_CONTEXT = (TUPLE, LIST, DICT, DICT.unflatten_fresh, build)
+#: imported (it builds dicts itself only while that is still the one), ``build``, to
+#: which it hands records that are not what flatten makes, and the name of the method
+#: it calls on each other kind, as ``build`` does: a Structure's rebuild.
+C_BUILD_CONTEXT = (TUPLE, LIST, DICT, DICT.unflatten_fresh, build, "unflatten_fresh")
+#: ``C_BUILD_CONTEXT`` for ``build(..., fresh=False)``: kept values kept, as fmap keeps
+#: them (the executor maps' one walk).
+C_LIVE_BUILD_CONTEXT = (TUPLE, LIST, DICT, DICT.unflatten, partial(build, fresh=False), "unflatten")
 
 
 def _same_sequences(records: Sequence[Record], j: int, n: int) -> bool:
