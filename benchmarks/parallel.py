@@ -15,6 +15,9 @@ Workloads:
   the identity cache's road (two walks of fmap's engine, one recording the calls, one
   placing the results), which keeps the list shared; the hand-written versions
   compute it twice and unshare it.
+- ``light-kept``: the same 100,000 floats in 1,000 instances of a container with a
+  kept field (a dict): the map takes flatten's one walk too, its rebuild keeping each
+  kept dict as the same object (as the serial fmap does).
 
 Contenders: ``serial`` (``ct.fmap(f, tree)``), ``containers`` (``executor=``, automatic
 chunksize), ``hand`` (``ct.flatten``, ``list(ex.map(f, leaves, chunksize=...))``,
@@ -151,6 +154,14 @@ def contenders(
     return {"containers": containers_map, "hand": hand_map, "hand-chunked": hand_chunked}
 
 
+@ct.container(children=["values"])
+class Tagged:
+    """``light-kept``'s node: 100 floats and a kept (mutable) dict."""
+
+    values: list[float]
+    meta: dict[str, int]
+
+
 def same(a: Any, b: Any) -> bool:
     la, sa = ct.flatten(a)
     lb, sb = ct.flatten(b)
@@ -183,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     heavy_py = {f"p{i}": i for i in range(n_heavy)}
     light = {f"k{i}": [float(j) for j in range(100)] for i in range(n_light // 100)}
     light_shared = {**light, "tied": light["k0"]}
+    light_kept = [Tagged([float(j) for j in range(100)], {"i": i}) for i in range(n_light // 100)]
     numpy_f, python_f = NumpyF(rounds_np), PythonF(steps_py)
 
     threads = cf.ThreadPoolExecutor(WORKERS)
@@ -207,11 +219,14 @@ def main(argv: list[str] | None = None) -> int:
     cases[("light", "threads")] = contenders(light, plus_one, threads, False)
     cases[("light-shared", "serial")] = {"serial": lambda: ct.fmap(plus_one, light_shared)}
     cases[("light-shared", "threads")] = contenders(light_shared, plus_one, threads, False)
+    cases[("light-kept", "serial")] = {"serial": lambda: ct.fmap(plus_one, light_kept)}
+    cases[("light-kept", "threads")] = contenders(light_kept, plus_one, threads, False)
 
     bad = []
     expected = {name: ct.fmap(f, tree) for name, (tree, f) in workloads.items()}
     expected["light"] = ct.fmap(plus_one, light)
     expected["light-shared"] = ct.fmap(plus_one, light_shared)
+    expected["light-kept"] = ct.fmap(plus_one, light_kept)
     for (name, ex_name), calls in cases.items():
         for lib, call in calls.items():
             if not same(call(), expected[name]):
@@ -247,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         "| workload | executor | containers | hand | hand-chunked | serial | speedup | vs hand-chunked |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for name in ("heavy-numpy", "heavy-python", "light", "light-shared"):
+    for name in ("heavy-numpy", "heavy-python", "light", "light-shared", "light-kept"):
         serial = ms[(name, "serial", "serial")]
         for ex in ("threads", "processes", "dask"):
             if (name, ex, "containers") not in ms:

@@ -613,3 +613,21 @@ def test_an_error_in_the_progress_function_says_it_is_not_f(threads: Any) -> Non
     assert info.value.__notes__ == [
         "fmap: raised by the progress= function, called as progress(0, 2)"
     ]
+
+
+def test_kept_values_stay_the_same_objects_in_the_one_walk(threads: Any) -> None:
+    """A tree of containers with mutable kept values and no sharing takes the one walk
+    (f growing a list of it does not disturb the map), and its kept values come back
+    as the same objects, as serial fmap keeps them."""
+    tags = ["l0"]
+    grow = [1.0, 2.0]
+    tree = {"layer": Layer(np.ones(2), grow, name=tags)}  # type: ignore[arg-type]
+
+    def f(v: Any) -> Any:
+        grow.append(0.0)
+        return v
+
+    out = ct.fmap(f, tree, executor=threads)
+    assert out["layer"].name is tags
+    assert out["layer"].b == [1.0, 2.0]
+    assert ct.fmap(negate, tree, executor=threads)["layer"].name is tags

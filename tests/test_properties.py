@@ -910,18 +910,24 @@ def test_flatten_fast_agrees_with_flatten_plain_on_shared_trees(tree: Any) -> No
 
 @pytest.mark.usefixtures("engine")  # the compiled flatten and its twin, flatten_once
 @settings(deadline=None)
-@given(shared_trees(), st.booleans())
-def test_the_executor_maps_one_walk_agrees_with_serial_fmap(tree: Any, cache: bool) -> None:
+@given(shared_trees(), st.booleans(), st.booleans())
+def test_the_executor_maps_one_walk_agrees_with_serial_fmap(
+    tree: Any, cache: bool, mutable_kept: bool
+) -> None:
     """The executor map's one walk (flatten, which says whether it met a value the
     identity cache keeps twice) is taken exactly for trees without sharing, or any tree
-    with cache=False, unless a class in it has kept fields that a Structure's rebuild
-    would copy, and rebuilds there what the serial fmap returns, sharing included."""
+    with cache=False, classes with kept fields (mutable ones too) included, and
+    rebuilds there what the serial fmap returns, sharing and kept values (the same
+    objects, not a Structure's copies) included."""
+    if mutable_kept:  # each kept value in a list of its own, which fmap keeps as is
+        for v in _positions(tree):
+            kind = kind_of(v)
+            for name in () if kind is None or kind.spec is None else kind.spec.keep:
+                object.__setattr__(v, name, [getattr(v, name)])
     split = _parallel._one_walk(tree, cache)
     cached = [id(v) for v in _positions(tree) if cacheable(v)]
-    kinds = [k for k in map(kind_of, _positions(tree)) if k is not None]
-    copies = any(k.unflatten_fresh is not k.unflatten for k in kinds)
     unshared = not cache or len(set(cached)) == len(cached)
-    assert (split is not None) is (unshared and not copies)
+    assert (split is not None) is unshared
     if split is None:
         return
     leaves, records = split
@@ -929,6 +935,17 @@ def test_the_executor_maps_one_walk_agrees_with_serial_fmap(tree: Any, cache: bo
     expected = ct.fmap(lambda v: [v], tree, cache=cache)
     assert same(out, expected)
     assert _same_as(out) == _same_as(expected)
+    assert _kept_ids(out) == _kept_ids(expected) == _kept_ids(tree)
+
+
+def _kept_ids(tree: Any) -> list[int]:
+    """The ids of the kept values of every container of ``tree``, in pre-order."""
+    return [
+        id(getattr(v, name))
+        for v in _positions(tree)
+        if (kind := kind_of(v)) is not None and kind.spec is not None
+        for name in kind.spec.keep
+    ]
 
 
 def _same_as(tree: Any) -> list[int]:
@@ -1253,3 +1270,28 @@ def test_compiled_build_agrees_with_build(tree: Any) -> None:
         assert list(map(id, out_leaves)) == list(map(id, twin_leaves)) == list(map(id, leaves))
         assert _types_and_orders(out) == _types_and_orders(twin)
         assert same(out, tree)
+
+
+@pytest.mark.skipif(COMPILED_BUILD is None, reason="containers._engine._speedups is not built")
+@given(st.one_of(trees(), shared_trees()))
+def test_compiled_live_build_agrees_with_live_build(tree: Any) -> None:
+    """With the live context (the executor maps' one walk), _speedups.build and
+    build(fresh=False) rebuild the same tree from flatten's records, each kept value
+    (mutable ones too) the same object as in the tree, never a copy."""
+    from containers._records import C_LIVE_BUILD_CONTEXT, build
+
+    assert COMPILED_BUILD is not None
+    for v in _positions(tree):  # each kept value in a list of its own
+        kind = kind_of(v)
+        for name in () if kind is None or kind.spec is None else kind.spec.keep:
+            object.__setattr__(v, name, [getattr(v, name)])
+    records: list[Any] = []
+    leaves = flatten_records(tree, None, False, "flatten", records)
+    out = COMPILED_BUILD(tuple(records), leaves, C_LIVE_BUILD_CONTEXT)
+    twin = build(records, leaves, fresh=False)
+    out_leaves, out_structure = ct.flatten(out)
+    twin_leaves, twin_structure = ct.flatten(twin)
+    assert out_structure == twin_structure == ct.structure(tree)
+    assert list(map(id, out_leaves)) == list(map(id, twin_leaves)) == list(map(id, leaves))
+    assert _types_and_orders(out) == _types_and_orders(twin)
+    assert _kept_ids(out) == _kept_ids(twin) == _kept_ids(tree)

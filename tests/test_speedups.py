@@ -2466,3 +2466,5 @@ def test_build_bad_arguments_are_named() -> None:
         build((), [1], [])
     with pytest.raises(TypeError, match="build context"):
         build((), [1], (1, 2))
+    with pytest.raises(TypeError, match="build context"):  # the method's name: a str
+        build((), [1], (*_flatten.C_BUILD_CONTEXT[:5], 5))

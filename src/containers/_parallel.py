@@ -32,7 +32,7 @@ from containers._errors import ContainerDefinitionError, StructureError
 from containers._parallel_backends import Dask, Futures, backend_for
 from containers._parallel_failures import CALL, located, unpicklable
 from containers._parallel_progress import Bar, check_options
-from containers._records import C_BUILD_CONTEXT, build
+from containers._records import C_LIVE_BUILD_CONTEXT, build
 from containers._registry import IMMUTABLE_LEAVES, LEAF_TYPES, kind_of
 
 __all__ = [
@@ -207,24 +207,19 @@ def _one_walk(tree: Any, cache: bool) -> tuple[list[Any], list[Any]] | None:
             leaves, once = flatten_once(tree, kind, LEAF_TYPES, records, IMMUTABLE_LEAVES)
     except (StructureError, ContainerDefinitionError):
         return None
-    if not once or _copies_kept_values(records):
+    if not once:
         return None
     return leaves, records
 
 
-def _copies_kept_values(records: list[Any]) -> bool:
-    """Whether rebuilding ``records`` would copy a kept value: ``build`` calls a kind's
-    ``unflatten_fresh`` (a Structure's, which copies mutable kept values), where fmap
-    keeps them as the same objects; trees of such classes take the cached map."""
-    return any(k.unflatten_fresh is not k.unflatten for k in {r[0] for r in records})
-
-
 def _build(records: list[Any], leaves: list[Any]) -> Any:
-    """The tree of ``records`` with ``leaves`` (``Structure.unflatten``'s rebuild)."""
+    """The tree of ``records`` with ``leaves``, each node made by its kind's live
+    ``unflatten``, which keeps kept values as the same objects, as fmap does (a
+    Structure's rebuild copies the mutable ones)."""
     speedups = _fast._speedups
     if speedups is not None:
-        return speedups.build(records, leaves, C_BUILD_CONTEXT)
-    return build(records, leaves)
+        return speedups.build(tuple(records), leaves, C_LIVE_BUILD_CONTEXT)
+    return build(records, leaves, fresh=False)
 
 
 #: The value after the last result in ``_replayed``'s iterator: the fill's call that

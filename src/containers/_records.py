@@ -4,15 +4,20 @@ passes over them (rebuild, leaf paths, subtree ends, rendering).
 ``mask`` is ``None`` when all ``n`` children of a node are leaves, ``True`` when all
 are nodes, else a tuple of booleans (True = node). Records meet no object twice and
 no cycle, so their passes need no engine: each is one loop with a stack of counters,
-at any depth. ``RecordCursor`` is the one walk over them that a pass without a
-faster loop of its own uses (``ends``, and the file decoder's rows); ``build`` and
-``ranked_paths`` keep their own loops, which handle runs of equal records at once,
-and have compiled twins (``_speedups.build``, ``_speedups.leaf_paths``).
+at any depth. ``RecordCursor`` is the one walk over them, and over a file's records,
+that a pass without a faster loop of its own uses, and the one place their key paths
+are built and shortened (``_paths.shorten``): ``ends``, the save encoder's second
+pass, a file's tree view and its leaves by path (``_serialize._rows``,
+``_serialize._like``). ``build`` and ``ranked_paths`` keep their own loops, which
+handle runs of equal records at once, and have compiled twins (``_speedups.build``,
+``_speedups.leaf_paths``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
+from functools import partial
 from itertools import chain, cycle, repeat
 from operator import itemgetter
 from typing import Any
@@ -26,6 +31,7 @@ from containers._registry import DICT, LIST, TUPLE, NodeKind
 __all__ = [
     "CLOSE",
     "C_BUILD_CONTEXT",
+    "C_LIVE_BUILD_CONTEXT",
     "LEAF",
     "OPEN",
     "PATHS_CONTEXT",
@@ -43,8 +49,13 @@ __all__ = [
 Record = tuple[NodeKind, Any, int, Any]
 
 
-def build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
+def build(records: Sequence[Record], leaves: Sequence[Any], fresh: bool = True) -> Any:
     """Rebuild a tree from pre-order records and leaves, with a stack of open nodes.
+
+    Each node but tuples and lists is made by its kind's ``unflatten_fresh`` (a
+    Structure's rebuild: mutable kept values copied), or with ``fresh=False`` by its
+    ``unflatten`` (the executor maps' one walk: kept values kept as the same objects,
+    as fmap keeps them).
 
     The innermost open node is kept in locals (``pkind``, ``paux``, ``pn``, ``pmask``,
     ``pout``), the others on ``stack``: a node whose children are all leaves is built
@@ -106,7 +117,10 @@ def build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
             else:
                 if shared and pos < total:
                     leaves, shared = list(leaves), False
-                value = kind.unflatten_fresh(aux, kids)  # copies mutable kept values
+                if fresh:
+                    value = kind.unflatten_fresh(aux, kids)  # copies mutable kept values
+                else:
+                    value = kind.unflatten(aux, kids)
             if pout is None:
                 return value
             pout.append(value)
@@ -127,10 +141,20 @@ def build(records: Sequence[Record], leaves: Sequence[Any]) -> Any:
 
 #: What the compiled twin of ``build`` (``_speedups.build``) reads besides the records
 #: and leaves: the kinds it builds itself, the dict kind's ``unflatten_fresh`` as
-#: imported (it builds dicts itself only while that is still the one), and ``build``,
-#: to which it hands records that are not what flatten makes. Like ``build``, it calls
-#: each other kind's ``unflatten_fresh``.
-C_BUILD_CONTEXT = (TUPLE, LIST, DICT, DICT.unflatten_fresh, build)
+#: imported (it builds dicts itself only while that is still the one), ``build``, to
+#: which it hands records that are not what flatten makes, and the name of the method
+#: it calls on each other kind, as ``build`` does: a Structure's rebuild.
+C_BUILD_CONTEXT = (TUPLE, LIST, DICT, DICT.unflatten_fresh, build, "unflatten_fresh")
+#: ``C_BUILD_CONTEXT`` for ``build(..., fresh=False)``: kept values kept, as fmap keeps
+#: them (the executor maps' one walk).
+C_LIVE_BUILD_CONTEXT = (
+    TUPLE,
+    LIST,
+    DICT,
+    DICT.unflatten,
+    partial(build, fresh=False),
+    "unflatten",
+)
 
 
 def _same_sequences(records: Sequence[Record], j: int, n: int) -> bool:
@@ -163,35 +187,45 @@ def ends(records: Sequence[Record]) -> list[int]:
 
 #: ``RecordCursor.step``'s events: a node opened, a leaf, a node closed.
 OPEN, LEAF, CLOSE = 0, 1, 2
+_END = 3  # the walk is over (or the records ran out)
+_FIRST = itemgetter(0)
+_CHUNK = 256  # leaf records checked at once by leaf_run
 
 
 class RecordCursor:
     """The walk over records in pre-order, one event at a time, with the path of the
-    current position built only when asked for.
+    current position built only when asked for: the one walk over records and the one
+    place their key paths are built.
 
     ``step()`` returns ``OPEN`` (a node: ``record`` and its ``index`` in the records;
     ``skip()`` then passes over its subtree), ``LEAF`` (``index``: the leaf's index in
     flatten order), ``CLOSE`` (the node ``record`` at ``index`` is done) or None at
     the end; a structure that is one leaf gives one ``LEAF``. ``path()`` is the key
-    path of the current position, from the open nodes' keys, computed for a node only
-    when a path below it is asked for; ``depth`` is its length. ``next_record`` and
-    ``next_leaf`` count what was read; ``key()`` and ``where()`` give the current
-    key and the whole path, rendered on demand. A pass over records that has no faster
-    loop of its own is a client (``ends``; the file decoder's records and rows: its ``build``
-    opens a node at ``OPEN``, reads a value at ``LEAF``, rebuilds at ``CLOSE`` and
-    names ``path()`` in its errors, shortened by ``_paths.shorten``).
+    path of the current position, from the open nodes' keys (each node's computed
+    once, when a path below it is first asked for); ``depth`` is its length, and
+    ``position()`` gives the depth, parent record, index and key at once.
+    ``next_record`` and ``next_leaf`` count what was read; ``key()``,
+    ``shown_path()`` and ``where()`` give the current key, the path as messages show
+    it (``_paths.shorten``) and the whole path, rendered on demand. The passes over
+    records are its clients: ``ends``, the save encoder's second pass, and a file's
+    tree view (``_serialize._rows``) and leaves by path (``_serialize._like``).
 
     ``shape(record) -> (n, mask)`` and ``keys(record) -> keys of its n children`` read
     a record; by default a Structure's, ``(kind, aux, n, mask)``. Records of another
-    format plug in with their own: the file's records, one per node or leaf, are
-    ``(count, True)`` for a node and ``(0, None)`` for a leaf record (opened and closed
-    at once), keyed by their rendered keys.
+    format plug in with their own. A file's records are one per node or leaf: ``leaf``
+    is the set of the first items (a file's tags) of the records that are leaves
+    (``leaf_run`` takes a node's leaf records at once), and a node's
+    shape is ``(count, True)``; a leaf record gives a ``LEAF`` whose ``index`` and
+    ``record`` are its record's, and ``next_leaf`` counts such leaves. Records that run out inside a node end the walk
+    (None) with ``complete`` False; records left after the root's end are at
+    ``next_record``.
     """
 
     __slots__ = (
         "_event",
         "_frames",
         "_keys_of",
+        "_leaf",
         "_shape",
         "index",
         "next_leaf",
@@ -205,11 +239,14 @@ class RecordCursor:
         records: Sequence[Any],
         shape: Callable[[Any], tuple[int, Any]] = itemgetter(2, 3),
         keys: Callable[[Any], Sequence[Any]] | None = None,
+        leaf: AbstractSet[Any] | None = None,
     ) -> None:
         self.records = records
         self._shape = shape
         self._keys_of = _structure_keys if keys is None else keys
-        #: per open node: [record index, n, mask, current child, keys or None]
+        self._leaf = leaf
+        #: per open node: [record index, n, mask, current child, keys or None,
+        #: the node's own path or None]
         self._frames: list[list[Any]] = []
         self._event: int | None = None
         self.record: Any = None
@@ -220,12 +257,6 @@ class RecordCursor:
     def step(self) -> int | None:
         """The next event (see the class), or None when the walk is done."""
         frames = self._frames
-        if self._event is None and not self.next_record and not self.next_leaf:
-            if not self.records:  # the structure of a leaf
-                self.index, self.next_leaf = 0, 1
-                self._event = LEAF
-                return LEAF
-            return self._open()
         while frames:
             frame = frames[-1]
             frame[3] += 1
@@ -237,24 +268,59 @@ class RecordCursor:
                     self.next_leaf += 1
                     self._event = LEAF
                     return LEAF
-                return self._open()
+                leaf = self._leaf
+                if leaf is None:
+                    return self._open()
+                # a file's records: a leaf record inline (one per leaf: most records)
+                j = self.next_record
+                if j >= len(self.records):
+                    self._event = _END  # run out inside a node
+                    return None
+                record = self.records[j]
+                if record[0] not in leaf:
+                    return self._open()
+                self.next_record = j + 1
+                self.record, self.index = record, j
+                self.next_leaf += 1
+                self._event = LEAF
+                return LEAF
             frames.pop()
             self.index = frame[0]
             self.record = self.records[frame[0]]
             self._event = CLOSE
             return CLOSE
-        self._event = None
-        self.next_record = self.next_leaf = -1  # done: step() stays None
+        if self._event is None:  # the start
+            if not self.records and self._leaf is None:  # the structure of a leaf
+                self.index, self.next_leaf = 0, 1
+                self._event = LEAF
+                return LEAF
+            return self._open()
+        self._event = _END  # done: step() stays None
         return None
 
-    def _open(self) -> int:
+    def _open(self) -> int | None:
         j = self.next_record
+        records = self.records
+        if j >= len(records):  # records of another format, run out inside a node
+            self._event = _END
+            return None
         self.next_record = j + 1
-        record = self.records[j]
+        record = records[j]
         self.record, self.index = record, j
-        self._frames.append([j, *self._shape(record), -1, None])
+        leaf = self._leaf
+        if leaf is not None and record[0] in leaf:
+            self.next_leaf += 1
+            self._event = LEAF
+            return LEAF
+        self._frames.append([j, *self._shape(record), -1, None, None])
         self._event = OPEN
         return OPEN
+
+    @property
+    def complete(self) -> bool:
+        """Whether no node is open: after the end, whether the records held the whole
+        tree (False: they ran out inside a node)."""
+        return not self._frames
 
     def skip(self) -> None:
         """After ``OPEN``: pass over the node's subtree, without its events."""
@@ -263,10 +329,15 @@ class RecordCursor:
         nodes = 0 if mask is None else n if mask is True else sum(mask)
         leaves = n - nodes
         j = self.next_record
-        shape = self._shape
+        shape, leaf = self._shape, self._leaf
         while nodes:
-            m, sub_mask = shape(self.records[j])
+            record = self.records[j]
             j += 1
+            if leaf is not None and record[0] in leaf:
+                nodes -= 1
+                leaves += 1
+                continue
+            m, sub_mask = shape(record)
             sub = 0 if sub_mask is None else m if sub_mask is True else sum(sub_mask)
             nodes += sub - 1
             leaves += m - sub
@@ -279,22 +350,112 @@ class RecordCursor:
         """The number of keys on the current position's path."""
         return len(self._frames) - (self._event == OPEN)
 
-    def path(self) -> tuple[Any, ...]:
-        """The key path of the current position (of the node, at ``OPEN``/``CLOSE``)."""
-        frames = self._frames[: self.depth]
-        return tuple(self._keys(frame)[frame[3]] for frame in frames)
+    def leaf_run(self) -> Sequence[Any] | None:
+        """After ``OPEN`` of a node of a file's records (``leaf``): the records of its
+        children when all are leaf records, passed over without their events (the next
+        step closes the node; ``child_keys`` and ``child_paths`` name them); else None,
+        nothing read. A dict of many arrays is read a node at a time, not a step per
+        leaf (benchmarks/serialization.py, "many")."""
+        frame = self._frames[-1]
+        n = frame[1]
+        j = self.next_record
+        records = self.records
+        if n > len(records) - j:
+            return None
+        leaf: Any = self._leaf
+        # checked a chunk at a time, up to the first node record: a node's check costs
+        # at most the leaf records that follow it, so that the checks of all nodes of
+        # a file (a hostile one too) cost linear time
+        for k in range(j, j + n, _CHUNK):
+            if not leaf.issuperset(map(_FIRST, records[k : min(k + _CHUNK, j + n)])):
+                return None
+        run = records[j : j + n]
+        self.next_record = j + n
+        self.next_leaf += n
+        frame[3] = n - 1
+        return run
 
-    def shown_path(self, render: Callable[[Any], str] = str) -> str:
+    def child_keys(self) -> Sequence[Any]:
+        """After ``OPEN``: the keys of the node's children."""
+        return self._keys(self._frames[-1])
+
+    def child_paths(self, limit: int | None = None) -> list[tuple[Any, ...]]:
+        """After ``OPEN``: the paths of the node's children (``path(limit)`` of each)."""
+        above = self.path(limit)
+        keys = self.child_keys()
+        if limit is not None and len(above) >= limit:
+            return [above] * len(keys)
+        return list(map(above.__add__, zip(keys)))
+
+    def position(self) -> tuple[int, int, int, Any]:
+        """The current position's ``(depth, parent, i, key)``: the index of the record
+        whose ``i``-th child it is, under ``key`` (at the root ``(0, -1, -1, None)``);
+        one call for a pass that needs them at every position."""
+        frames = self._frames
+        depth = len(frames) - (self._event == OPEN)
+        if not depth:
+            return 0, -1, -1, None
+        frame = frames[depth - 1]
+        keys = frame[4]
+        if keys is None:
+            keys = frame[4] = self._keys_of(self.records[frame[0]])
+        i = frame[3]
+        return depth, frame[0], i, keys[i]
+
+    def path(self, limit: int | None = None) -> tuple[Any, ...]:
+        """The key path of the current position (of the node, at ``OPEN``/``CLOSE``),
+        or with ``limit`` its first ``limit`` keys at most."""
+        frames = self._frames
+        depth = len(frames) - (self._event == OPEN)
+        if limit is not None and depth > limit:
+            depth = limit
+        if not depth:
+            return ()
+        frame = frames[depth - 1]
+        above = frame[5]
+        if above is None:
+            above = self._node_path(depth - 1)
+        keys = frame[4]
+        if keys is None:
+            keys = frame[4] = self._keys_of(self.records[frame[0]])
+        return (*above, keys[frame[3]])
+
+    def _node_path(self, k: int) -> tuple[Any, ...]:
+        """The path of the open node ``_frames[k]``, kept in its frame (and those of
+        its ancestors computed on the way)."""
+        frames = self._frames
+        j = k
+        while j and frames[j][5] is None:
+            j -= 1
+        if frames[j][5] is None:
+            frames[j][5] = ()  # the root
+        for m in range(j + 1, k + 1):
+            parent = frames[m - 1]
+            frames[m][5] = (*parent[5], self._keys(parent)[parent[3]])
+        path: tuple[Any, ...] = frames[k][5]
+        return path
+
+    def shown_path(self, render: Callable[[Any], str] = str, child: int | None = None) -> str:
         """The current position's path as messages show it (``_paths.shorten``: whole
         up to ``LONG_PATH`` keys, else both ends and the depth), each key rendered by
-        ``render``; reads only the frames it shows, so a line per position of a deep
-        structure costs linear time in all."""
-        frames = self._frames[: self.depth]
+        ``render``; with ``child``, after ``OPEN``, the path of the node's child at that
+        index (one of a ``leaf_run``). It reads only the frames it shows, so a line per
+        position of a deep structure costs linear time in all."""
+        frames = self._frames
+        depth = self.depth
+        last, index = -1, -1  # the frame whose index is child's, and child
+        if child is not None:
+            last, index = depth, child
+            depth += 1
+
+        def key(k: int) -> str:
+            frame = frames[k]
+            return render(self._keys(frame)[index if k == last else frame[3]])
 
         def text(start: int, stop: int) -> str:
-            return "".join(render(self._keys(fr)[fr[3]]) for fr in frames[start:stop])
+            return "".join(map(key, range(start, stop)))
 
-        return shorten(len(frames), text) or "the root"
+        return shorten(depth, text) or "the root"
 
     def key(self) -> Any:
         """The current position's key in its parent node (the last key of ``path()``;

@@ -12,6 +12,7 @@ never builds a Structure or maps a function.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from itertools import chain, repeat
 from operator import attrgetter, is_, itemgetter
 from typing import Any
@@ -108,7 +109,6 @@ def flatten_fast(
     all_leaves = leaf_types.issuperset  # of map(type, children): a loop in C
     sequences: dict[type, NodeKind] = {tuple: TUPLE, list: LIST}
     sequences_get = sequences.get
-    deep = _deep_snapshot if snapshot else _deep
 
     def rec(x: Any, kind: NodeKind, depth: int) -> None:
         if met is not None:
@@ -128,7 +128,7 @@ def flatten_fast(
         if depth > MAX_FAST_DEPTH:
             if met is not None:
                 met.append(HANDED_OVER)
-            deep(x, leaves, records, leaf_types)
+            _deep(x, leaves, records, leaf_types, snapshot)
             return
         if len(kids) >= MIN_RUN and _flatten_run(
             kind, aux, kids, leaf_types, lextend, records, snapshot
@@ -282,17 +282,18 @@ def _flatten_run(
     return True
 
 
-def _deep(x: Any, leaves: list[Any], records: list[Any] | None, leaf_types: set[type]) -> None:
-    """The hand-over of a subtree past MAX_FAST_DEPTH to the plain walk (``flatten_fast``
-    and its compiled twin)."""
-    flatten_plain(x, leaves, [] if records is None else records, leaf_types, None, "flatten")
-
-
-def _deep_snapshot(
-    x: Any, leaves: list[Any], records: list[Any] | None, leaf_types: set[type]
+def _deep(
+    x: Any,
+    leaves: list[Any],
+    records: list[Any] | None,
+    leaf_types: set[type],
+    snapshot: bool = False,
 ) -> None:
-    """``_deep`` for a Structure's records: kept values snapshotted."""
-    flatten_plain(x, leaves, [] if records is None else records, leaf_types, None, "flatten", True)
+    """The hand-over of a subtree past MAX_FAST_DEPTH to the plain walk (``flatten_fast``
+    and its compiled twin); with ``snapshot``, for a Structure's records (kept values
+    snapshotted)."""
+    sink = [] if records is None else records
+    flatten_plain(x, leaves, sink, leaf_types, None, "flatten", snapshot)
 
 
 def _run(
@@ -302,21 +303,11 @@ def _run(
     leaf_types: set[type],
     leaves: list[Any],
     records: list[Any] | None,
+    snapshot: bool = False,
 ) -> bool:
-    """``_flatten_run`` for the compiled walk, which holds the leaves' list."""
-    return _flatten_run(kind, aux, kids, leaf_types, leaves.extend, records)
-
-
-def _run_snapshot(
-    kind: NodeKind,
-    aux: Any,
-    kids: Sequence[Any],
-    leaf_types: set[type],
-    leaves: list[Any],
-    records: list[Any] | None,
-) -> bool:
-    """``_run`` for a Structure's records: kept values snapshotted."""
-    return _flatten_run(kind, aux, kids, leaf_types, leaves.extend, records, True)
+    """``_flatten_run`` for the compiled walk, which holds the leaves' list; with
+    ``snapshot``, for a Structure's records (kept values snapshotted)."""
+    return _flatten_run(kind, aux, kids, leaf_types, leaves.extend, records, snapshot)
 
 
 #: What the compiled twin of ``flatten_fast`` (``_speedups.flatten``) reads besides the
@@ -329,8 +320,8 @@ C_SNAPSHOT_CONTEXT = (
     kind_of,
     TUPLE,
     LIST,
-    _deep_snapshot,
-    _run_snapshot,
+    partial(_deep, snapshot=True),
+    partial(_run, snapshot=True),
     MIN_RUN,
     MAX_FAST_DEPTH,
     "flatten_snapshot",

@@ -5,9 +5,11 @@
    `build(records, leaves, context)` is `_records.build` in C, its plain twin (used
    whenever this module is missing or CONTAINERS_PURE_PYTHON is set): the tree of the
    pre-order records `(kind, aux, n, mask)` of a Structure (a tuple) with `leaves` in
-   place. It makes the same calls `kind.unflatten_fresh(aux, children)` in the same order (a
+   place. It makes the same calls `kind.<name>(aux, children)` in the same order (a
    node's when its last child is built; children as a new list), so that even a
-   kind's `unflatten` with side effects sees no difference. A tuple, a list and a plain
+   kind's `unflatten` with side effects sees no difference; `name` is the context's:
+   `unflatten_fresh` for a Structure (mutable kept values copied), `unflatten` for the
+   executor maps' one walk (kept values kept, as fmap keeps them). A tuple, a list and a plain
    dict are built here, as jax builds its own node types in C++; every other node by
    its kind's `unflatten`, one Python call each.
 
@@ -17,8 +19,10 @@
    references (the copy's and the node's), a dict no call. W1u at N = 2,000: 593
    instructions per leaf in the Python loop, 148 here (jax 271, optree 216).
 
-   `context` is `_flatten.C_BUILD_CONTEXT`, what does not change between calls:
-   (tuple_kind, list_kind, dict_kind, dict_unflatten, plain). A record of dict_kind is
+   `context` is `_records.C_BUILD_CONTEXT` (or `C_LIVE_BUILD_CONTEXT`), what does not
+   change between calls: (tuple_kind, list_kind, dict_kind, dict_unflatten, plain,
+   name), dict_unflatten being dict_kind's attribute `name` as imported and plain the
+   twin that calls the same method. A record of dict_kind is
    built here as `_registry._dict_build` builds it (`dict(zip(keys, children))` with
    aux `(keys, None)`, keys in sorted order; else first `dict.fromkeys(insertion)`,
    the insertion order, then updated in the sorted order), but only while dict_kind's
@@ -94,7 +98,7 @@ typedef struct {
     PyObject *tuple_kind;
     PyObject *list_kind;
     PyObject *dict_kind;      /* NULL while its unflatten is not dict_unflatten */
-    PyObject *unflatten_name; /* "unflatten_fresh", from the module's state */
+    PyObject *unflatten_name; /* the context's: "unflatten_fresh" or "unflatten" */
     Py_ssize_t *ns;           /* each record's n, read by build_check */
     Open *open;               /* the open nodes, innermost last */
     PyObject **values;        /* the open nodes' children built so far (owned) */
@@ -240,7 +244,7 @@ build_node(Build *b, PyObject *kind, PyObject *aux, PyObject *const *items, Py_s
     if (kind == b->list_kind) {
         return list;
     }
-    PyObject *argv[3] = {kind, aux, list}; /* kind.unflatten_fresh(aux, list) */
+    PyObject *argv[3] = {kind, aux, list}; /* kind.<unflatten_name>(aux, list) */
     PyObject *node = PyObject_VectorcallMethod(b->unflatten_name, argv, 3, NULL);
     Py_DECREF(list);
     return node;
@@ -320,8 +324,8 @@ speedups_build(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *dict_unflatten, *plain;
     Build b = {.records = records};
     if (!PyTuple_Check(context) ||
-        !PyArg_ParseTuple(context, "OOOOO:build context", &b.tuple_kind, &b.list_kind,
-                          &b.dict_kind, &dict_unflatten, &plain)) {
+        !PyArg_ParseTuple(context, "OOOOOU:build context", &b.tuple_kind, &b.list_kind,
+                          &b.dict_kind, &dict_unflatten, &plain, &b.unflatten_name)) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_TypeError, "build: context must be a tuple");
         }
@@ -335,7 +339,6 @@ speedups_build(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return PySequence_GetItem(leaves, 0); /* a leaf: leaves[0] */
     }
     ModuleState *state = PyModule_GetState(module);
-    b.unflatten_name = state->unflatten_name;
     PyObject *current = PyObject_GetAttr(b.dict_kind, b.unflatten_name);
     if (current == NULL) {
         return NULL;

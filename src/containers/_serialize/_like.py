@@ -30,12 +30,15 @@ from containers._errors import (
 from containers._paths import (
     AttrKey,
     DictKey,
+    IndexKey,
     Key,
     index_keys,
     keystr,
 )
+from containers._records import CLOSE, OPEN
 from containers._serialize._lazy import is_lazy
 from containers._serialize._limits import Limits
+from containers._serialize._rows import Indexed, file_cursor
 from containers._serialize._target import (
     _TORCH_TO_NUMPY,
     _dtype_name,
@@ -74,88 +77,87 @@ def file_leaves(
     limits: Limits,
     max_path: int | None = None,
 ) -> list[FileLeaf]:
-    """The child leaves of a file's tree, in pre-order, validated as ``_decode.rows``
+    """The child leaves of a file's tree, in pre-order, validated as ``_rows.rows``
     validates a tree (but for the text it makes of each row: benchmarks/serialization.py,
     "containers like=", "many"): no record after the end or missing at it, an alias
     only to a finished record, each tensor named once and every tensor named, the depth
     bounded. Kept values and register_node aux are left out (a template decides them).
     An alias is the value of the record it points to; a shared node's leaves appear
-    under the first path only.
+    under the first path only. A client of ``_records``' cursor (``_rows.file_cursor``),
+    which builds the paths; a node's leaf records are taken at once (``leaf_run``).
 
     Paths longer than ``max_path`` keys (the template's longest) could match nothing:
     they are cut after ``max_path + 1`` keys and a leaf below is marked ``deep``, so that a
     file nested 100,000 levels deep costs linear time, not a path per level."""
     out: list[FileLeaf] = []
-    cut = -1 if max_path is None else max_path + 1
+    append = out.append
+    cut = max_path + 1 if max_path is not None else None
     new_leaf = tuple.__new__
-    values: dict[int, Any] = {}
-    finished: set[int] = set()
+    values: dict[int, Any] = {}  # each leaf record's value (_NODE: an alias to a node)
+    finished: set[int] = set()  # the node records closed
+    # per open node record: the index of its first value that is kept, not a child (0
+    # within a kept value: the values of a kept value are kept)
+    kept_from: dict[int, int] = {}
     used: set[str] = set()
-    # [record index, values seen, its path, its keys, index of its first kept value]
-    stack: list[list[Any]] = []
-    done = False
-    is_kept = False
-    for j, rec in enumerate(recs):
-        if done:
-            raise _bad(j, "follows the end of the tree")
-        if stack:
-            top = stack[-1]
-            i = top[1]
-            path: tuple[Key, ...] = top[2]
-            deeper = len(path) == cut  # its parent's path is cut or full: it is cut
-            if not deeper:
-                path = (*path, top[3][i])
-            is_kept = i >= top[4]
-        else:
-            path, deeper = (), False
-        tag = rec.tag
-        if tag == "A":
-            name = rec.data
-            if name not in tensors or name in used:
-                raise FormatError(
-                    f"the tree refers to tensor {name!r} "
-                    f"{'twice' if name in tensors else 'that the file does not have'}. "
-                    f"The file is corrupt."
+    max_depth = limits.max_depth
+    cursor = file_cursor(recs, _child_keys)
+    step, position, path_of, leaf_run = cursor.step, cursor.position, cursor.path, cursor.leaf_run
+    items: Any
+    while (event := step()) is not None:
+        j = cursor.index
+        if event == CLOSE:
+            finished.add(j)
+            continue
+        rec = cursor.record
+        depth, parent, i, _ = position()
+        is_kept = parent >= 0 and i >= kept_from[parent]
+        if event == OPEN:
+            n = rec.n
+            if n and depth >= max_depth:
+                raise LimitError(
+                    f"the tree is nested deeper than max_depth={max_depth} at "
+                    f"record #{j}. Pass limits=Limits(max_depth=...) to accept it."
                 )
-            used.add(name)
-            value = arrays[name]
-        elif tag == "S":
-            value = rec.data
-        elif tag == "@":
-            k = rec.data
-            if k not in finished:
-                raise _bad(j, f"is an alias to record #{k}, which is not finished")
-            value = values.get(k, _NODE)
-        else:
-            value = _NODE
-            if rec.n:
-                if len(stack) >= limits.max_depth:
-                    raise LimitError(
-                        f"the tree is nested deeper than max_depth={limits.max_depth} at "
-                        f"record #{j}. Pass limits=Limits(max_depth=...) to accept it."
-                    )
-                keys, first_kept = _keys(rec)
-                # the values of a kept value are kept: no child of it counts
-                stack.append([j, 0, path, keys, 0 if is_kept else first_kept])
+            first_kept = kept_from[j] = 0 if is_kept else _first_kept(rec)
+            # a node of leaf records, all children (a dict of arrays): taken at once
+            run = leaf_run() if n and first_kept == n else None
+            if run is None:
                 continue
-        if value is not _NODE:
+            items = zip(range(j + 1, j + 1 + n), run, cursor.child_paths(cut))
+            deep = cut is not None and depth + 1 > cut
+        else:
+            items = ((j, rec, None),)
+            deep = cut is not None and depth > cut
+        for j, rec, given in items:
+            tag = rec.tag
+            if tag == "A":
+                name = rec.data
+                if name not in tensors or name in used:
+                    raise FormatError(
+                        f"the tree refers to tensor {name!r} "
+                        f"{'twice' if name in tensors else 'that the file does not have'}. "
+                        f"The file is corrupt."
+                    )
+                used.add(name)
+                value = arrays[name]
+            elif tag == "S":
+                value = rec.data
+            else:  # an alias: the value of a finished record
+                k = rec.data
+                value = values.get(k, _MISSING)
+                if value is _MISSING:
+                    if k not in finished:
+                        raise _bad(j, f"is an alias to record #{k}, which is not finished")
+                    value = _NODE
             values[j] = value
-            if not is_kept:
+            if value is not _NODE and not is_kept:
                 is_array = tag != "S" and (isinstance(value, np.ndarray) or is_lazy(value))
-                out.append(new_leaf(FileLeaf, (path, value, is_array, deeper)))
-        finished.add(j)
-        while True:
-            if not stack:
-                done = True
-                break
-            top = stack[-1]
-            top[1] += 1
-            if top[1] < recs[top[0]].n:
-                is_kept = top[1] >= top[4]
-                break
-            finished.add(stack.pop()[0])
-    if not done:
+                path = path_of(cut) if given is None else given  # None: a leaf stepped to
+                append(new_leaf(FileLeaf, (path, value, is_array, deep)))
+    if not cursor.complete:
         raise FormatError("the tree ends inside a node: records are missing. The file is corrupt.")
+    if cursor.next_record < len(recs):
+        raise _bad(cursor.next_record, "follows the end of the tree")
     if len(used) != len(tensors):
         unused = set(tensors) - used
         raise FormatError(
@@ -172,21 +174,43 @@ def _bad(j: int, what: str) -> FormatError:
 
 
 _NODE = object()  # an alias to a node: its leaves are under the first path
+_MISSING = object()
 
 
-def _keys(rec: Any) -> tuple[Sequence[Key], int]:
-    """The keys of a node record's values, and the index of its first kept value (or
-    register_node aux): the values from it on are not children."""
+def _child_keys(rec: Any) -> Any:
+    """The keys of a node record's values (a container's kept values and a
+    register_node's aux included: ``_first_kept``)."""
     tag = rec.tag
+    n = rec.n
+    if not n:  # None, an empty node
+        return ()
     if tag in ("T", "L", "Q"):
-        return index_keys(rec.n), rec.n
+        # made when read past the shared ones (Indexed): a count may be 2**62
+        return index_keys(n) if n <= _SHARED_KEYS else Indexed(n, IndexKey)
     if tag in ("D", "O", "DD"):
-        return [DictKey(k) for k in rec.data[0]], rec.n
+        return [DictKey(k) for k in rec.data[0]]
     if tag == "C":
         kids, kept_names = rec.data[2], rec.data[3]
-        return [AttrKey(name) for name in (*kids, *kept_names)], len(kids)
-    _, n, keys = rec.data
-    return [*(index_keys(n) if keys is None else keys), AttrKey("<aux>")], n
+        return [AttrKey(name) for name in (*kids, *kept_names)]
+    _, count, keys = rec.data
+    if keys is not None:
+        return [*keys, AttrKey("<aux>")]
+    return Indexed(n, lambda i: AttrKey("<aux>") if i == count else IndexKey(i))
+
+
+_SHARED_KEYS = 256  # index_keys' shared tuple
+
+
+def _first_kept(rec: Any) -> int:
+    """The index of a node record's first kept value (or register_node aux): the
+    values from it on are not children."""
+    tag = rec.tag
+    if tag == "C":
+        return len(rec.data[2])
+    if tag == "R":
+        n: int = rec.data[1]
+        return n
+    return int(rec.n)
 
 
 def foreign_leaves(arrays: dict[str, Any]) -> list[FileLeaf]:

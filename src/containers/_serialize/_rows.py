@@ -1,15 +1,20 @@
 """A file's tree view: a row per record (depth, parent, key, text), validated as built.
 
 ``inspect`` and ``containers diff`` show files through these rows; their paths are
-shown by the one rule of ``_paths.shorten``. Split from ``_decode``.
+shown by the one rule of ``_paths.shorten``. The rows are read by ``_records``'
+cursor over a file's records (``file_cursor``, which ``_like.file_leaves`` reads the
+file's leaves by path with too). Split from ``_decode``.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from containers._errors import FormatError, LimitError, safe_repr
 from containers._paths import PATH_END, shorten
+from containers._records import CLOSE, OPEN, RecordCursor
 from containers._serialize._limits import Limits
 from containers._serialize._recparse import (
     _LEAF_TAGS,
@@ -21,7 +26,7 @@ from containers._serialize._recparse import (
     printable,
 )
 
-__all__ = ["Row", "RowPaths", "dtype_name", "row_path", "rows"]
+__all__ = ["Indexed", "Row", "RowPaths", "dtype_name", "file_cursor", "row_path", "rows"]
 
 
 class Row(NamedTuple):
@@ -37,81 +42,86 @@ class Row(NamedTuple):
 def rows(records: Records, tensors: dict[str, Any], limits: Limits) -> list[Row]:
     """The tree view of ``records``, validated as ``build`` validates it (but for types).
 
-    ``tensors`` maps names to objects with ``code``, ``shape`` (``_format.Tensor``).
+    ``tensors`` maps names to objects with ``code``, ``shape`` (``_format.Tensor``). A
+    client of ``_records.RecordCursor`` (``file_cursor``): a row per record, its key
+    the cursor's; an alias shows its target's path as messages show it, taken when the
+    target is finished.
     """
     recs = records.recs
     crcs = iter(records.crcs)  # one per array record, in order
     out: list[Row] = []
-    stack: list[list[int]] = []  # [record index, values seen, row index]
-    paths = RowPaths(out)
+    append = out.append
     used: set[str] = set()
-    # Only for the records that aliases point to (an entry per record of a tree of a
-    # million tiny records would cost twice its file).
+    # The shown paths of the finished records that aliases point to (only those: an
+    # entry per record of a tree of a million tiny records would cost twice its file).
     targets = records.targets
-    finished: set[int] = set()
-    row_of: dict[int, int] = {}
-    done = False
-    for j, rec in enumerate(recs):
-        if done:
-            raise _bad(j, "follows the end of the tree")
-        if stack:
-            top = stack[-1]
-            key = key_of(recs[top[0]], top[1])
-            parent = top[2]
-        else:
-            key, parent = "", -1
-        tag = rec.tag
-        tensor = None
-        if tag == "S":
-            text = safe_repr(rec.data)
-        elif tag == "A":
-            name = rec.data
-            crc = next(crcs)
-            t = tensors.get(name)
-            if t is None or name in used:
-                raise FormatError(
-                    f"the tree refers to tensor {_shown(name)} "
-                    f"{'twice' if t is not None else 'that the file does not have'}. "
-                    f"The file is corrupt."
-                )
-            used.add(name)
-            tensor = name
-            nbytes = t.end - t.begin
-            text = f"{dtype_name(t.code)}[{','.join(map(str, t.shape))}]  {nbytes:,} B  crc32 {crc:08x}"
-        elif tag == "@":
-            if rec.data not in finished or rec.data not in row_of:
-                raise _bad(j, f"is an alias to record #{rec.data}, which is not finished")
-            text = f"same object as {paths[row_of[rec.data]]}"
-        else:
-            text = _node_text(rec)
-        row = len(out)
-        if j in targets:
-            row_of[j] = row
-        out.append(Row(len(stack), parent, key, text, tensor))
-        paths.add()
-        if tag not in _LEAF_TAGS and rec.n:
-            if len(stack) >= limits.max_depth:
+    shown: dict[int, str] = {}
+    max_depth = limits.max_depth
+    cursor = file_cursor(recs, _row_keys)
+    step, position, leaf_run = cursor.step, cursor.position, cursor.leaf_run
+    items: Any
+    while (event := step()) is not None:
+        j = cursor.index
+        if event == CLOSE:
+            if j in targets:
+                shown[j] = cursor.shown_path()
+            continue
+        rec = cursor.record
+        depth, parent, _, key = position()
+        if event == OPEN:
+            append(Row(depth, parent, key if depth else "", _node_text(rec), None))
+            n = rec.n
+            if n and depth >= max_depth:
                 raise LimitError(
-                    f"the tree is nested deeper than max_depth={limits.max_depth} at record "
+                    f"the tree is nested deeper than max_depth={max_depth} at record "
                     f"#{j}. Pass limits=Limits(max_depth=...) to accept it."
                 )
-            stack.append([j, 0, row])
-            continue
-        if j in targets:
-            finished.add(j)
-        while True:
-            if not stack:
-                done = True
-                break
-            top = stack[-1]
-            top[1] += 1
-            if top[1] < recs[top[0]].n:
-                break
-            k = stack.pop()[0]
-            if k in targets:
-                finished.add(k)
-    if not done:
+            # a node of leaf records: its rows at once
+            run = leaf_run() if n else None
+            if run is None:
+                continue
+            items = zip(range(j + 1, j + 1 + n), run, cursor.child_keys())
+            # the alias targets among them (each run's records are read once: linear)
+            first = j + 1
+            in_run = bool(targets) and not targets.isdisjoint(range(first, first + n))
+            depth, parent = depth + 1, j
+        else:
+            items = ((j, rec, key if depth else ""),)
+            in_run = False
+        for j, rec, key in items:
+            tag = rec.tag
+            tensor = None
+            if tag == "S":
+                text = safe_repr(rec.data)
+            elif tag == "A":
+                name = rec.data
+                crc = next(crcs)
+                t = tensors.get(name)
+                if t is None or name in used:
+                    raise FormatError(
+                        f"the tree refers to tensor {_shown(name)} "
+                        f"{'twice' if t is not None else 'that the file does not have'}. "
+                        f"The file is corrupt."
+                    )
+                used.add(name)
+                tensor = name
+                nbytes = t.end - t.begin
+                text = f"{dtype_name(t.code)}[{','.join(map(str, t.shape))}]  {nbytes:,} B  crc32 {crc:08x}"
+            else:  # an alias
+                target = shown.get(rec.data)
+                if target is None:
+                    raise _bad(j, f"is an alias to record #{rec.data}, which is not finished")
+                text = f"same object as {target}"
+            append(Row(depth, parent, key, text, tensor))
+            if in_run:
+                if j in targets:
+                    shown[j] = cursor.shown_path(child=j - first)
+            elif j in targets:  # a leaf stepped to
+                shown[j] = cursor.shown_path()
+    if not cursor.complete:
         raise FormatError("the tree ends inside a node: records are missing. The file is corrupt.")
+    if cursor.next_record < len(recs):
+        raise _bad(cursor.next_record, "follows the end of the tree")
     unused = set(tensors) - used
     if unused:
         raise FormatError(
@@ -119,6 +129,45 @@ def rows(records: Records, tensors: dict[str, Any], limits: Limits) -> list[Row]
             f"{_shown(sorted(unused)[0])}. The file is corrupt."
         )
     return out
+
+
+def file_cursor(recs: Sequence[Rec], keys: Callable[[Rec], Sequence[Any]]) -> RecordCursor:
+    """The cursor over a file's records: one per node (``n`` values follow it) or
+    leaf (an array, a scalar, an alias), each node's values keyed by ``keys``."""
+    return RecordCursor(recs, _file_shape, keys, _LEAF_TAGS)
+
+
+def _file_shape(rec: Rec) -> tuple[int, bool]:
+    return rec.n, True
+
+
+def _row_keys(rec: Rec) -> Any:
+    """A node record's keys as the tree view shows them (``key_of``), each made when
+    read (``Indexed``)."""
+    return Indexed(rec.n, functools.partial(key_of, rec))
+
+
+class Indexed:
+    """The keys of a node record, made from their index when read: a file's node may
+    claim 2**62 values (a hostile one; the records run out first), and a walk reads
+    the keys of the values it meets only, so that it costs linear time in the file."""
+
+    __slots__ = ("_key", "_n")
+
+    def __init__(self, n: int, key: Callable[[int], Any]) -> None:
+        self._n = n
+        self._key = key
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: int) -> Any:
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return self._key(i)
+
+    def __iter__(self) -> Iterator[Any]:
+        return map(self._key, range(self._n))
 
 
 def row_path(out: list[Row], i: int) -> str:

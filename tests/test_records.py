@@ -1,0 +1,178 @@
+"""The record cursor (``_records.RecordCursor``) over a file's records: its node-at-once
+reads (``leaf_run``, ``child_paths``) agree with its steps, and its clients (a file's
+tree view, ``_rows.rows``, and its leaves by path, ``_like.file_leaves``) give the
+tree's own key paths."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import containers as ct
+from containers._paths import keystr
+from containers._records import CLOSE, LEAF, OPEN
+from containers._serialize._format import build_header, layout_of_bytes
+from containers._serialize._like import _child_keys, file_leaves
+from containers._serialize._recparse import _records
+from containers._serialize._rows import _row_keys, file_cursor, row_path, rows
+
+
+@ct.container(children=["w", "b"])
+class Layer:
+    w: Any
+    b: Any
+    name: str = "layer"
+
+
+leaves_st = st.one_of(
+    st.integers(-5, 5),
+    st.text(max_size=2),
+    st.builds(lambda n: np.arange(n, dtype=np.float32), st.integers(0, 3)),
+)
+
+
+def _extend(child: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(
+        st.lists(child, max_size=4),
+        st.lists(child, max_size=4).map(tuple),
+        st.dictionaries(st.text(max_size=2), child, max_size=4),
+        st.dictionaries(st.integers(0, 5), child, max_size=3).map(
+            lambda d: OrderedDict(sorted(d.items()))
+        ),
+        st.builds(Layer, child, child, st.text(max_size=2)),
+        st.just(None),
+    )
+
+
+#: Trees of fresh objects (no sharing: each leaf's path is its own), as files hold them.
+trees_st = st.recursive(leaves_st, _extend, max_leaves=16)
+
+
+def _file_records(tree: Any) -> Any:
+    """The validated records and tensors of ``tree`` saved to bytes."""
+    limits = ct.Limits()
+    layout = layout_of_bytes(memoryview(ct.serialize(tree)), limits)
+    return _records(layout, limits), layout.tensors, limits
+
+
+def _stepped(recs: Any, keys: Any) -> list[tuple[int, int, int, tuple[Any, ...]]]:
+    """Per record, in order, ``(index, depth, parent, path)`` read by ``step()`` alone:
+    the plain twin of the node-at-once reads."""
+    cursor = file_cursor(recs, keys)
+    out = []
+    while (event := cursor.step()) is not None:
+        if event == CLOSE:
+            continue
+        depth, parent, _, _ = cursor.position()
+        out.append((cursor.index, depth, parent, cursor.path()))
+    assert cursor.complete and cursor.next_record == len(recs)
+    return out
+
+
+@settings(deadline=None)
+@given(trees_st)
+def test_a_leaf_run_reads_what_the_steps_read(tree: Any) -> None:
+    """After OPEN, leaf_run passes over a node's leaf records and child_paths names
+    them, as stepping to each does: the same records, depths, parents and paths."""
+    records, _, _ = _file_records(tree)
+    recs = records.recs
+    cursor = file_cursor(recs, _child_keys)
+    fast = []
+    while (event := cursor.step()) is not None:
+        if event == CLOSE:
+            continue
+        depth, parent, _, _ = cursor.position()
+        fast.append((cursor.index, depth, parent, cursor.path()))
+        if event == OPEN:
+            j = cursor.index
+            run = cursor.leaf_run()
+            if run is not None:
+                paths = cursor.child_paths()
+                assert len(paths) == len(run) == recs[j].n
+                assert cursor.child_paths(1) == [p[:1] for p in paths]
+                fast += [(j + 1 + i, depth + 1, j, p) for i, p in enumerate(paths)]
+        else:
+            assert event == LEAF
+    assert cursor.complete and cursor.next_record == len(recs)
+    assert fast == _stepped(recs, _child_keys)
+
+
+@settings(deadline=None)
+@given(trees_st)
+def test_file_leaves_are_the_trees_leaves_with_their_paths(tree: Any) -> None:
+    """file_leaves (the cursor's client) gives the tree's leaves_with_path: the same
+    paths and values, in order (kept values left out), and with max_path the paths cut
+    after max_path + 1 keys, the leaves below marked deep."""
+    records, tensors, limits = _file_records(tree)
+    arrays = {name: np.zeros(0) for name in tensors}
+    got = file_leaves(records.recs, tensors, arrays, limits)
+    want = ct.leaves_with_path(tree)
+    assert [leaf.path for leaf in got] == [path for path, _ in want]
+    assert not any(leaf.deep for leaf in got)
+    for leaf, (_, value) in zip(got, want):
+        assert leaf.is_array is isinstance(value, np.ndarray)
+        if not leaf.is_array:
+            assert leaf.value == value
+    cut = file_leaves(records.recs, tensors, arrays, limits, max_path=1)
+    assert [leaf.path for leaf in cut] == [path[:2] for path, _ in want]
+    assert [leaf.deep for leaf in cut] == [len(path) > 2 for path, _ in want]
+
+
+@settings(deadline=None)
+@given(trees_st)
+def test_the_tree_view_has_a_row_per_record_at_the_cursors_positions(tree: Any) -> None:
+    """rows gives a row per record with the depth, parent and key the cursor's steps
+    give, and each row's path is the keystr of the position's path."""
+    records, tensors, limits = _file_records(tree)
+    view = rows(records, tensors, limits)
+    stepped = _stepped(records.recs, _child_keys)
+    assert [(r.depth, r.parent) for r in view] == [(d, p) for _, d, p, _ in stepped]
+    assert [row_path(view, j) for j in range(len(view))] == [
+        keystr(path) or "the root" for _, _, _, path in stepped
+    ]
+    assert [r.key for r in view] == [
+        keys[-1] if keys else "" for _, _, _, keys in _stepped(records.recs, _row_keys)
+    ]
+
+
+def test_an_alias_to_a_leaf_of_a_run_shows_the_leafs_path() -> None:
+    """An alias to an array read with its siblings at once (leaf_run) shows that array's
+    path, whole or, past LONG_PATH keys, shortened as every message's path."""
+    shared = np.ones(2, np.float32)
+    tree = {"a": {"x": np.zeros(1), "y": shared}, "b": {"z": shared}}
+    records, tensors, limits = _file_records(tree)
+    texts = [r.text for r in rows(records, tensors, limits)]
+    assert "same object as ['a']['y']" in texts
+    deep: Any = {"w": np.zeros(1), "v": shared}
+    for _ in range(50):
+        deep = [deep]
+    records, tensors, limits = _file_records({"deep": deep, "later": shared})
+    texts = [r.text for r in rows(records, tensors, limits)]
+    assert f"same object as ['deep']{'[0]' * 11}...{'[0]' * 11}['v'] (depth 52)" in texts
+
+
+def test_nodes_claiming_huge_counts_cost_linear_time() -> None:
+    """A hostile file of 20,000 nested lists each claiming 2**62 values: the tree view
+    and file_leaves read the keys of the values met only, and say the tree ends inside
+    a node (instead of making 2**62 keys per node)."""
+    seed = ct.serialize([])
+    n = int.from_bytes(seed[:8], "little")
+    header = json.loads(seed[8 : 8 + n])
+    meta = header.pop("__metadata__")
+    tree = json.dumps([["L", 2**62]] * 20_000 + [["N"]])
+    data = build_header("", {**meta, "containers.tree": tree}) + seed[8 + n :]
+    limits = ct.Limits(max_depth=100_000)
+    layout = layout_of_bytes(memoryview(data), limits)
+    records = _records(layout, limits)
+    message = re.escape("the tree ends inside a node: records are missing")
+    with pytest.raises(ct.FormatError, match=message):
+        rows(records, layout.tensors, limits)
+    with pytest.raises(ct.FormatError, match=message):
+        file_leaves(records.recs, layout.tensors, {}, limits, max_path=3)
