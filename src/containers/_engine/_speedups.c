@@ -120,8 +120,7 @@ speedups_exec(PyObject *module)
 {
     ModuleState *state = PyModule_GetState(module);
     state->handover_depth = PyLong_FromLong(1L << 30);
-    state->unflatten_name = PyUnicode_InternFromString("unflatten_fresh");
-    if (state->handover_depth == NULL || state->unflatten_name == NULL ||
+    if (state->handover_depth == NULL ||
         add_type(module, &IdTable_spec, &state->table_type) < 0 ||
         add_type(module, &Loop_spec, &state->loop_type) < 0 ||
         add_type(module, &PairLoop_spec, NULL) < 0 ||
@@ -142,7 +141,6 @@ speedups_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(state->table_type);
     Py_VISIT(state->loop_type);
     Py_VISIT(state->node_type);
-    Py_VISIT(state->unflatten_name);
     return 0;
 }
 
@@ -154,7 +152,6 @@ speedups_clear(PyObject *module)
     Py_CLEAR(state->table_type);
     Py_CLEAR(state->loop_type);
     Py_CLEAR(state->node_type);
-    Py_CLEAR(state->unflatten_name);
     return 0;
 }
 

@@ -71,7 +71,6 @@ typedef struct {
     PyTypeObject *table_type;
     PyTypeObject *loop_type;
     PyTypeObject *node_type;
-    PyObject *unflatten_name; /* "unflatten_fresh", interned: a NodeKind's attribute */
     TableArrays spare;        /* a cleared table's arrays, for the next table (spare_put) */
     Scratch scratch;          /* a finished build's block, for the next build (scratch_put) */
 } ModuleState;
