@@ -902,7 +902,6 @@ def test_like_by_position_agrees_with_like_by_path(tmp_path):
     aliases, scalars, None, deques, frameworks), both engines."""
     from collections import deque
 
-    from containers._serialize import _format, _load
     from containers._serialize import _like as _target
 
     rng = np.random.default_rng(5)
@@ -962,12 +961,91 @@ def test_like_by_position_agrees_with_like_by_path(tmp_path):
                     assert torch.equal(x.detach(), y.detach())
                 else:
                     assert np.array_equal(np.asarray(x), np.asarray(y))
-        with open(path, "rb") as f:
-            lay = _format.read_layout(f, ct.Limits())
-            records, wants = _load._tree_records(lay, ct.Limits(), True)
-            arrays = _format.read_arrays(f, lay, wants)
-        fast = _target.positional(like, records.recs, arrays, ct.Limits())
-        taken += fast is not _target.NO_FIT
+        taken += _positional(path, like, columns=False)[0] is not _target.NO_FIT
     # base, other scalar and kept values, a list for a deque, a numpy scalar template,
     # a torch leaf, the torch template and its Parameter leaf
     assert taken == 8
+
+
+def _positional(path: Any, like: Any, *, columns: bool) -> tuple[Any, bool]:
+    """``_like.positional`` on the file at ``path``, with or without the records of its
+    tree as a ``Structure``'s (``Records.columns``, made for a tree of builtins), and
+    whether it took its leaves from those columns."""
+    from containers._serialize import _format, _load
+    from containers._serialize import _like as _target
+
+    with open(path, "rb") as f:
+        lay = _format.read_layout(f, ct.Limits())
+        records, wants = _load._tree_records(lay, ct.Limits(), True, columns=columns)
+        arrays = _format.read_arrays(f, lay, wants)
+    tree = _target.positional(like, records, arrays, ct.Limits())
+    return tree, records.columns is not None and records.columns[1] is None
+
+
+def test_like_by_columns_agrees_with_like_by_records_and_by_path(tmp_path):
+    """A file of builtins fits a template by comparing the two trees' Structure records
+    at once (the columns containers._scan gives); that gives what reading the file's
+    records one by one gives, and what fitting by path gives, on matching templates and
+    on every kind of mismatch, both engines."""
+    from containers._serialize import _layout
+    from containers._serialize import _like as _target
+
+    rng = np.random.default_rng(7)
+    shared = rng.normal(size=3).astype(np.float32)
+    base = {  # dicts in key order: the columns are made for them
+        "layers": [{"b": np.zeros(3, np.float32), "w": rng.normal(size=(2, 3))} for _ in range(3)],
+        "meta": {"name": "run", "none": None, "step": 7},
+        "t": (np.arange(4), ()),
+        "tied": [shared, shared],  # one array, two places: an alias in the file
+    }
+    path = tmp_path / "b.safetensors"
+    ct.save(path, base)
+    as_torch = ct.fmap(
+        lambda x: torch.from_numpy(x.copy()) if isinstance(x, np.ndarray) else x, base
+    )
+    variants = [
+        base,
+        ct.fmap(lambda x: x.copy() if isinstance(x, np.ndarray) else x, base),  # unshared
+        {**base, "meta": {"name": "other", "none": None, "step": 8}},  # other scalars
+        {**base, "meta": {"name": "run", "step": 7}},  # a key fewer
+        {**base, "meta": {"step": 7, "name": "run", "none": None}},  # keys reordered
+        {**base, "t": [np.arange(4), ()]},  # a list for a tuple
+        {**base, "t": (np.arange(5), ())},  # a shape
+        {**base, "t": (np.arange(4, dtype=np.int8), ())},  # a dtype
+        {**base, "t": (np.arange(4), None)},  # a leaf for a node
+        {
+            **base,
+            "meta": {"name": "run", "none": None, "step": np.zeros(1)},
+        },  # an array for a scalar
+        as_torch,
+        {**as_torch, "t": (torch.arange(4, dtype=torch.int32), ())},  # a torch dtype
+        {k: v for k, v in base.items() if k != "tied"},
+    ]
+    taken, by_columns_taken = 0, 0
+    for like in variants:
+        expected = _fit_by_paths(path, like)
+        by_records, _ = _positional(path, like, columns=False)
+        by_columns, took_columns = _positional(path, like, columns=True)
+        assert (by_records is _target.NO_FIT) == (by_columns is _target.NO_FIT)
+        by_columns_taken += took_columns
+        if by_columns is _target.NO_FIT:
+            continue
+        taken += 1
+        assert not isinstance(expected, tuple)
+        for got in (by_records, by_columns):
+            (xs, sx), (ys, sy) = ct.flatten(got), ct.flatten(expected)
+            assert sx == sy and len(xs) == len(ys)
+            for x, y in zip(xs, ys):
+                assert type(x) is type(y)
+                assert np.array_equal(np.asarray(x), np.asarray(y))
+            # the alias gives the same array (a numpy template), or the same memory
+            assert (got["tied"][0] is got["tied"][1]) == (
+                expected["tied"][0] is expected["tied"][1]
+            )
+            assert np.shares_memory(np.asarray(got["tied"][0]), np.asarray(got["tied"][1]))
+    # base, its unshared copy, other scalars, the torch template, and (record by record)
+    # reordered keys and a list for a tuple
+    assert taken == 6
+    # by columns: those with the file's records, the leaf mismatches included (the
+    # columns come from containers._scan: none without the extension)
+    assert by_columns_taken == (0 if _layout._scan is None else 8)

@@ -130,10 +130,10 @@ def deserialize(
     if like is not None:
         with _gc_paused():
             layout = layout_of_bytes(view, limits)
-            records, wants = _tree_records(layout, limits, verify)
+            records, wants = _tree_records(layout, limits, verify, columns=True)
             arrays = view_arrays(view, layout, wants, copy=True)
             if records is not None and _names_clean(records, arrays):
-                tree = positional(like, records.recs, arrays, limits)
+                tree = positional(like, records, arrays, limits)
                 if tree is not NO_FIT:
                     return tree
             pairs, max_path = template_paths(like)

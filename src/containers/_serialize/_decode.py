@@ -244,19 +244,28 @@ def build(
 def _build_columns(columns: list[Any], arrays: dict[str, Any], in_order: bool) -> Any:
     """The tree of a file whose records ``containers._scan`` also gave as a
     ``Structure``'s (a tree of dicts, lists, tuples, Nones, arrays and scalars, checked
-    whole: one root, no record after it, not deeper than ``max_depth``): its leaves,
-    each tensor's name replaced by its array, rebuilt by ``Structure.unflatten`` (the
-    compiled ``_records.build`` where the extension is built), as ``build`` would
-    rebuild them record by record (tests/test_serialize_fuzz.py compares the two).
+    whole: one root, no record after it, not deeper than ``max_depth``): its leaves
+    (``column_leaves``) rebuilt by ``Structure.unflatten`` (the compiled
+    ``_records.build`` where the extension is built), as ``build`` would rebuild them
+    record by record (tests/test_serialize_fuzz.py compares the two)."""
+    from containers._structure import Structure
+
+    leaves, _ = column_leaves(columns, arrays, in_order)
+    return Structure(tuple(columns[0]), len(leaves)).unflatten(leaves)
+
+
+def column_leaves(
+    columns: list[Any], arrays: dict[str, Any], in_order: bool
+) -> tuple[list[Any], list[int]]:
+    """The leaves of ``Records.columns``, each tensor's name replaced by its array, and
+    the positions of the arrays.
 
     The leaves are filled in place and taken out of ``columns`` (a copy would cost a
     slot per leaf, a tenth of a tree of floats' file): a second build of the same
     records goes record by record. When the tree names the tensors in the file's order
-    (``in_order``) and no alias repeats one, the arrays go to their places in that
-    order, no name looked up."""
-    from containers._structure import Structure
-
-    srecs, leaves, at = columns
+    (``in_order``: as save writes a tree of one dtype) and no alias repeats one, the
+    arrays go to their places in that order, no name looked up."""
+    _, leaves, at = columns
     columns[1] = None
     if in_order and len(at) == len(arrays):
         for k, value in zip(at, arrays.values()):
@@ -265,7 +274,7 @@ def _build_columns(columns: list[Any], arrays: dict[str, Any], in_order: bool) -
         get = arrays.__getitem__
         for k in at:
             leaves[k] = get(leaves[k])
-    return Structure(tuple(srecs), len(leaves)).unflatten(leaves)
+    return leaves, at
 
 
 def _make(

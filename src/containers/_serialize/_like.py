@@ -36,8 +36,10 @@ from containers._paths import (
     keystr,
 )
 from containers._records import CLOSE, OPEN
+from containers._serialize._decode import column_leaves
 from containers._serialize._lazy import is_lazy
 from containers._serialize._limits import Limits
+from containers._serialize._recparse import Records
 from containers._serialize._rows import Indexed, file_cursor
 from containers._serialize._target import (
     _TORCH_TO_NUMPY,
@@ -382,7 +384,7 @@ def fit(
     return unflatten(structure(template), values)
 
 
-def positional(template: Any, recs: Sequence[Any], arrays: Any, limits: Limits) -> Any:
+def positional(template: Any, records: Records, arrays: Any, limits: Limits) -> Any:
     """``fit``'s result when the file's tree has the template's shape, else ``NO_FIT``:
     the template rebuilt over the file's child leaves taken by position.
 
@@ -398,13 +400,78 @@ def positional(template: Any, recs: Sequence[Any], arrays: Any, limits: Limits) 
     node and any other kind of node included, gives ``NO_FIT``, and ``fit`` decides with
     paths, and says what differs (tests/test_checkpoints.py holds the two to each
     other).
+
+    When ``containers._scan`` gave the file's tree as a ``Structure``'s records (a tree
+    of builtins: ``Records.columns``), the two trees' records are compared as tuples, in
+    C, and the leaves are taken from the columns, as ``load`` takes them.
     """
     from containers._engine._flat import flatten_records
     from containers._flatten import Structure
-    from containers._registry import DEFAULT_DICT, DICT, ORDERED_DICT
 
     t_records: list[Any] = []
     wants = flatten_records(template, None, False, "load", t_records)
+    want_np = list(map(operator.is_, map(type, wants), itertools.repeat(np.ndarray)))
+    taken = _column_leaves(records, t_records, arrays, want_np)
+    if taken is None:
+        taken = _record_leaves(records.recs, t_records, arrays, limits)
+        if taken is NO_FIT:
+            return NO_FIT
+    values, arrays_at = taken
+    if len(values) != len(wants):
+        return NO_FIT
+    # Each leaf fits without a conversion: numpy arrays where the file has arrays, of
+    # the same shapes and dtypes, and scalars (of any type a template leaf that is not
+    # an array has) where it has scalars; checked per column, in C.
+    converted: dict[int, Any] = {}
+    if want_np != arrays_at:  # torch or JAX template leaves: converted as fit converts them
+        found = _framework_leaves(wants, values, want_np, arrays_at)
+        if found is NO_FIT:
+            return NO_FIT
+        converted = found
+    for t in set(map(type, itertools.compress(wants, map(operator.not_, arrays_at)))):
+        if issubclass(t, np.ndarray) or (t.__module__ or "").startswith(("torch", "jax")):
+            return NO_FIT
+    got = list(itertools.compress(values, want_np))
+    want = list(itertools.compress(wants, want_np))
+    if set(map(type, got)) - {np.ndarray}:
+        return NO_FIT
+    if list(map(_SHAPE_OF, got)) != list(map(_SHAPE_OF, want)):
+        return NO_FIT
+    if list(map(_DTYPE_OF, got)) != list(map(_DTYPE_OF, want)):
+        return NO_FIT
+    for i, value in converted.items():
+        values[i] = value
+    return Structure(tuple(t_records), len(wants)).unflatten(values)
+
+
+def _column_leaves(
+    records: Records, t_records: list[Any], arrays: Any, want_np: list[bool]
+) -> tuple[list[Any], list[bool]] | None:
+    """``(values, arrays_at)`` from the file's ``Structure`` records and leaves when they
+    equal the template's records, else None. The leaves are taken out of the columns,
+    as ``load`` takes them; ``arrays_at`` is ``want_np`` (the template's numpy leaves)
+    when the file has its arrays at the same positions."""
+    columns = records.columns
+    if columns is None or columns[1] is None or len(columns[0]) != len(t_records):
+        return None
+    if tuple(columns[0]) != tuple(t_records):
+        return None
+    names = records.names
+    in_order = len(names) == len(arrays) and names == list(arrays)
+    values, at = column_leaves(columns, arrays, in_order)
+    if list(itertools.compress(range(len(want_np)), want_np)) == at:
+        return values, want_np
+    arrays_at = [False] * len(values)
+    for k in at:
+        arrays_at[k] = True
+    return values, arrays_at
+
+
+def _record_leaves(recs: Sequence[Any], t_records: list[Any], arrays: Any, limits: Limits) -> Any:
+    """``(values, arrays_at)``: the file's child leaves, by position, read record by
+    record against the template's records, or ``NO_FIT``."""
+    from containers._registry import DEFAULT_DICT, DICT, ORDERED_DICT
+
     dicts = {DICT: "D", ORDERED_DICT: "O", DEFAULT_DICT: "DD"}
     values: list[Any] = []
     arrays_at: list[bool] = []
@@ -501,32 +568,9 @@ def positional(template: Any, recs: Sequence[Any], arrays: Any, limits: Limits) 
                 n = 0
         stack.append([n, kept, mask, 0])
         _close(stack)
-    if stack or ti != len(t_records) or len(values) != len(wants):
+    if stack or ti != len(t_records):
         return NO_FIT
-    # Each leaf fits without a conversion: numpy arrays where the file has arrays, of
-    # the same shapes and dtypes, and scalars (of any type a template leaf that is not
-    # an array has) where it has scalars; checked per column, in C.
-    want_np = [type(w) is np.ndarray for w in wants]
-    converted: dict[int, Any] = {}
-    if want_np != arrays_at:  # torch or JAX template leaves: converted as fit converts them
-        found = _framework_leaves(wants, values, want_np, arrays_at)
-        if found is NO_FIT:
-            return NO_FIT
-        converted = found
-    for t in set(map(type, itertools.compress(wants, map(operator.not_, arrays_at)))):
-        if issubclass(t, np.ndarray) or (t.__module__ or "").startswith(("torch", "jax")):
-            return NO_FIT
-    got = list(itertools.compress(values, want_np))
-    want = list(itertools.compress(wants, want_np))
-    if set(map(type, got)) - {np.ndarray}:
-        return NO_FIT
-    if list(map(_SHAPE_OF, got)) != list(map(_SHAPE_OF, want)):
-        return NO_FIT
-    if list(map(_DTYPE_OF, got)) != list(map(_DTYPE_OF, want)):
-        return NO_FIT
-    for i, value in converted.items():
-        values[i] = value
-    return Structure(tuple(t_records), len(wants)).unflatten(values)
+    return values, arrays_at
 
 
 def _framework_leaves(

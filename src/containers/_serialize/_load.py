@@ -297,7 +297,7 @@ def _load_whole(
     records = None
     if TREE_KEY in meta or FORMAT_KEY in meta:
         with _in_file(opened.path):
-            records = _records_of(meta, limits, columns=like is _NO_TEMPLATE)
+            records = _records_of(meta, limits, columns=True)
             check_root(records.recs, expect)
     elif expect is not None and expect is not dict:
         raise SerializationError(
@@ -330,7 +330,7 @@ def _load_whole(
     if like is not _NO_TEMPLATE:  # load(like=) of a sharded checkpoint, whole
         with _in_file(opened.path):
             if records is not None and _names_clean(records, arrays):
-                tree = positional(like, records.recs, arrays, limits)
+                tree = positional(like, records, arrays, limits)
                 if tree is not NO_FIT:
                     return tree
             pairs, max_path = template_paths(like)
@@ -428,13 +428,16 @@ def _private_map(f: Any) -> Any:
     return _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_COPY)
 
 
-def _tree_records(layout: Layout, limits: Limits, verify: bool) -> tuple[Any, Any]:
-    """A containers file's records and the CRC32s to check; ``(None, None)`` for a
+def _tree_records(
+    layout: Layout, limits: Limits, verify: bool, *, columns: bool = False
+) -> tuple[Any, Any]:
+    """A containers file's records (with ``columns``, a tree of builtins' ``Structure``
+    records too, for ``positional``) and the CRC32s to check; ``(None, None)`` for a
     plain safetensors file (which has no CRC32s)."""
     meta = layout.metadata
     if TREE_KEY not in meta and FORMAT_KEY not in meta:
         return None, None
-    records = _records(layout, limits)
+    records = _records(layout, limits, columns=columns)
     return records, (_wants(records, layout) if verify else None)
 
 
@@ -454,13 +457,13 @@ def _load_like(path: str, like: Any, mmap: bool, verify: bool, limits: Limits) -
     collector is paused throughout, as for load."""
     with _in_file(path), open_for_reading(path) as f, _gc_paused():
         layout = read_layout(f, limits)
-        records, wants = _tree_records(layout, limits, verify)
+        records, wants = _tree_records(layout, limits, verify, columns=True)
         if mmap:
             arrays = view_arrays(_private_map(f), layout, wants, copy=False)
         else:
             arrays = read_parallel([(None, f.fileno(), layout, wants)], workers=1, progress=None)
         if records is not None and _names_clean(records, arrays):
-            tree = positional(like, records.recs, arrays, limits)
+            tree = positional(like, records, arrays, limits)
             if tree is not NO_FIT:
                 return tree
         pairs, max_path = template_paths(like)
@@ -471,7 +474,7 @@ def _load_like(path: str, like: Any, mmap: bool, verify: bool, limits: Limits) -
 def _names_clean(records: Records, arrays: dict[str, Any]) -> bool:
     """Whether the tree names every tensor once (else the checks by path say which)."""
     names = records.names
-    return len(names) == len(arrays) and arrays.keys() == set(names)
+    return len(names) == len(arrays) and (names == list(arrays) or arrays.keys() == set(names))
 
 
 def read_leaves(
@@ -489,7 +492,7 @@ def read_leaves(
     path = os.fspath(path)
     with _in_file(path), open_for_reading(path) as f, _gc_paused():
         layout = read_layout(f, limits)
-        records, wants = _tree_records(layout, limits, verify)
+        records, wants = _tree_records(layout, limits, verify, columns=True)
         if mmap:
             arrays = view_arrays(_private_map(f), layout, wants, copy=False)
         else:
