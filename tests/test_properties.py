@@ -756,12 +756,12 @@ def test_fast_map_agrees_with_map_tree_on_shared_trees(tree: Any) -> None:
 @pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
 @given(shared_trees(), st.booleans())
 def test_fast_map_many_agrees_with_map_tree_on_shared_trees(tree: Any, shared: bool) -> None:
-    """fast_map_many calls f as map_tree(ys=...) does and gives its output and sharing,
+    """fast_map(ys=...) (``_Mode`` with several trees) calls f as map_tree(ys=...) does and gives its output and sharing,
     with the cache on and off and with prune, over one or two other trees."""
     other = ct.fmap(Box, tree, cache=shared)
     for (cached, prune), ys in itertools.product(_CACHES, [(other,), (other, tree)]):
         _agree(
-            _calling(_fast.fast_map_many, tree, ys, Memo() if cached else None, prune),
+            _calling(_fast.fast_map, tree, Memo() if cached else None, prune, ys=ys),
             _calling(
                 map_tree, tree, ys, exclude=None, cache=Memo() if cached else None, prune=prune
             ),
@@ -1057,7 +1057,7 @@ def test_compiled_leaf_paths_agree_with_ranked_paths(tree: Any, none_is_leaf: bo
 @contextmanager
 def pair_mappers(on: bool) -> Iterator[None]:
     """Two-tree fmap with the classes' generated pair mappers (``on``) or with the
-    generic path of ``_ManyMode.node``, their plain twin, in fresh modes."""
+    generic path of ``_Mode``'s several-tree walk (``many_node``), their plain twin, in fresh modes."""
     saved = _fast._pair_mappers, _fast._idle
     _fast._pair_mappers, _fast._idle = on, {}
     try:
