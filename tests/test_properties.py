@@ -768,6 +768,29 @@ def test_fast_map_many_agrees_with_map_tree_on_shared_trees(tree: Any, shared: b
         )
 
 
+@pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
+@given(shared_trees(), st.integers(0, 3), st.integers(0, 2))
+def test_fast_map_reports_a_cycle_as_map_tree_does(tree: Any, where: int, extra: int) -> None:
+    """On a tree with a reference cycle (the fast walk has no cycle check of its own:
+    the cycle runs it past MAX_FAST_DEPTH), fast_map over one tree (fmap, fmapstructure)
+    or several raises map_tree's error, message and path (with the cache: shared
+    subtrees mapped anew at each of the cycle's levels would grow exponentially)."""
+    loop: list[Any] = [tree] * where
+    loop.append(loop)
+    tree = {"t": loop, "u": tree}
+    ys = (tree,) * extra
+
+    def error(run: Any, *args: Any, **options: Any) -> Any:
+        with pytest.raises(ct.StructureError, match="reference cycle") as info:
+            run(lambda *vs: vs[0], tree, *args, **options)
+        return str(info.value), info.value.path
+
+    for structural in {False, not extra}:
+        fast = error(_fast.fast_map, Memo(), UNSET, structural, ys=ys)
+        plain = error(map_tree, ys, exclude=None, cache=Memo(), structural=structural)
+        assert fast == plain
+
+
 @pytest.mark.skipif(COMPILED is None, reason="containers._engine._speedups is not built")
 @given(shared_trees())
 def test_compiled_loop_agrees_with_its_twin_on_shared_trees(tree: Any) -> None:
