@@ -9,7 +9,7 @@
    its type's mapper in `direct`, or to `node`. `Loop` records each leaf type it meets
    in `direct` too, as one of two markers, so that a leaf costs one lookup; a
    registration removes them (`_fast._forget_modes`). `PairLoop.run(kids, ykids,
-   depth)` is the same for fmap with one extra tree (`_loops.pair_loop_source()`).
+   depth)` is the same for fmap with one extra tree (`_loops.loop_source(2)`).
    `Loop.leaf(x)` is the cached call alone, for the generated per-class mappers. A
    `MapNode` in `direct` is a frozen declared class's generated mapper done in C
    (_speedups_mapnode.c), so a tree of such classes is mapped without a Python frame.
