@@ -85,6 +85,15 @@ def hand_map_params(f: Fn, params: dict[str, dict[str, Any]]) -> dict[str, dict[
     return {k: {"bias": f(v["bias"]), "kernel": f(v["kernel"])} for k, v in params.items()}
 
 
+def hand_map2_params(
+    f: Fn, params: dict[str, dict[str, Any]], other: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    return {
+        k: {"bias": f(v["bias"], w["bias"]), "kernel": f(v["kernel"], w["kernel"])}
+        for (k, v), w in zip(params.items(), other.values())
+    }
+
+
 def hand_map_mlps(f: Fn, mlps: list[Any]) -> list[Any]:
     return [MLP(tuple([Linear(f(x.w), f(x.b)) for x in m.layers]), m.name) for m in mlps]
 
@@ -167,7 +176,7 @@ class Case:
         self._w1: dict[int, dict[str, list[tuple[float, ...]]]] = {}
         self._held: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
         self._w3: dict[tuple[Model, int, bool], list[Any]] = {}
-        self._params: dict[str, dict[str, np.ndarray]] | None = None
+        self._params: dict[int, dict[str, dict[str, np.ndarray]]] = {}
         self._deep: list[Any] | None = None
 
     def w1(self, which: int = 0) -> dict[str, list[tuple[float, ...]]]:
@@ -209,15 +218,15 @@ class Case:
             ]
         return self._w3[key]
 
-    def params(self) -> dict[str, dict[str, np.ndarray]]:
+    def params(self, which: int = 0) -> dict[str, dict[str, np.ndarray]]:
         """`{"layer00000": {"bias": b, "kernel": w}, ...}`: N arrays, N/2 layers, held
         by the tree alone; the same arrays' values as the W3 trees'."""
-        if self._params is None:
-            self._params = {
+        if which not in self._params:
+            self._params[which] = {
                 f"layer{i:05d}": {"bias": b, "kernel": w}
-                for i, (w, b) in enumerate(self._arrays(0)[: self.n // 2])
+                for i, (w, b) in enumerate(self._arrays(which)[: self.n // 2])
             }
-        return self._params
+        return self._params[which]
 
     def deep(self) -> list[Any]:
         """A list nested N deep with one float at the bottom: `[[[...[0.5]...]]]`."""
@@ -405,6 +414,21 @@ WORKLOADS: tuple[Workload, ...] = (
         unit="array",
         f_only=lambda case: f_calls(
             identity, [a for v in case.params().values() for a in (v["bias"], v["kernel"])]
+        ),
+    ),
+    Workload(
+        "W4d",
+        f"two-tree map a + b over {PARAMS_TREE}",
+        uses=("tree_map",),
+        hand=(hand_map2_params,),
+        args=lambda case, lib: (lib.array_fn(add), case.params(0), case.params(1)),
+        unit="array",
+        f_only=lambda case: f_calls(
+            add,
+            *(
+                [a for v in case.params(which).values() for a in (v["bias"], v["kernel"])]
+                for which in range(2)
+            ),
         ),
     ),
     Workload(

@@ -44,7 +44,7 @@ def test_quick_benchmark_runs_and_containers_agrees_with_hand(tmp_path: Path) ->
     assert bad == {}
     floors = {c["workload"] for c in cells if c["lib"] == "f-only" and c["status"] == "ok"}
     assert floors == {
-        *("W2", "W3", "W3id", "W3-held", "W3id-held", "W4", "W4c", "W6id"),
+        *("W2", "W3", "W3id", "W3-held", "W3id-held", "W4", "W4c", "W4d", "W6id"),
         *("fmapstructure", "deep-fmap"),
     }
 

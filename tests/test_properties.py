@@ -756,16 +756,39 @@ def test_fast_map_agrees_with_map_tree_on_shared_trees(tree: Any) -> None:
 @pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
 @given(shared_trees(), st.booleans())
 def test_fast_map_many_agrees_with_map_tree_on_shared_trees(tree: Any, shared: bool) -> None:
-    """fast_map_many calls f as map_tree(ys=...) does and gives its output and sharing,
+    """fast_map(ys=...) (``_Mode`` with several trees) calls f as map_tree(ys=...) does and gives its output and sharing,
     with the cache on and off and with prune, over one or two other trees."""
     other = ct.fmap(Box, tree, cache=shared)
     for (cached, prune), ys in itertools.product(_CACHES, [(other,), (other, tree)]):
         _agree(
-            _calling(_fast.fast_map_many, tree, ys, Memo() if cached else None, prune),
+            _calling(_fast.fast_map, tree, Memo() if cached else None, prune, ys=ys),
             _calling(
                 map_tree, tree, ys, exclude=None, cache=Memo() if cached else None, prune=prune
             ),
         )
+
+
+@pytest.mark.usefixtures("engine")  # the compiled child loop and its twin
+@given(shared_trees(), st.integers(0, 3), st.integers(0, 2))
+def test_fast_map_reports_a_cycle_as_map_tree_does(tree: Any, where: int, extra: int) -> None:
+    """On a tree with a reference cycle (the fast walk has no cycle check of its own:
+    the cycle runs it past MAX_FAST_DEPTH), fast_map over one tree (fmap, fmapstructure)
+    or several raises map_tree's error, message and path (with the cache: shared
+    subtrees mapped anew at each of the cycle's levels would grow exponentially)."""
+    loop: list[Any] = [tree] * where
+    loop.append(loop)
+    tree = {"t": loop, "u": tree}
+    ys = (tree,) * extra
+
+    def error(run: Any, *args: Any, **options: Any) -> Any:
+        with pytest.raises(ct.StructureError, match="reference cycle") as info:
+            run(lambda *vs: vs[0], tree, *args, **options)
+        return str(info.value), info.value.path
+
+    for structural in {False, not extra}:
+        fast = error(_fast.fast_map, Memo(), UNSET, structural, ys=ys)
+        plain = error(map_tree, ys, exclude=None, cache=Memo(), structural=structural)
+        assert fast == plain
 
 
 @pytest.mark.skipif(COMPILED is None, reason="containers._engine._speedups is not built")
@@ -1074,7 +1097,7 @@ def test_compiled_leaf_paths_agree_with_ranked_paths(tree: Any, none_is_leaf: bo
 @contextmanager
 def pair_mappers(on: bool) -> Iterator[None]:
     """Two-tree fmap with the classes' generated pair mappers (``on``) or with the
-    generic path of ``_ManyMode.node``, their plain twin, in fresh modes."""
+    generic path of ``_Mode``'s several-tree walk (``many_node``), their plain twin, in fresh modes."""
     saved = _fast._pair_mappers, _fast._idle
     _fast._pair_mappers, _fast._idle = on, {}
     try:

@@ -13,7 +13,7 @@ from typing import Any, TypeVar, overload
 
 from containers._engine._collect import collect, fast_collect
 from containers._engine._core import UNSET, Memo, map_tree
-from containers._engine._fast import fast_map, fast_map_many
+from containers._engine._fast import fast_map
 from containers._engine._walks import CachedWalk, ExcludeWalk, Walk, run_walk
 from containers._errors import not_callable_error, short_repr
 from containers._parallel import (
@@ -208,9 +208,7 @@ def fmap(
     if exclude is not isleaf:
         return map_tree(f, tree, rest, exclude=exclude, cache=memo, prune=prune)
     try:
-        if rest:
-            return fast_map_many(f, tree, rest, memo, prune)
-        return fast_map(f, tree, memo, prune)
+        return fast_map(f, tree, memo, prune, ys=rest)
     finally:
         if memo is not None:
             memo.clear()

@@ -1,8 +1,8 @@
 """The fast path's generated loops: templates, their compilation, and the shared cells.
 
-This stage holds the source templates of fmap's child loop, tuple mapper and two-tree
-pair loop and mapper (whose C twins are ``_speedups.Loop`` and ``PairLoop``), the
-child-mapping lines that generated per-class mappers inline, and ``MAPPER_ARGS`` and
+This stage holds the source templates of fmap's child loop (one tree or two: its C
+twins are ``_speedups.Loop`` and ``PairLoop``) and tuple mappers, the child-mapping
+lines (``map_child``) that the loops and the generated per-class mappers inline, and ``MAPPER_ARGS`` and
 ``PAIR_MAPPER_ARGS``, the one list each of what a mapper factory and a two-tree pair
 mapper factory receive. It never reads a spec: ``_mappers`` asks it for the
 child-mapping lines of a class's mappers.
@@ -24,16 +24,13 @@ __all__ = [
     "TRAIL",
     "UNROLLED_TUPLE_LENGTH",
     "compile_loop",
-    "compile_pair_loop",
     "compile_pair_mapper",
     "compile_tuple_mapper",
     "exec_source",
     "loop_source",
     "map_child",
-    "map_pair_child",
     "mapper_factory",
     "marked",
-    "pair_loop_source",
     "pair_mapper_source",
     "rebind",
     "source_filename",
@@ -67,7 +64,7 @@ MAPPER_ARGS = (
 )
 
 # What two-tree fmap's fast path hands a generated pair mapper factory, in this order
-# (``_fast._ManyMode`` builds its ``mapper_args`` from these names).
+# (``_fast._Mode`` with several trees builds its ``mapper_args`` from these names).
 PAIR_MAPPER_ARGS = (
     "f",
     "node",
@@ -159,64 +156,50 @@ def with_rows(function: list[str]) -> list[str]:
     return [line.replace(ROWS, repr(rows)) for line in function]
 
 
-def map_child(value: str, target: str, depth: str) -> list[str]:
-    """Lines setting ``target`` to fmap's result for the child in variable ``value``.
+def map_child(value: str, target: str, depth: str, other: str | None = None) -> list[str]:
+    """Lines setting ``target`` to fmap's result for the child in variable ``value``
+    (facing ``other``, the other tree's child, with two trees): the fast tiers' one
+    Python copy of the leaf test, the identity cache's use and the dispatch to a node's
+    mapper, inlined by the loops (``loop_source``) and the per-class mappers
+    (``_mappers.mapper_source``), as the C ``Loop`` and ``PairLoop`` map a child.
 
     An immutable leaf (a value) is passed to ``f``; every other leaf goes through the
     identity cache: with the compiled table (``keep`` is None) in one call, ``leaf``
-    (``_speedups.Loop.leaf``); with the plain dict inline (``results`` by id, ``keep``
-    holding the keys' objects, ``prune`` for repeats), where a call of a Python
-    function would cost more than the lines (benchmarks/run.py, W3id). A node goes to
-    its mapper in ``direct`` or to ``node``.
+    (``Loop.leaf``, ``PairLoop.leaf``); with the plain dict inline (``results`` by id,
+    ``keep`` holding the keys' objects, ``prune`` for repeats), where a call of a
+    Python function would cost more than the lines (benchmarks/run.py, W3id). With one
+    tree a node goes to its mapper in ``direct`` or to ``node``; with two, a tuple to
+    ``pair``, another node to its pair mapper in ``mappers`` or to ``node``.
     """
-    return [f"_t = type({value})", *_map_typed_child(value, target, depth)]
+    return [f"_t = type({value})", *_map_typed_child(value, target, depth, other)]
 
 
-def _map_typed_child(value: str, target: str, depth: str) -> list[str]:
+def _map_typed_child(value: str, target: str, depth: str, other: str | None) -> list[str]:
     """``map_child`` once ``_t`` holds the child's type."""
-    return [
+    args = value if other is None else f"{value}, {other}"
+    lines = [
         "if _t in immutable:",
-        f"    {target} = f({value})",
+        f"    {target} = f({args})",
         "elif _t in leaf_types:",
         "    if keep is None:",
-        f"        {target} = leaf({value})",
+        f"        {target} = leaf({args})",
         "    else:",
         f"        _k = id({value})",
         "        if _k in results:",  # a bytecode, not a call like results.get
         f"            {target} = prune if use_prune else results[_k]",
         "        else:",
-        f"            {target} = results[_k] = f({value})",
+        f"            {target} = results[_k] = f({args})",
         f"            keep({value})",
-        "else:",
-        "    _m = direct(_t)",
-        f"    {target} = _m({value}, {depth}) if _m is not None else node({value}, {depth})",
     ]
-
-
-def map_pair_child(value: str, other: str, target: str, depth: str) -> list[str]:
-    """Lines setting ``target`` to two-tree fmap's result for the child in variable
-    ``value`` facing ``other``, as ``pair_loop`` maps it (its C twin, ``PairLoop``, too).
-
-    An immutable leaf goes to ``f``; another leaf (met only with the cache: without,
-    every leaf type is immutable) through the identity cache: with the compiled table
-    (``keep`` is None) one call, ``leaf(value, other)`` (``PairLoop.leaf``); with the
-    plain dict inline, ``results`` by id and ``keep`` holding the key's object. A
-    tuple goes to ``pair``, a node to its pair mapper in ``mappers`` or to ``node``.
-    """
+    if other is None:
+        return [
+            *lines,
+            "else:",
+            "    _m = direct(_t)",
+            f"    {target} = _m({value}, {depth}) if _m is not None else node({value}, {depth})",
+        ]
     return [
-        f"_t = type({value})",
-        "if _t in immutable:",
-        f"    {target} = f({value}, {other})",
-        "elif _t in leaf_types:",
-        "    if keep is None:",
-        f"        {target} = leaf({value}, {other})",
-        "    else:",
-        f"        _k = id({value})",
-        "        if _k in results:",
-        f"            {target} = prune if use_prune else results[_k]",
-        "        else:",
-        f"            {target} = results[_k] = f({value}, {other})",
-        f"            keep({value})",
+        *lines,
         "elif _t is tuple:",
         f"    {target} = pair({value}, {other}, {depth})",
         "else:",
@@ -279,30 +262,49 @@ def _appended(calls: list[str]) -> list[str]:
     return ["append((", *calls, "))", "continue"]
 
 
-def loop_source() -> str:
-    """The source of ``make_loop(mode)``: fmap's loop over the children of a node.
+def loop_source(trees: int = 1) -> str:
+    """The source of ``make_loop(mode)``: fmap's loop over the children of a node, for
+    one tree (``trees`` 1) or for a node facing one other tree's (2).
 
-    ``loop(kids, depth)`` returns the list of the mapped children (at ``depth``), each
-    tested as in a class's mapper; a tuple of up to UNROLLED_TUPLE_LENGTH immutable
-    leaves is mapped in the loop itself, without the call of the tuple mapper
-    (benchmarks/run.py, W2: a list of pairs or 4-tuples). ``_speedups_loop.c`` has the same
-    loop in C (``Loop``), used when it is built; this one is its plain twin.
+    ``loop(kids, depth)`` (``loop(kids, ykids, depth)``) returns the list of the mapped
+    children (at ``depth``), each as ``map_child`` maps it; a tuple of up to
+    UNROLLED_TUPLE_LENGTH immutable leaves (facing a tuple of its length) is mapped in
+    the loop itself, without the call of the tuple mapper (benchmarks/run.py, W2, W4:
+    lists of pairs or 4-tuples). ``_speedups_loop.c`` has the same loops in C
+    (``Loop``, ``PairLoop``), used when it is built; these are their plain twins.
     """
+    args: tuple[str, ...]
+    if trees == 1:
+        head, params, args = "for x in kids:", "kids, depth", MAPPER_ARGS
+        tuples = _unrolled_tuples("x", _appended)
+    else:
+        head, params, args = (
+            "for x, y in zip(kids, ykids):",
+            "kids, ykids, depth",
+            PAIR_MAPPER_ARGS,
+        )
+        tuples = [
+            "if type(y) is tuple and n == len(y):",
+            *_indented(_unrolled_tuples("xy", _appended)),
+        ]
     body = [
         "out = []",
         "append = out.append",
-        "for x in kids:",
+        head,
         "    _t = type(x)",
         "    if _t is tuple:",
         "        n = len(x)",
-        *(f"        {line}" for line in _unrolled_tuples("x", _appended)),
-        *(f"    {line}" for line in _map_typed_child("x", "_r", "depth")),
+        *(f"        {line}" for line in tuples),
+        *(
+            f"    {line}"
+            for line in _map_typed_child("x", "_r", "depth", "y" if trees > 1 else None)
+        ),
         "    append(_r)",
         "return out",
     ]
     lines = [
         "def make_loop(mode):",
-        *(f"    {line}" for line in mapper_factory("loop", body, "kids, depth", index="len(out)")),
+        *_indented(mapper_factory("loop", body, params, args, index="len(out)")),
     ]
     return "\n".join(lines) + "\n"
 
@@ -351,54 +353,6 @@ def pair_mapper_source() -> str:
     return "\n".join(lines) + "\n"
 
 
-def pair_loop_source() -> str:
-    """The source of ``make_pair_loop(f, immutable, leaf_types, leaf, pair, node)``.
-
-    ``pair_loop(kids, ykids, depth)`` returns the list of the mapped children (at
-    ``depth``) of a node facing one other tree's node: an immutable leaf goes to ``f``,
-    another leaf to ``leaf``, a tuple of up to UNROLLED_TUPLE_LENGTH immutable leaves
-    facing a tuple of its length is mapped in the loop itself (benchmarks/run.py, W4),
-    any other tuple goes to ``pair`` and any other node to ``node``. ``_speedups_loop.c``
-    has the same loop in C (``PairLoop``), used when it is built.
-    """
-    body = [
-        "out = []",
-        "append = out.append",
-        "for x, y in zip(kids, ykids):",
-        "    _t = type(x)",
-        "    if _t is tuple:",
-        "        n = len(x)",
-        "        if type(y) is tuple and n == len(y):",
-        *(f"            {line}" for line in _unrolled_tuples("xy", _appended)),
-        "        append(pair(x, y, depth))",
-        "    elif _t in immutable:",
-        "        append(f(x, y))",
-        "    elif _t in leaf_types:",
-        "        append(leaf(x, (y,)))",
-        "    else:",
-        "        append(node(x, (y,), depth))",
-        "return out",
-    ]
-    lines = [
-        "def make_pair_loop(f, immutable, leaf_types, leaf, pair, node):",
-        *(
-            f"    {line}"
-            for line in catching(
-                ["def pair_loop(kids, ykids, depth):", *_indented(body)], "len(out)"
-            )
-        ),
-        "    return pair_loop",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def compile_pair_loop() -> Callable[..., Callable[[Any, Any, int], list[Any]]]:
-    """Compile ``pair_loop_source()``; returns its ``make_pair_loop``."""
-    make: Callable[..., Callable[[Any, Any, int], list[Any]]]
-    make = _compile_factory(pair_loop_source(), "pair loop", "make_pair_loop")
-    return make
-
-
 def compile_tuple_mapper() -> Callable[..., Callable[[Any, int], Any]]:
     """Compile ``tuple_mapper_source()``; returns its ``make_mapper``."""
     make: Callable[..., Callable[[Any, int], Any]]
@@ -406,10 +360,10 @@ def compile_tuple_mapper() -> Callable[..., Callable[[Any, int], Any]]:
     return make
 
 
-def compile_loop() -> Callable[..., Callable[[Any, int], list[Any]]]:
-    """Compile ``loop_source()``; returns its ``make_loop``."""
-    make: Callable[..., Callable[[Any, int], list[Any]]]
-    make = _compile_factory(loop_source(), "loop", "make_loop")
+def compile_loop(trees: int = 1) -> Callable[..., Callable[..., list[Any]]]:
+    """Compile ``loop_source(trees)``; returns its ``make_loop``."""
+    make: Callable[..., Callable[..., list[Any]]]
+    make = _compile_factory(loop_source(trees), "loop" if trees == 1 else "pair loop", "make_loop")
     return make
 
 

@@ -2,9 +2,9 @@
 
 This stage turns a ``ContainerSpec`` into the two mapper factories fmap's fast path
 calls for a frozen declared class: ``make_mapper(mode)`` (one tree, ``_fast._Mode``)
-and ``make_pair_mapper(mode)`` (two trees, ``_fast._ManyMode``), compiled on the
+and ``make_pair_mapper(mode)`` (two trees, the same ``_Mode``'s), compiled on the
 first walk that meets the class (``mappers``) and kept while the class lives. Their
-child lines are the engine's (``_loops.map_child``, ``map_pair_child``); how they
+child lines are the engine's (``_loops.map_child``); how they
 build the new instance is the class's (``_codegen.construct_lines``), as ``unflatten``
 builds it. ``node_plan`` says whether the compiled ``MapNode`` may run a mapper.
 """
@@ -27,7 +27,6 @@ from containers._engine._loops import (
     PAIR_MAPPER_ARGS,
     ROWS,
     map_child,
-    map_pair_child,
     mapper_factory,
     marked,
     unwound_at,
@@ -94,7 +93,7 @@ def mapper_source(spec: ContainerSpec) -> tuple[str, dict[str, Any]]:
       ``structural`` (fmapstructure) it returns a dict keyed by child name instead. The
       leaf test is inlined and a node costs one call.
     - ``make_pair_mapper(mode) -> map_pair_node``: two-tree fmap's fast path for this
-      class (``mode`` is ``_engine._fast._ManyMode``); see ``_pair_mapper_body``.
+      class (``mode`` is a several-tree ``_engine._fast._Mode``); see ``_pair_mapper_body``.
     """
     g = base_globals(spec)
     g["_ct_unwound"] = unwound_at  # the except clause of each mapper (_loops.catching)
@@ -152,13 +151,13 @@ def _guarded_catching(obj: str, body: list[str]) -> list[str]:
 def _pair_mapper_body(spec: ContainerSpec, g: dict[str, Any]) -> list[str]:
     """The body of ``map_pair_node(x, y, depth)``: fmap(f, x, y) for an instance ``x``.
 
-    It does what ``_ManyMode.node``'s generic path does with ``flatten``, ``read``,
+    It does what ``_Mode``'s several-tree generic path (``many_node``) does with ``flatten``, ``read``,
     ``pair_loop`` and ``unflatten``, in the same order, without those calls
     (benchmarks/instructions.py, W4c): a mutable class's instance is looked up in the
     identity cache; past ``max_depth`` it returns ``deep(x, y)``; else it reads ``x``'s
     children and kept fields, requires ``y`` to be of the same class (else raises
     ``mismatch()``, which fmap turns into the error with its path), reads ``y``'s
-    children, maps each pair inline (``_loops.map_pair_child``) and rebuilds with
+    children, maps each pair inline (``_loops.map_child``) and rebuilds with
     ``x``'s kept fields; a mutable class's result is stored in the identity cache.
     """
     kids, kept = spec.children, spec.keep
@@ -177,7 +176,7 @@ def _pair_mapper_body(spec: ContainerSpec, g: dict[str, Any]) -> list[str]:
         *guarded_lines("y", assign(y_vars, [f"y.{n}" for n in kids])),
     ]
     for i in range(len(kids)):
-        walk += marked(map_pair_child(f"_x{i}", f"_y{i}", f"_c{i}", "depth + 1"), i)
+        walk += marked(map_child(f"_x{i}", f"_c{i}", "depth + 1", f"_y{i}"), i)
     values = {n: f"_c{i}" for i, n in enumerate(kids)}
     values.update({n: f"_k{i}" for i, n in enumerate(kept)})
     walk += construct_lines(spec, values, g, returned=False)

@@ -9,12 +9,12 @@
    its type's mapper in `direct`, or to `node`. `Loop` records each leaf type it meets
    in `direct` too, as one of two markers, so that a leaf costs one lookup; a
    registration removes them (`_fast._forget_modes`). `PairLoop.run(kids, ykids,
-   depth)` is the same for fmap with one extra tree (`_loops.pair_loop_source()`).
+   depth)` is the same for fmap with one extra tree (`_loops.loop_source(2)`).
    `Loop.leaf(x)` is the cached call alone, for the generated per-class mappers. A
    `MapNode` in `direct` is a frozen declared class's generated mapper done in C
    (_speedups_mapnode.c), so a tree of such classes is mapped without a Python frame.
    Everything else (other nodes, depth, errors and their paths) stays in Python, in
-   `_fast._Mode` and `_fast._ManyMode`, which own the loops and set their per-call
+   `_fast._Mode` (one tree or several), which owns the loops and sets their per-call
    values with `bind`. flatten's walk, a Structure's leaf paths and its rebuild have
    their own files (_speedups.h lists them all).
 
@@ -184,7 +184,7 @@ static struct PyModuleDef speedups_module = {
     .m_name = "containers._engine._speedups",
     .m_doc = PyDoc_STR("fmap's child loops and declared classes' mappers, flatten's walk, "
                        "unflatten's rebuild and interop's rebuild in C (optional; see "
-                       "_fast._Mode, _fast._ManyMode, _mappers.node_plan, _flat.flatten_fast, "
+                       "_fast._Mode, _mappers.node_plan, _flat.flatten_fast, "
                        "_records.build and interop._generated)."),
     .m_size = sizeof(ModuleState),
     .m_methods = speedups_methods,
