@@ -619,7 +619,7 @@ Loop_run(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
     return run_loop(self, "Loop.run", args[0], NULL, args[1], map_child);
 }
 
-/* map_child for one value: what `_Mode.dispatch` does for the root of a tree (a
+/* map_child for one value: what `_Mode.run` does for the root of a tree (a
    dict of str keys mapped here too, without map_dict's Python frame:
    benchmarks/instructions.py, W6id). */
 static PyObject *
@@ -678,7 +678,7 @@ Loop_leaf(LoopObject *self, PyObject *x)
 }
 
 /* f(x, y) through the identity cache (keyed by x), for the generated pair mappers
-   (`_loops.map_pair_child`), as Loop.leaf is for the one-tree mappers
+   (`_loops.map_child(..., other)`), as Loop.leaf is for the one-tree mappers
    (benchmarks/run.py, W4c). */
 static PyObject *
 PairLoop_leaf(LoopObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -730,7 +730,7 @@ static PyType_Slot Loop_slots[] = {
 
 static PyType_Slot PairLoop_slots[] = {
     {Py_tp_doc, (void *)PyDoc_STR("PairLoop(pair, node, immutable, leaf_types): fmap's "
-                                  "child loop with one extra tree, for _fast._ManyMode.")},
+                                  "child loop with one extra tree, for _fast._Mode over several trees.")},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_init, PairLoop_init},
     {Py_tp_dealloc, Loop_dealloc},
