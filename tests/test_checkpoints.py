@@ -876,14 +876,13 @@ def test_like_loads_a_hub_style_sharded_checkpoint_by_dotted_names(tmp_path):
 
 def _fit_by_paths(path: Any, like: Any) -> Any:
     """``load(path, like=)`` through ``fit`` alone (the by-path plain twin of
-    ``_target.positional``): the result, or the error's class and message."""
-    from containers._serialize import _like as _target
-    from containers._serialize import _load
+    ``_positional.positional``): the result, or the error's class and message."""
+    from containers._serialize import _like, _load
 
     try:
-        pairs, max_path = _target.template_paths(like)
+        pairs, max_path = _like.template_paths(like)
         leaves = _load.read_leaves(path, max_path=max_path)
-        return _target.fit(like, leaves, f"{os.fspath(path)}: ", pairs=pairs)
+        return _like.fit(like, leaves, f"{os.fspath(path)}: ", pairs=pairs)
     except (ct.SerializationError, ct.StructureError) as err:
         return (type(err).__name__, str(err))
 
@@ -902,7 +901,7 @@ def test_like_by_position_agrees_with_like_by_path(tmp_path):
     aliases, scalars, None, deques, frameworks), both engines."""
     from collections import deque
 
-    from containers._serialize import _like as _target
+    from containers._serialize._positional import NO_FIT
 
     rng = np.random.default_rng(5)
     a = rng.normal(size=4).astype(np.float32)
@@ -961,24 +960,23 @@ def test_like_by_position_agrees_with_like_by_path(tmp_path):
                     assert torch.equal(x.detach(), y.detach())
                 else:
                     assert np.array_equal(np.asarray(x), np.asarray(y))
-        taken += _positional(path, like, columns=False)[0] is not _target.NO_FIT
+        taken += _by_position(path, like, columns=False)[0] is not NO_FIT
     # base, other scalar and kept values, a list for a deque, a numpy scalar template,
     # a torch leaf, the torch template and its Parameter leaf
     assert taken == 8
 
 
-def _positional(path: Any, like: Any, *, columns: bool) -> tuple[Any, bool]:
-    """``_like.positional`` on the file at ``path``, with or without the records of its
-    tree as a ``Structure``'s (``Records.columns``, made for a tree of builtins), and
-    whether it took its leaves from those columns."""
-    from containers._serialize import _format, _load
-    from containers._serialize import _like as _target
+def _by_position(path: Any, like: Any, *, columns: bool) -> tuple[Any, bool]:
+    """``_positional.positional`` on the file at ``path``, with or without the records
+    of its tree as a ``Structure``'s (``Records.columns``, made for a tree of builtins),
+    and whether it took its leaves from those columns."""
+    from containers._serialize import _format, _load, _positional
 
     with open(path, "rb") as f:
         lay = _format.read_layout(f, ct.Limits())
         records, wants = _load._tree_records(lay, ct.Limits(), True, columns=columns)
         arrays = _format.read_arrays(f, lay, wants)
-    tree = _target.positional(like, records, arrays, ct.Limits())
+    tree = _positional.positional(like, records, arrays, ct.Limits())
     return tree, records.columns is not None and records.columns[1] is None
 
 
@@ -988,7 +986,7 @@ def test_like_by_columns_agrees_with_like_by_records_and_by_path(tmp_path):
     records one by one gives, and what fitting by path gives, on matching templates and
     on every kind of mismatch, both engines."""
     from containers._serialize import _layout
-    from containers._serialize import _like as _target
+    from containers._serialize._positional import NO_FIT
 
     rng = np.random.default_rng(7)
     shared = rng.normal(size=3).astype(np.float32)
@@ -1024,11 +1022,11 @@ def test_like_by_columns_agrees_with_like_by_records_and_by_path(tmp_path):
     taken, by_columns_taken = 0, 0
     for like in variants:
         expected = _fit_by_paths(path, like)
-        by_records, _ = _positional(path, like, columns=False)
-        by_columns, took_columns = _positional(path, like, columns=True)
-        assert (by_records is _target.NO_FIT) == (by_columns is _target.NO_FIT)
+        by_records, _ = _by_position(path, like, columns=False)
+        by_columns, took_columns = _by_position(path, like, columns=True)
+        assert (by_records is NO_FIT) == (by_columns is NO_FIT)
         by_columns_taken += took_columns
-        if by_columns is _target.NO_FIT:
+        if by_columns is NO_FIT:
             continue
         taken += 1
         assert not isinstance(expected, tuple)

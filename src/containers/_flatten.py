@@ -13,7 +13,8 @@ from containers._engine._core import UNSET, _Unset
 from containers._engine._flat import flatten_records
 from containers._errors import StructureError
 from containers._paths import KeyPath
-from containers._records import C_BUILD_CONTEXT, PATHS_CONTEXT, ranked_paths
+from containers._record_paths import PATHS_CONTEXT, ranked_paths
+from containers._records import C_BUILD_CONTEXT
 from containers._records import build as _build  # noqa: F401 - the tests' plain twin
 from containers._structure import (
     Structure,

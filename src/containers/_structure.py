@@ -20,13 +20,12 @@ from containers._engine import _fast
 from containers._engine._core import Cursor, leave_nothing, traverse
 from containers._errors import StructureError, counted, short_repr, type_name
 from containers._paths import KeyPath, where
+from containers._record_paths import leaf_paths, render
 from containers._records import (
     C_BUILD_CONTEXT,
     Record,
     ends,
     leaf_children,
-    leaf_paths,
-    render,
 )
 from containers._records import build as _build
 from containers._registry import (

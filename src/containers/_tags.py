@@ -2,7 +2,7 @@
 
 ``split``, ``state`` and ``partition`` with filters that are all tags (``"param"``,
 ``WithTag``) rank every leaf without calling a filter: the tags of the fields on a
-leaf's path are read once per node of the structure (``_records.ranked_paths``), a
+leaf's path are read once per node of the structure (``_record_paths.ranked_paths``), a
 leaf's own ``tag`` only where its type allows one. The result is what calling each
 ``WithTag`` in turn gives (tests/test_split.py compares them on random trees).
 """
@@ -18,7 +18,8 @@ from typing import Any
 
 from containers._engine import _fast
 from containers._paths import AttrKey, KeyPath
-from containers._records import Record, ranked_paths
+from containers._record_paths import ranked_paths
+from containers._records import Record
 from containers._structure import same_records
 
 __all__ = [

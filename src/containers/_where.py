@@ -3,7 +3,7 @@
 This stage sits below the operations that take ``where=`` (``_fmap``, ``_flatten``)
 and uses only the engine, flatten's records and the filters: ``fmap_where`` is
 ``map_tree`` with paths, ``leaves_where`` reads the leaves' paths from the records
-flatten makes (``_records.leaf_paths``). It never walks a tree itself.
+flatten makes (``_record_paths.leaf_paths``). It never walks a tree itself.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import Any
 from containers._engine._core import Memo, map_tree
 from containers._engine._flat import flatten_records
 from containers._paths import KeyPath
-from containers._records import Record, leaf_paths
+from containers._record_paths import leaf_paths
+from containers._records import Record
 from containers.filters import Filter, FilterError, bind, to_predicate
 
 __all__ = ["fmap_where", "leaves_where"]

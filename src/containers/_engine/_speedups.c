@@ -83,7 +83,7 @@ static PyMethodDef speedups_methods[] = {
      "with a sixth argument immutable, (leaves, once) (twin: _flat.flatten_once)."},
     {"leaf_paths", (PyCFunction)(void (*)(void))speedups_leaf_paths, METH_FASTCALL,
      "leaf_paths(records, context): the key path of every leaf of a Structure's records "
-     "(the compiled twin of _records.ranked_paths without ranks)."},
+     "(the compiled twin of _record_paths.ranked_paths without ranks)."},
     {"same_records", (PyCFunction)(void (*)(void))speedups_same_records, METH_FASTCALL,
      "same_records(a, b): whether two Structures' records are made of the same objects "
      "(the compiled twin of _structure.same_records_plain)."},

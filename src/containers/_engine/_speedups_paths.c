@@ -2,7 +2,7 @@
 
 /* --- leaf_paths: the key path of every leaf of a Structure ------------------------
 
-   `leaf_paths(records, context)` is `_records.ranked_paths(records, None, 0)[0]` in C,
+   `leaf_paths(records, context)` is `_record_paths.ranked_paths(records, None, 0)[0]` in C,
    its plain twin (used whenever this module is missing or CONTAINERS_PURE_PYTHON is
    set): one linear pass over a Structure's pre-order records `(kind, aux, n, mask)`
    with a stack of open nodes, as a Python loop would, so any depth. Each node's keys

@@ -22,7 +22,7 @@ from containers._serialize._format import (
     view_arrays,
 )
 from containers._serialize._inspect import FileInfo, inspect
-from containers._serialize._like import NO_FIT, fit, positional, template_paths
+from containers._serialize._like import fit, template_paths
 from containers._serialize._limits import DEFAULT_LIMITS, Limits
 from containers._serialize._load import (
     _convert,
@@ -32,6 +32,7 @@ from containers._serialize._load import (
     load,
     read_leaves,  # noqa: F401 - re-exported
 )
+from containers._serialize._positional import NO_FIT, positional
 from containers._serialize._recparse import _records, _wants
 from containers._serialize._save import save, serialize
 from containers._serialize._target import check_to

@@ -2,20 +2,17 @@
 
 A file's child leaves by path (``file_leaves``, from the records ``_recparse``
 validated; a plain safetensors file's tensors by name), fitted to a template by path
-and dotted name (``fit``), or taken by position when the file's tree has the
-template's shape (``positional``, no path built). No type name from the file is
-resolved: the template decides the classes. Split from ``_target``, which converts
-arrays to a framework.
+and dotted name (``fit``). ``_positional`` takes them by position when the file's tree
+has the template's shape, and leaves the rest to ``fit``. No type name from the file
+is resolved: the template decides the classes. ``_target`` converts arrays to a
+framework.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
-import itertools
-import operator
 import sys
-from collections import deque
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -36,10 +33,8 @@ from containers._paths import (
     keystr,
 )
 from containers._records import CLOSE, OPEN
-from containers._serialize._decode import column_leaves
 from containers._serialize._lazy import is_lazy
 from containers._serialize._limits import Limits
-from containers._serialize._recparse import Records
 from containers._serialize._rows import Indexed, file_cursor
 from containers._serialize._target import (
     _TORCH_TO_NUMPY,
@@ -50,12 +45,12 @@ from containers._serialize._target import (
 )
 
 __all__ = [
-    "NO_FIT",
     "FileLeaf",
     "file_leaves",
     "fit",
     "foreign_leaves",
-    "positional",
+    "kind_of",
+    "like_leaf",
     "template_paths",
 ]
 
@@ -223,7 +218,7 @@ def foreign_leaves(arrays: dict[str, Any]) -> list[FileLeaf]:
 # --- dotted names ----------------------------------------------------------------------
 
 
-def _kind(leaf: Any) -> str | None:
+def kind_of(leaf: Any) -> str | None:
     """The framework of an array-like template leaf, or None for a scalar leaf."""
     t = type(leaf)
     if t is np.ndarray or isinstance(leaf, np.ndarray):
@@ -237,7 +232,7 @@ def _kind(leaf: Any) -> str | None:
 
 
 def _describe(leaf: Any, is_array: bool) -> str:
-    if is_array or _kind(leaf) is not None:
+    if is_array or kind_of(leaf) is not None:
         shape = ",".join(map(str, tuple(leaf.shape)))
         return f"{_dtype_name(leaf.dtype)}[{shape}]"
     return f"{type(leaf).__qualname__} {short_repr(leaf)}"
@@ -321,7 +316,7 @@ def fit(
             if a.shape == want.shape and a.dtype == want.dtype:
                 values.append(a)
                 continue
-        kind = _kind(want)
+        kind = kind_of(want)
         if kind is None:
             if got.is_array:
                 problems.append(
@@ -353,7 +348,7 @@ def fit(
             continue
         # a lazy leaf (like= with lazy= or where=) stays unread: the template's type
         # is given to the arrays a load reads
-        values.append(a if is_lazy(a) else _like(kind, a, want))
+        values.append(a if is_lazy(a) else like_leaf(kind, a, want))
     if missing:
         found = _prefixes(leaf.path for leaf in leaves)
         for group, items in _grouped([(tuple(p), w) for p, w in missing], found):
@@ -382,277 +377,6 @@ def fit(
             "and make the template match it."
         )
     return unflatten(structure(template), values)
-
-
-def positional(template: Any, records: Records, arrays: Any, limits: Limits) -> Any:
-    """``fit``'s result when the file's tree has the template's shape, else ``NO_FIT``:
-    the template rebuilt over the file's child leaves taken by position.
-
-    The shape is compared node by node, not leaf by leaf (benchmarks/serialization.py,
-    "containers like=", "many": 1,002 nodes, 110,000 leaves): the template's records
-    (``flatten_records``) and the file's, both in pre-order, must hold the same nodes
-    with the same keys (sequences by length; dicts by their str keys, in order;
-    declared containers by their child field names) and the same children as nodes
-    or leaves; then each leaf's path is the same on both sides, and no path is built.
-    Each leaf must then fit as ``fit`` fits it: a numpy array of the same shape and
-    dtype (checked per column), a torch or JAX one converted as ``fit`` converts it, a
-    scalar for a scalar; anything else, an alias to a
-    node and any other kind of node included, gives ``NO_FIT``, and ``fit`` decides with
-    paths, and says what differs (tests/test_checkpoints.py holds the two to each
-    other).
-
-    When ``containers._scan`` gave the file's tree as a ``Structure``'s records (a tree
-    of builtins: ``Records.columns``), the two trees' records are compared as tuples, in
-    C, and the leaves are taken from the columns, as ``load`` takes them.
-    """
-    from containers._engine._flat import flatten_records
-    from containers._flatten import Structure
-
-    t_records: list[Any] = []
-    wants = flatten_records(template, None, False, "load", t_records)
-    want_np = list(map(operator.is_, map(type, wants), itertools.repeat(np.ndarray)))
-    taken = _column_leaves(records, t_records, arrays, want_np)
-    if taken is None:
-        taken = _record_leaves(records.recs, t_records, arrays, limits)
-        if taken is NO_FIT:
-            return NO_FIT
-    values, arrays_at = taken
-    if len(values) != len(wants):
-        return NO_FIT
-    # Each leaf fits without a conversion: numpy arrays where the file has arrays, of
-    # the same shapes and dtypes, and scalars (of any type a template leaf that is not
-    # an array has) where it has scalars; checked per column, in C.
-    converted: dict[int, Any] = {}
-    if want_np != arrays_at:  # torch or JAX template leaves: converted as fit converts them
-        found = _framework_leaves(wants, values, want_np, arrays_at)
-        if found is NO_FIT:
-            return NO_FIT
-        converted = found
-    for t in set(map(type, itertools.compress(wants, map(operator.not_, arrays_at)))):
-        if issubclass(t, np.ndarray) or (t.__module__ or "").startswith(("torch", "jax")):
-            return NO_FIT
-    got = list(itertools.compress(values, want_np))
-    want = list(itertools.compress(wants, want_np))
-    if set(map(type, got)) - {np.ndarray}:
-        return NO_FIT
-    if list(map(_SHAPE_OF, got)) != list(map(_SHAPE_OF, want)):
-        return NO_FIT
-    if list(map(_DTYPE_OF, got)) != list(map(_DTYPE_OF, want)):
-        return NO_FIT
-    for i, value in converted.items():
-        values[i] = value
-    return Structure(tuple(t_records), len(wants)).unflatten(values)
-
-
-def _column_leaves(
-    records: Records, t_records: list[Any], arrays: Any, want_np: list[bool]
-) -> tuple[list[Any], list[bool]] | None:
-    """``(values, arrays_at)`` from the file's ``Structure`` records and leaves when they
-    equal the template's records, else None. The leaves are taken out of the columns,
-    as ``load`` takes them; ``arrays_at`` is ``want_np`` (the template's numpy leaves)
-    when the file has its arrays at the same positions."""
-    columns = records.columns
-    if columns is None or columns[1] is None or len(columns[0]) != len(t_records):
-        return None
-    if tuple(columns[0]) != tuple(t_records):
-        return None
-    names = records.names
-    in_order = len(names) == len(arrays) and names == list(arrays)
-    values, at = column_leaves(columns, arrays, in_order)
-    if list(itertools.compress(range(len(want_np)), want_np)) == at:
-        return values, want_np
-    arrays_at = [False] * len(values)
-    for k in at:
-        arrays_at[k] = True
-    return values, arrays_at
-
-
-def _record_leaves(recs: Sequence[Any], t_records: list[Any], arrays: Any, limits: Limits) -> Any:
-    """``(values, arrays_at)``: the file's child leaves, by position, read record by
-    record against the template's records, or ``NO_FIT``."""
-    from containers._registry import DEFAULT_DICT, DICT, ORDERED_DICT
-
-    dicts = {DICT: "D", ORDERED_DICT: "O", DEFAULT_DICT: "DD"}
-    values: list[Any] = []
-    arrays_at: list[bool] = []
-    add, add_at = values.append, arrays_at.append
-    # per open node: [children left, kept values left, template mask, child index]
-    stack: list[list[Any]] = []
-    ti = 0
-    j, n_recs = 0, len(recs)
-    while j < n_recs:
-        rec = recs[j]
-        if stack:
-            top = stack[-1]
-            if not top[0]:  # a kept value of a container: not a child, skipped whole
-                j = _subtree_end(recs, j)
-                if j < 0:
-                    return NO_FIT
-                top[1] -= 1
-                _close(stack)
-                continue
-            mask = top[2]
-            i = top[3]
-            child_is_node = mask is not None and (mask is True or mask[i])
-        else:
-            child_is_node = ti < len(t_records)  # the root: a leaf when no record
-        tag = rec.tag
-        j += 1
-        if tag in _LEAF_TAGS:
-            if child_is_node:
-                return NO_FIT
-            if tag == "A":
-                add(arrays[rec.data])
-                add_at(True)
-            elif tag == "S":
-                add(rec.data)
-                add_at(False)
-            else:  # an alias: to an array only (a node's leaves are under its first path)
-                target = recs[rec.data]
-                if target.tag != "A":
-                    return NO_FIT
-                add(arrays[target.data])
-                add_at(True)
-            if stack:
-                stack[-1][0] -= 1
-                stack[-1][3] += 1
-                _close(stack)
-            continue
-        if not child_is_node or ti >= len(t_records):
-            return NO_FIT
-        kind, aux, n, mask = t_records[ti]
-        ti += 1
-        kept = 0
-        if tag in ("T", "L", "Q"):
-            if kind.type not in (tuple, list, deque) or rec.n != n:
-                return NO_FIT
-        elif tag in ("D", "O", "DD"):
-            if dicts.get(kind) is None:
-                return NO_FIT
-            keys = aux if kind is ORDERED_DICT else aux[0]
-            file_keys = rec.data[0]
-            if (
-                len(file_keys) != n
-                or set(map(type, file_keys)) - {str}
-                or tuple(file_keys) != tuple(keys)
-            ):
-                return NO_FIT
-        elif tag == "C":
-            spec = kind.spec
-            kids = rec.data[2]
-            if spec is None or tuple(kids) != tuple(spec.children) or len(kids) != n:
-                return NO_FIT
-            kept = len(rec.data[3])
-        elif tag == "N":
-            if kind.type is not type(None):
-                return NO_FIT
-        else:  # a register_node record: keys of its own
-            return NO_FIT
-        if stack:
-            stack[-1][0] -= 1
-            stack[-1][3] += 1
-        if len(stack) >= limits.max_depth:  # fit's file_leaves says so
-            return NO_FIT
-        if mask is None and n:  # all its children are leaves: a run of records at once
-            run = recs[j : j + n]
-            tags = set(map(_TAG, run))
-            if tags == _ARRAY_TAGS:
-                values.extend(map(arrays.__getitem__, map(_DATA, run)))
-                arrays_at.extend(itertools.repeat(True, n))
-                j += n
-                n = 0
-            elif tags == _SCALAR_TAGS:
-                values.extend(map(_DATA, run))
-                arrays_at.extend(itertools.repeat(False, n))
-                j += n
-                n = 0
-        stack.append([n, kept, mask, 0])
-        _close(stack)
-    if stack or ti != len(t_records):
-        return NO_FIT
-    return values, arrays_at
-
-
-def _framework_leaves(
-    wants: list[Any], values: list[Any], want_np: list[bool], arrays_at: list[bool]
-) -> Any:
-    """``{leaf index: the file's array in the template leaf's framework}`` for the
-    template leaves that are not numpy arrays where the file has an array, or
-    ``NO_FIT``.
-
-    Many small leaves make per-leaf attribute reads the cost (a torch tensor's
-    ``.device.type`` alone costs about half of ``torch.from_numpy``): torch leaves are
-    checked by columns (types, dtypes, shapes, ``is_cpu``) and converted with one
-    ``map``; tensors on an accelerator, ``Parameter`` s and JAX leaves go one by one.
-    """
-    at = list(itertools.compress(range(len(wants)), map(operator.ne, want_np, arrays_at)))
-    if not all(map(arrays_at.__getitem__, at)):
-        return NO_FIT  # a scalar in the file where the template has an array
-    got = list(map(values.__getitem__, at))
-    if set(map(type, got)) != {np.ndarray}:
-        return NO_FIT
-    want = list(map(wants.__getitem__, at))
-    types = set(map(type, want))
-    kinds: dict[type, str] = {}
-    for t in types:
-        kind = _kind(next(w for w in want if type(w) is t))
-        if kind not in ("torch", "jax"):
-            return NO_FIT
-        kinds[t] = kind
-    torch = sys.modules.get("torch")
-    views = {} if torch is None else _views(torch)  # fills _TORCH_TO_NUMPY
-    if torch is not None and set(kinds.values()) == {"torch"}:
-        dtypes = list(map(_TORCH_TO_NUMPY.get, map(_DTYPE_OF, want)))
-        if dtypes != list(map(_DTYPE_OF, got)) or list(map(_SHAPE_OF, got)) != list(
-            map(_SHAPE_OF, want)
-        ):
-            return NO_FIT
-        if types == {torch.Tensor} and all(map(_IS_CPU, want)) and not views.keys() & dtypes:
-            return dict(zip(at, map(torch.from_numpy, got), strict=True))
-    converted: dict[int, Any] = {}
-    for i, w, a in zip(at, want, got, strict=True):
-        kind = kinds[type(w)]
-        if kind == "torch":
-            same_dtype = a.dtype == _TORCH_TO_NUMPY.get(w.dtype)
-        else:
-            same_dtype = a.dtype == w.dtype
-        if not same_dtype or a.shape != tuple(w.shape):
-            return NO_FIT
-        converted[i] = _like(kind, a, w)
-    return converted
-
-
-#: What ``positional`` gives when the file's tree does not have the template's shape.
-NO_FIT: Any = object()
-_LEAF_TAGS = frozenset({"A", "S", "@"})
-_ARRAY_TAGS = {"A"}
-_SCALAR_TAGS = {"S"}
-_TAG = operator.itemgetter(0)  # Rec.tag
-_DATA = operator.itemgetter(2)  # Rec.data
-_SHAPE_OF = operator.attrgetter("shape")
-_DTYPE_OF = operator.attrgetter("dtype")
-_IS_CPU = operator.attrgetter("is_cpu")
-
-
-def _close(stack: list[list[Any]]) -> None:
-    """Pop the nodes whose children and kept values are all read."""
-    while stack and not stack[-1][0] and not stack[-1][1]:
-        stack.pop()
-
-
-def _subtree_end(recs: Sequence[Any], j: int) -> int:
-    """The index after the subtree of the record at ``j`` (-1: the records end first)."""
-    left = 1
-    n = len(recs)
-    while left:
-        if j >= n:
-            return -1
-        rec = recs[j]
-        j += 1
-        left -= 1
-        if rec.tag not in _LEAF_TAGS:
-            left += rec.n
-    return j
 
 
 def _leaves_text(n: int) -> str:
@@ -686,7 +410,7 @@ def _grouped(
 _SHOWN = 50
 
 
-def _like(kind: str, a: np.ndarray[Any, Any], want: Any) -> Any:
+def like_leaf(kind: str, a: np.ndarray[Any, Any], want: Any) -> Any:
     """``a`` in the framework and on the device of the template leaf ``want``."""
     if kind == "numpy":
         return a

@@ -37,16 +37,15 @@ from containers._serialize._lazy import (
     read_many,
 )
 from containers._serialize._like import (
-    NO_FIT,
     FileLeaf,
     file_leaves,
     fit,
     foreign_leaves,
-    positional,
     template_paths,
 )
 from containers._serialize._limits import DEFAULT_LIMITS, Limits
 from containers._serialize._pario import read_parallel
+from containers._serialize._positional import NO_FIT, positional
 from containers._serialize._recparse import _records, _records_of, _wants
 from containers._serialize._shards import (
     Opened,
