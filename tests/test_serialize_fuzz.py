@@ -708,6 +708,64 @@ def test_scan_agrees_with_its_plain_twins():
     assert counts["h"] > 1_000 and counts["r"] > 1_000 and counts["b"] > 500, counts
 
 
+#: Values of every JSON type, for a header field: what a hostile writer may put there.
+_FIELD_VALUES = [
+    None,
+    True,
+    0,
+    -1,
+    2**63,
+    2**64,
+    1.5,
+    -0.0,
+    "F32",
+    "",
+    "x" * 300,
+    [],
+    [4],
+    [[4]],
+    ["4"],
+    [1.5],
+    [-1],
+    [0, 2**62],
+    {},
+    {"a": 1},
+]
+
+
+def _field_mutant(data: bytes, rng: random.Random) -> bytes:
+    """One field of one header entry (a tensor's dtype, shape or data_offsets, or a
+    metadata value) given a value of another JSON type, the header written back as
+    containers writes it (no whitespace), so the C scanner reads it and must agree."""
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + n])
+    names = list(header)
+    name = rng.choice(names)
+    if name == "__metadata__":
+        key = rng.choice(list(header[name]))
+        header[name][key] = rng.choice(_FIELD_VALUES)
+    else:
+        header[name][rng.choice(["dtype", "shape", "data_offsets"])] = rng.choice(_FIELD_VALUES)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + data[8 + n :]
+
+
+@pytest.mark.skipif(_layout._scan is None, reason="containers._scan is not built")
+def test_scan_agrees_with_its_plain_twins_on_fields_of_every_type():
+    """Each header field given a value of every JSON type (null, bools, negative and
+    huge ints, floats, strings, nested lists, objects): containers._scan agrees with
+    its plain twins on all of them (the same layout and records, or the same error)."""
+    rng = random.Random(7)
+    seeds = _plain_seeds()[:4] + _seeds()[:4]
+    ran = Counter()
+    for _ in range(3_000):
+        ran.update(
+            k for k, r in zip("hrb", _scan_check(_field_mutant(rng.choice(seeds), rng))) if r
+        )
+    assert ran["h"] > 100, ran  # the C header scanner read many of them
+
+
 @pytest.mark.skipif(_layout._scan is None, reason="containers._scan is not built")
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.recursive(st.one_of(_scalars, _arrays()), _node, max_leaves=12), st.randoms())
