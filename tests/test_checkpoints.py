@@ -1047,3 +1047,50 @@ def test_like_by_columns_agrees_with_like_by_records_and_by_path(tmp_path):
     # by columns: those with the file's records, the leaf mismatches included (the
     # columns come from containers._scan: none without the extension)
     assert by_columns_taken == (0 if _layout._scan is None else 8)
+
+
+def test_arrays_fit_agrees_with_its_plain_twin():
+    """containers._scan.arrays_fit (load(like=)'s check of a file's leaves against a
+    template's, in C) gives what arrays_fit_plain gives: the types of the template
+    leaves facing scalars, or None for any array, shape, dtype, type or length that
+    differs, on random pairs of leaf lists."""
+    import random
+
+    from containers._serialize import _layout
+    from containers._serialize._positional import arrays_fit_plain
+
+    if _layout._scan is None:
+        pytest.skip("containers._scan is not built")
+
+    class Sub(np.ndarray):
+        pass
+
+    def leaf(rng: random.Random) -> Any:
+        shape = rng.choice([(), (2,), (3,), (2, 3)])
+        dtype = rng.choice([np.float32, np.float64, np.int8, ">f4"])
+        return rng.choice(
+            [
+                lambda: np.zeros(shape, dtype),
+                lambda: np.zeros(shape, dtype).view(Sub),
+                lambda: torch.zeros(shape),
+                lambda: rng.choice([1.5, 7, "s", None, True]),
+                lambda: np.float32(2.0),
+            ]
+        )()
+
+    rng = random.Random(3)
+    outcomes = set()
+    for _ in range(3_000):
+        n = rng.randrange(0, 6)
+        values = [leaf(rng) for _ in range(n)]
+        wants = [leaf(rng) for _ in range(n + (rng.random() < 0.05))]
+        if rng.random() < 0.5:  # mostly fitting pairs: the same shapes and dtypes
+            wants = [
+                np.zeros_like(v) if type(v) is np.ndarray else w for v, w in zip(values, wants)
+            ]
+        got = _layout._scan.arrays_fit(values, wants, np.ndarray)
+        assert got == arrays_fit_plain(values, wants, np.ndarray), (values, wants)
+        outcomes.add(None if got is None else len(got))
+    assert None in outcomes and outcomes - {None}, outcomes
+    with pytest.raises(TypeError, match="must be list"):
+        _layout._scan.arrays_fit((), [], np.ndarray)
