@@ -13,7 +13,7 @@ import itertools
 import operator
 import sys
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -68,7 +68,12 @@ def positional(template: Any, records: Records, arrays: Any, limits: Limits) -> 
     # The usual case, in one pass (in C): numpy arrays where the file has arrays, of
     # the same shapes and dtypes, and scalars where it has scalars.
     scan = _layout._scan  # read per call: tests switch it
-    others = (scan.arrays_fit if scan is not None else arrays_fit_plain)(values, wants, np.ndarray)
+    fits = scan.arrays_fit if scan is not None else arrays_fit_plain
+    torch = sys.modules.get("torch")
+    if torch is None:
+        others = fits(values, wants, np.ndarray)
+    else:
+        others = fits(values, wants, np.ndarray, torch.Tensor, _wrapped(torch), torch.from_numpy)
     if others is not None:
         if any(map(_array_like, others)):
             return NO_FIT  # an array in the template where the file has a scalar
@@ -98,24 +103,63 @@ def positional(template: Any, records: Records, arrays: Any, limits: Limits) -> 
     return Structure(tuple(t_records), len(wants)).unflatten(values)
 
 
-def arrays_fit_plain(values: list[Any], wants: list[Any], ndarray: Any) -> set[type] | None:
+def arrays_fit_plain(
+    values: list[Any],
+    wants: list[Any],
+    ndarray: Any,
+    tensor: Any = None,
+    dtypes: dict[Any, Any] | None = None,
+    convert: Callable[[Any], Any] | None = None,
+) -> set[type] | None:
     """The set of the types of the template leaves (``wants``) where the file's leaves
     (``values``, by position) are no exact ``ndarray``, when every template leaf that
-    is an exact ``ndarray`` has one there of an equal shape and dtype and no other
-    template leaf has one; else None. The plain twin of ``containers._scan.arrays_fit``."""
+    is an exact ``ndarray`` has one there of an equal shape and dtype, every one that is
+    an exact ``tensor`` (``torch.Tensor``) has one that ``convert`` (``torch.from_numpy``)
+    takes as it (a CPU tensor, ``dtypes``: the torch dtypes it makes, to numpy's, and an
+    equal shape), and no other template leaf has one; else None. When it fits, the
+    arrays facing tensors are replaced in ``values`` by ``convert(array)``. The plain twin
+    of ``containers._scan.arrays_fit``."""
     if len(values) != len(wants):
         return None
     others: set[type] = set()
-    for value, want in zip(values, wants, strict=True):
+    tensors: list[int] = []
+    for i, (value, want) in enumerate(zip(values, wants, strict=True)):
         file_array = type(value) is ndarray
         if type(want) is ndarray:
             if not file_array or value.shape != want.shape or value.dtype != want.dtype:
                 return None
+        elif tensor is not None and type(want) is tensor:
+            if not (
+                file_array
+                and want.is_cpu is True
+                and dtypes is not None
+                and dtypes.get(want.dtype, _NO_DTYPE) == value.dtype
+                and value.shape == want.shape
+            ):
+                return None
+            tensors.append(i)
         elif file_array:
             return None
         else:
             others.add(type(want))
+    for i in tensors:
+        values[i] = convert(values[i])  # type: ignore[misc]
     return others
+
+
+_NO_DTYPE = object()  # a torch dtype from_numpy does not make
+
+
+def _wrapped(torch: Any) -> dict[Any, Any]:
+    """torch dtype -> numpy dtype, for the dtypes ``torch.from_numpy`` wraps (the others
+    go through an integer view: ``_target``)."""
+    if not _WRAPPED:
+        views = _views(torch)  # fills _TORCH_TO_NUMPY
+        _WRAPPED.update((t, n) for t, n in _TORCH_TO_NUMPY.items() if n not in views)
+    return _WRAPPED
+
+
+_WRAPPED: dict[Any, Any] = {}
 
 
 def _array_like(t: type) -> bool:
@@ -253,10 +297,8 @@ def _framework_leaves(
     template leaves that are not numpy arrays where the file has an array, or
     ``NO_FIT``.
 
-    Many small leaves make per-leaf attribute reads the cost (a torch tensor's
-    ``.device.type`` alone costs about half of ``torch.from_numpy``): torch leaves are
-    checked by columns (types, dtypes, shapes, ``is_cpu``) and converted with one
-    ``map``; tensors on an accelerator, ``Parameter`` s and JAX leaves go one by one.
+    The leaves ``arrays_fit`` does not take (tensors on an accelerator or of a dtype
+    ``torch.from_numpy`` refuses, ``Parameter`` s, JAX arrays) go one by one.
     """
     at = list(itertools.compress(range(len(wants)), map(operator.ne, want_np, arrays_at)))
     if not all(map(arrays_at.__getitem__, at)):
@@ -273,15 +315,8 @@ def _framework_leaves(
             return NO_FIT
         kinds[t] = kind
     torch = sys.modules.get("torch")
-    views = {} if torch is None else _views(torch)  # fills _TORCH_TO_NUMPY
-    if torch is not None and set(kinds.values()) == {"torch"}:
-        dtypes = list(map(_TORCH_TO_NUMPY.get, map(_DTYPE_OF, want)))
-        if dtypes != list(map(_DTYPE_OF, got)) or list(map(_SHAPE_OF, got)) != list(
-            map(_SHAPE_OF, want)
-        ):
-            return NO_FIT
-        if types == {torch.Tensor} and all(map(_IS_CPU, want)) and not views.keys() & dtypes:
-            return dict(zip(at, map(torch.from_numpy, got), strict=True))
+    if torch is not None:
+        _views(torch)  # fills _TORCH_TO_NUMPY
     converted: dict[int, Any] = {}
     for i, w, a in zip(at, want, got, strict=True):
         kind = kinds[type(w)]
@@ -302,9 +337,6 @@ _ARRAY_TAGS = {"A"}
 _SCALAR_TAGS = {"S"}
 _TAG = operator.itemgetter(0)  # Rec.tag
 _DATA = operator.itemgetter(2)  # Rec.data
-_SHAPE_OF = operator.attrgetter("shape")
-_DTYPE_OF = operator.attrgetter("dtype")
-_IS_CPU = operator.attrgetter("is_cpu")
 
 
 def _close(stack: list[list[Any]]) -> None:
