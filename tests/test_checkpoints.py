@@ -1047,3 +1047,66 @@ def test_like_by_columns_agrees_with_like_by_records_and_by_path(tmp_path):
     # by columns: those with the file's records, the leaf mismatches included (the
     # columns come from containers._scan: none without the extension)
     assert by_columns_taken == (0 if _layout._scan is None else 8)
+
+
+def test_arrays_fit_agrees_with_its_plain_twin():
+    """containers._scan.arrays_fit (load(like=)'s check of a file's leaves against a
+    template's, in C) gives what arrays_fit_plain gives: the types of the template
+    leaves facing scalars and the arrays facing CPU tensors made tensors, or None (and
+    nothing converted) for any array, shape, dtype, device, type or length that
+    differs, on random pairs of leaf lists."""
+    import random
+
+    from containers._serialize import _layout
+    from containers._serialize._positional import _wrapped, arrays_fit_plain
+
+    if _layout._scan is None:
+        pytest.skip("containers._scan is not built")
+
+    class Sub(np.ndarray):
+        pass
+
+    def leaf(rng: random.Random) -> Any:
+        shape = rng.choice([(), (2,), (3,), (2, 3)])
+        dtype = rng.choice([np.float32, np.float64, np.int8, ">f4"])
+        tdtype = rng.choice([torch.float32, torch.float64, torch.bfloat16])
+        return rng.choice(
+            [
+                lambda: np.zeros(shape, dtype),
+                lambda: np.zeros(shape, dtype).view(Sub),
+                lambda: torch.zeros(shape, dtype=tdtype),
+                lambda: torch.zeros(shape, device="meta"),
+                lambda: torch.nn.Parameter(torch.zeros(shape)),
+                lambda: rng.choice([1.5, 7, "s", None, True]),
+                lambda: np.float32(2.0),
+            ]
+        )()
+
+    def like_file(v: Any, w: Any) -> Any:  # a template leaf that fits the file's v
+        if type(v) is not np.ndarray or v.dtype.byteorder == ">":
+            return w
+        return torch.from_numpy(v.copy()) if isinstance(w, torch.Tensor) else np.zeros_like(v)
+
+    rng = random.Random(3)
+    outcomes = set()
+    extra = (torch.Tensor, _wrapped(torch), torch.from_numpy)
+    for _ in range(3_000):
+        n = rng.randrange(0, 6)
+        values = [leaf(rng) for _ in range(n)]
+        wants = [leaf(rng) for _ in range(n + (rng.random() < 0.05))]
+        if rng.random() < 0.5:  # mostly fitting pairs: the same shapes and dtypes
+            wants = [like_file(v, w) for v, w in zip(values, wants)]
+        for args in ((np.ndarray,), (np.ndarray, *extra)):
+            by_c, by_plain = list(values), list(values)
+            got = _layout._scan.arrays_fit(by_c, wants, *args)
+            assert got == arrays_fit_plain(by_plain, wants, *args), (values, wants)
+            assert list(map(type, by_c)) == list(map(type, by_plain))
+            assert all(x is y for x, y in zip(by_c, by_plain) if type(x) is not torch.Tensor)
+            same = all(x is y for x, y in zip(by_c, values))
+            assert same or got is not None  # nothing converted when no fit
+            outcomes.add(None if got is None else (len(got), same))
+    assert {None, (0, True), (0, False)} <= outcomes, outcomes
+    with pytest.raises(TypeError, match="must be list"):
+        _layout._scan.arrays_fit((), [], np.ndarray)
+    with pytest.raises(TypeError, match="a tensor type needs dtypes and convert"):
+        _layout._scan.arrays_fit([], [], np.ndarray, torch.Tensor)

@@ -1270,6 +1270,10 @@ class _Layer:
     name: str = "l"
 
 
+class _Key(str):
+    """A str subclass as a dict key (its comparisons may run Python code)."""
+
+
 #: Trees that reach every branch of the compiled flatten and leaf_paths.
 EDGE_TREES = [
     [],
@@ -1282,6 +1286,10 @@ EDGE_TREES = [
     [(1.0, 2.0), [3.0, (4.0, [5.0])], {"b": 6, "a": (7,)}],
     {"b": [1, (2, 3)], "a": {"y": None, "x": [4]}, 3: 5},
     OrderedDict([("z", 1), ("a", [2, 3])]),
+    {"b": 1, "a": 2, "c": {"z": [1.0], "y": 2.0}},  # str keys out of order: in C
+    [{"b": 1.0, "a": 2.0} for _ in range(9)],  # dicts of leaves: each in C, no run
+    {_Key("b"): 1, "a": 2},  # a key that is no exact str: the kind's flatten
+    {"a": 1, 2: 3, (1,): 4},  # keys that do not compare: its fallback order
     deque([1, (2, 3)], maxlen=5),
     Pair(1, [2, (3, 4)]),
     [Pair((1, 2), None), Pair(3, 4)],

@@ -223,6 +223,22 @@ plain_stop(Plain *p)
     p->ok = 0;
 }
 
+/* items, a buffer of *cap items of size bytes, reallocated twice as long (first items
+   when empty; *cap updated); NULL with MemoryError set when that fails (items is then
+   unchanged). */
+static void *
+grow(void *items, Py_ssize_t *cap, Py_ssize_t first, size_t size)
+{
+    Py_ssize_t n = *cap ? 2 * *cap : first;
+    void *more = PyMem_Realloc(items, (size_t)n * size);
+    if (more == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    *cap = n;
+    return more;
+}
+
 /* A value of the tree: a leaf (kind NULL: `leaf` goes to the leaves, `is_array` says
    whether it is a tensor's name), or a node (`kind`, `aux` stolen, `n` children). -1:
    an error is set. */
@@ -242,15 +258,12 @@ plain_value(Plain *p, PyObject *kind, PyObject *aux, Py_ssize_t n, PyObject *lea
     if (p->depth) {
         Frame *top = &p->stack[p->depth - 1];
         if (top->seen == top->cap) {
-            Py_ssize_t cap = top->cap ? 2 * top->cap : 8;
-            char *bits = PyMem_Realloc(top->bits, (size_t)cap);
+            char *bits = grow(top->bits, &top->cap, 8, 1);
             if (bits == NULL) {
                 Py_XDECREF(aux);
-                PyErr_NoMemory();
                 return -1;
             }
             top->bits = bits;
-            top->cap = cap;
         }
         top->bits[top->seen++] = (char)is_node;
         top->nodes += is_node;
@@ -276,15 +289,12 @@ plain_value(Plain *p, PyObject *kind, PyObject *aux, Py_ssize_t n, PyObject *lea
                 return 0;
             }
             if (p->depth == p->cap) {
-                Py_ssize_t cap = p->cap ? 2 * p->cap : 16;
-                Frame *stack = PyMem_Realloc(p->stack, (size_t)cap * sizeof(Frame));
+                Frame *stack = grow(p->stack, &p->cap, 16, sizeof(Frame));
                 if (stack == NULL) {
                     Py_DECREF(aux);
-                    PyErr_NoMemory();
                     return -1;
                 }
                 p->stack = stack;
-                p->cap = cap;
             }
             if (PyList_Append(p->srecs, Py_None) < 0) {
                 Py_DECREF(aux);

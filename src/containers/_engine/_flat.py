@@ -22,6 +22,7 @@ from containers._engine._core import MAX_FAST_DEPTH, Cursor, Frame, traverse
 from containers._errors import ContainerDefinitionError, StructureError, not_callable_error
 from containers._paths import where
 from containers._registry import (
+    DICT,
     KINDS,
     LEAF_TYPES,
     LEAF_TYPES_NONE,
@@ -314,12 +315,13 @@ def _run(
 #: tree: the registry's kinds by exact type, ``kind_of``, the kinds it walks itself,
 #: the handovers to Python, the limits, and the name of the kinds' attribute it reads
 #: a node with; ``C_SNAPSHOT_CONTEXT`` is its twin for a Structure's records.
-C_CONTEXT = (KINDS, kind_of, TUPLE, LIST, _deep, _run, MIN_RUN, MAX_FAST_DEPTH, "flatten")
+C_CONTEXT = (KINDS, kind_of, TUPLE, LIST, DICT, _deep, _run, MIN_RUN, MAX_FAST_DEPTH, "flatten")
 C_SNAPSHOT_CONTEXT = (
     KINDS,
     kind_of,
     TUPLE,
     LIST,
+    DICT,
     partial(_deep, snapshot=True),
     partial(_run, snapshot=True),
     MIN_RUN,

@@ -139,7 +139,8 @@ seen_leaves(Seen *s, PyObject *leaves)
    set lookup and one append.
 
    `context` is `_flat.C_CONTEXT`, what does not change between calls:
-   (kinds, kind_of, tuple_kind, list_kind, deep, run, min_run, max_depth, flatten_name);
+   (kinds, kind_of, tuple_kind, list_kind, dict_kind, deep, run, min_run, max_depth,
+   flatten_name);
    `_flat.C_SNAPSHOT_CONTEXT` is the same for a Structure's records.
    `deep(x, leaves, records, leaf_types)` is the plain walk, for a node past max_depth
    (or where the thread's stack runs low): the C recursion stays under max_depth levels
@@ -163,6 +164,7 @@ typedef struct {
     PyObject *kind_of;
     PyObject *tuple_kind;
     PyObject *list_kind;
+    PyObject *dict_kind;
     PyObject *deep;
     PyObject *run;
     PyObject *flatten_name; /* "flatten" or "flatten_snapshot": the context's last item */
@@ -515,8 +517,8 @@ flat_try_run(Flat *w, PyObject *kind, PyObject *aux, PyObject *kids)
     if (k == NULL) {
         return PyErr_Occurred() ? -1 : 0;
     }
-    if (k == w->tuple_kind || k == w->list_kind) {
-        return 0;
+    if (k == w->tuple_kind || k == w->list_kind || k == w->dict_kind) {
+        return 0; /* flat_node takes them apart in C */
     }
     int leaf = flat_is_leaf_type(w, first);
     if (leaf != 0) {
@@ -688,6 +690,78 @@ flat_children(Flat *w, PyObject *x, PyObject *kind, PyObject *kids, PyObject *au
     return r;
 }
 
+/* DICT's flatten (`_kinds._dict_flatten`) of x, an exact dict whose keys are all exact
+   strs: kids and aux as it makes them (its values in sorted key order; aux
+   `(sorted keys, None)`, or `(sorted keys, keys in insertion order)` when the two orders
+   differ), 0; 1 with nothing made when a key is not an exact str (the kind's flatten
+   decides, with its fallback order for keys that do not compare); -1 on error. No
+   Python code runs: exact strs sort, hash and compare in C, and the distinct keys of a
+   dict sort strictly, as `sort_keys` checks. The Python flatten costs a 100-key dict
+   about 8 us: most of a template's flatten in load(like=) (benchmarks/serialization.py,
+   "many"). */
+static int
+flat_dict_split(PyObject *x, PyObject **kids, PyObject **aux)
+{
+    PyObject *keys = PyDict_Keys(x);
+    if (keys == NULL) {
+        return -1;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyUnicode_CheckExact(PyList_GET_ITEM(keys, i))) {
+            Py_DECREF(keys);
+            return 1;
+        }
+    }
+    PyObject *order = PyList_GetSlice(keys, 0, n);
+    if (order == NULL || PyList_Sort(order) < 0) {
+        Py_XDECREF(order);
+        Py_DECREF(keys);
+        return -1;
+    }
+    int same = 1;
+    for (Py_ssize_t i = 0; i < n && same; i++) {
+        same = PyList_GET_ITEM(order, i) == PyList_GET_ITEM(keys, i);
+    }
+    PyObject *sorted_keys = PyList_AsTuple(order);
+    PyObject *insertion = sorted_keys == NULL ? NULL
+                          : same              ? Py_NewRef(Py_None)
+                                              : PyList_AsTuple(keys);
+    Py_DECREF(keys);
+    *aux = insertion == NULL ? NULL : PyTuple_Pack(2, sorted_keys, insertion);
+    Py_XDECREF(sorted_keys);
+    Py_XDECREF(insertion);
+    if (*aux == NULL) {
+        Py_DECREF(order);
+        return -1;
+    }
+    if (same) {
+        Py_DECREF(order);
+        *kids = PyDict_Values(x);
+    }
+    else { /* each key's place in order takes its value */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *key = PyList_GET_ITEM(order, i);
+            PyObject *value = PyDict_GetItemWithError(x, key); /* borrowed */
+            if (value == NULL) {
+                if (!PyErr_Occurred()) {
+                    PyErr_SetObject(PyExc_KeyError, key);
+                }
+                Py_CLEAR(order);
+                break;
+            }
+            PyList_SET_ITEM(order, i, Py_NewRef(value));
+            Py_DECREF(key); /* aux's tuple and the dict hold it */
+        }
+        *kids = order;
+    }
+    if (*kids == NULL) {
+        Py_CLEAR(*aux);
+        return -1;
+    }
+    return 0;
+}
+
 /* The node x of kind at depth: its leaves and records. */
 static int
 flat_node(Flat *w, PyObject *x, PyObject *kind, Py_ssize_t depth)
@@ -698,11 +772,16 @@ flat_node(Flat *w, PyObject *x, PyObject *kind, Py_ssize_t depth)
     PyObject *kids, *aux;
     int split = !((kind == w->tuple_kind || kind == w->list_kind) &&
                   (PyTuple_CheckExact(x) || PyList_CheckExact(x)));
+    int by_kind = split;
     if (!split) {
         kids = Py_NewRef(x); /* held: Python code may drop x's last other reference */
         aux = Py_NewRef(Py_None);
     }
-    else if (flat_split(w, x, kind, &kids, &aux) < 0) {
+    else if (kind == w->dict_kind && PyDict_CheckExact(x) &&
+             (by_kind = flat_dict_split(x, &kids, &aux)) < 0) {
+        return -1;
+    }
+    if (by_kind > 0 && flat_split(w, x, kind, &kids, &aux) < 0) {
         return -1;
     }
     int r = flat_children(w, x, kind, kids, aux, depth);
@@ -739,8 +818,9 @@ speedups_flatten(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
     }
     PyObject *min_run, *max_depth;
     if (!PyTuple_Check(context) ||
-        !PyArg_ParseTuple(context, "O!OOOOOO!O!U:flatten context", &PyDict_Type, &w.kinds,
-                          &w.kind_of, &w.tuple_kind, &w.list_kind, &w.deep, &w.run,
+        !PyArg_ParseTuple(context, "O!OOOOOOO!O!U:flatten context", &PyDict_Type, &w.kinds,
+                          &w.kind_of, &w.tuple_kind, &w.list_kind, &w.dict_kind, &w.deep,
+                          &w.run,
                           &PyLong_Type, &min_run, &PyLong_Type, &max_depth,
                           &w.flatten_name)) {
         if (!PyErr_Occurred()) {

@@ -150,7 +150,8 @@ def read_arrays(
             if alone:
                 value = crc(view[got : got + n], value)
             got += n
-        arrays = _views(buf, group, first.begin, out)
+        arrays = _views(buf, group, first.begin)
+        named(out, group, arrays)
         if wants is None:
             continue
         if alone:
@@ -176,7 +177,8 @@ def view_arrays(
         buffer = np.frombuffer(buffer, np.uint8, offset=start).copy()
         start = 0
     tensors = list(layout.tensors.values())
-    arrays = _views(buffer, tensors, -start, out)
+    arrays = _views(buffer, tensors, -start)
+    named(out, tensors, arrays)
     if wants is not None:
         _check_all(tensors, arrays, wants)
     return out
@@ -185,11 +187,9 @@ def view_arrays(
 _RUN_KEY = operator.itemgetter(3, 4)  # Tensor.code, Tensor.shape
 
 
-def _views(
-    buffer: Any, tensors: list[Tensor], base: int, out: dict[str, np.ndarray[Any, Any]]
-) -> list[np.ndarray[Any, Any]]:
-    """Put an array over ``buffer`` for each tensor (in file order) into ``out``; return
-    them in that order.
+def _views(buffer: Any, tensors: list[Tensor], base: int) -> list[np.ndarray[Any, Any]]:
+    """An array over ``buffer`` for each tensor, in file order (``named`` puts them in a
+    dict by name).
 
     A run of tensors with one dtype and shape (back to back, as the file's tensors
     cover its data contiguously) is cut from a single array by iterating it, and the
@@ -206,8 +206,18 @@ def _views(
             arrays.extend(np.ndarray((len(run), *shape), t.dtype, buffer, t.begin - base))
         else:
             arrays.extend([np.ndarray(shape, u.dtype, buffer, u.begin - base) for u in run])
-    out.update(zip(map(_NAME, tensors), arrays))
     return arrays
+
+
+def named(
+    out: dict[str, np.ndarray[Any, Any]],
+    tensors: list[Tensor],
+    arrays: list[np.ndarray[Any, Any]],
+) -> None:
+    """Put each tensor's array (``_views``' result for them) into ``out`` by name, once:
+    a dict of 100,000 names costs about a twentieth of their load
+    (benchmarks/serialization.py, "many")."""
+    out.update(zip(map(_NAME, tensors), arrays))
 
 
 def _check_bools(buffer: Any, run: list[Tensor], base: int) -> None:

@@ -105,8 +105,7 @@ class Source:
                     f"shortened after it was opened)."
                 )
             got += k
-        out: dict[str, np.ndarray[Any, Any]] = {}
-        (array,) = _views(buf, [t], t.begin, out)
+        (array,) = _views(buf, [t], t.begin)
         if want is not None:
             value = _format._crc(array)
             if value != want:

@@ -20,6 +20,7 @@ import numpy as np
 
 from containers._errors import FormatError, SerializationError
 from containers._serialize import _format
+from containers._serialize._arrays import named
 from containers._serialize._format import Layout, Tensor, Wants, _check_all, _mismatch, _views
 from containers._serialize._lazy import Progress, default_workers
 
@@ -110,21 +111,23 @@ def read_parallel(
     ``read_arrays`` does; a ``SerializationError`` starts with the file's path (unless
     it is None: the caller names the file)."""
     tasks: list[Callable[[], int]] = []
-    results: list[dict[str, np.ndarray[Any, Any]]] = []
+    groups: list[list[Tensor]] = []
+    results: list[list[np.ndarray[Any, Any]]] = []  # each group's arrays, when read
     total = 0
     for path, fd, layout, wants in sources:
         tensors = list(layout.tensors.values())
         for i, j in _format._groups(tensors):
-            out: dict[str, np.ndarray[Any, Any]] = {}
+            out: list[np.ndarray[Any, Any]] = []
             results.append(out)
             group = tensors[i:j]
+            groups.append(group)
             total += group[-1].end - group[0].begin
             w = None if wants is None else wants[i:j]
             tasks.append(_reader(path, fd, layout.data_start, group, w, out))
     run_tasks(tasks, workers, progress, total)
     arrays: dict[str, np.ndarray[Any, Any]] = {}
-    for out in results:
-        arrays.update(out)
+    for group, out in zip(groups, results, strict=True):  # in file order, whoever read
+        named(arrays, group, out)
     return arrays
 
 
@@ -134,7 +137,7 @@ def _reader(
     data_start: int,
     group: list[Tensor],
     wants: Wants | None,
-    out: dict[str, np.ndarray[Any, Any]],
+    out: list[np.ndarray[Any, Any]],
 ) -> Callable[[], int]:
     def read() -> int:
         try:
@@ -152,7 +155,7 @@ def _read_group(
     data_start: int,
     group: list[Tensor],
     wants: Wants | None,
-    out: dict[str, np.ndarray[Any, Any]],
+    out: list[np.ndarray[Any, Any]],
 ) -> int:
     """Read tensors stored back to back into one buffer (a big one's CRC32 computed a
     chunk at a time as it is read, while the chunk is in the CPU cache)."""
@@ -173,7 +176,8 @@ def _read_group(
         if alone:
             value = crc(chunk[:k], value)
         got += k
-    arrays = _views(buf, group, first.begin, out)
+    arrays = _views(buf, group, first.begin)
+    out.extend(arrays)
     if wants is not None:
         if alone:
             want = wants[0]

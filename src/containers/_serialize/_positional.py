@@ -13,11 +13,12 @@ import itertools
 import operator
 import sys
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from containers._serialize import _layout
 from containers._serialize._decode import column_leaves
 from containers._serialize._like import kind_of, like_leaf
 from containers._serialize._limits import Limits
@@ -38,11 +39,11 @@ def positional(template: Any, records: Records, arrays: Any, limits: Limits) -> 
     declared containers by their child field names) and the same children as nodes
     or leaves; then each leaf's path is the same on both sides, and no path is built.
     Each leaf must then fit as ``fit`` fits it: a numpy array of the same shape and
-    dtype (checked per column), a torch or JAX one converted as ``fit`` converts it, a
-    scalar for a scalar; anything else, an alias to a
-    node and any other kind of node included, gives ``NO_FIT``, and ``fit`` decides with
-    paths, and says what differs (tests/test_checkpoints.py holds the two to each
-    other).
+    dtype (all checked in one pass, ``containers._scan.arrays_fit``, twin
+    ``arrays_fit_plain``), a torch or JAX one converted as ``fit`` converts it, a scalar
+    for a scalar; anything else, an alias to a node and any other kind of node
+    included, gives ``NO_FIT``, and ``fit`` decides with paths, and says what differs
+    (tests/test_checkpoints.py holds the two to each other).
 
     When ``containers._scan`` gave the file's tree as a ``Structure``'s records (a tree
     of builtins: ``Records.columns``), the two trees' records are compared as tuples, in
@@ -53,47 +54,125 @@ def positional(template: Any, records: Records, arrays: Any, limits: Limits) -> 
 
     t_records: list[Any] = []
     wants = flatten_records(template, None, False, "load", t_records)
-    want_np = list(map(operator.is_, map(type, wants), itertools.repeat(np.ndarray)))
-    taken = _column_leaves(records, t_records, arrays, want_np)
+    arrays_at: list[bool] | None = None  # where the file has arrays, when known
+    taken = _column_leaves(records, t_records, arrays)
     if taken is None:
         taken = _record_leaves(records.recs, t_records, arrays, limits)
         if taken is NO_FIT:
             return NO_FIT
-    values, arrays_at = taken
+        values, arrays_at = taken
+    else:
+        values, at = taken
     if len(values) != len(wants):
         return NO_FIT
-    # Each leaf fits without a conversion: numpy arrays where the file has arrays, of
-    # the same shapes and dtypes, and scalars (of any type a template leaf that is not
-    # an array has) where it has scalars; checked per column, in C.
+    # The usual case, in one pass (in C): numpy arrays where the file has arrays, of
+    # the same shapes and dtypes, and scalars where it has scalars.
+    scan = _layout._scan  # read per call: tests switch it
+    fits = scan.arrays_fit if scan is not None else arrays_fit_plain
+    torch = sys.modules.get("torch")
+    if torch is None:
+        others = fits(values, wants, np.ndarray)
+    else:
+        others = fits(values, wants, np.ndarray, torch.Tensor, _wrapped(torch), torch.from_numpy)
+    if others is not None:
+        if any(map(_array_like, others)):
+            return NO_FIT  # an array in the template where the file has a scalar
+        return Structure(tuple(t_records), len(wants)).unflatten(values)
+    # torch or JAX template leaves (converted as fit converts them), or no fit
+    want_np = list(map(operator.is_, map(type, wants), itertools.repeat(np.ndarray)))
+    if arrays_at is None:
+        arrays_at = [False] * len(values)
+        for k in at:
+            arrays_at[k] = True
     converted: dict[int, Any] = {}
-    if want_np != arrays_at:  # torch or JAX template leaves: converted as fit converts them
+    if want_np != arrays_at:
         found = _framework_leaves(wants, values, want_np, arrays_at)
         if found is NO_FIT:
             return NO_FIT
         converted = found
-    for t in set(map(type, itertools.compress(wants, map(operator.not_, arrays_at)))):
-        if issubclass(t, np.ndarray) or (t.__module__ or "").startswith(("torch", "jax")):
-            return NO_FIT
+    if any(
+        map(_array_like, set(map(type, itertools.compress(wants, map(operator.not_, arrays_at)))))
+    ):
+        return NO_FIT
     got = list(itertools.compress(values, want_np))
     want = list(itertools.compress(wants, want_np))
-    if set(map(type, got)) - {np.ndarray}:
-        return NO_FIT
-    if list(map(_SHAPE_OF, got)) != list(map(_SHAPE_OF, want)):
-        return NO_FIT
-    if list(map(_DTYPE_OF, got)) != list(map(_DTYPE_OF, want)):
+    if arrays_fit_plain(got, want, np.ndarray) is None:
         return NO_FIT
     for i, value in converted.items():
         values[i] = value
     return Structure(tuple(t_records), len(wants)).unflatten(values)
 
 
+def arrays_fit_plain(
+    values: list[Any],
+    wants: list[Any],
+    ndarray: Any,
+    tensor: Any = None,
+    dtypes: dict[Any, Any] | None = None,
+    convert: Callable[[Any], Any] | None = None,
+) -> set[type] | None:
+    """The set of the types of the template leaves (``wants``) where the file's leaves
+    (``values``, by position) are no exact ``ndarray``, when every template leaf that
+    is an exact ``ndarray`` has one there of an equal shape and dtype, every one that is
+    an exact ``tensor`` (``torch.Tensor``) has one that ``convert`` (``torch.from_numpy``)
+    takes as it (a CPU tensor, ``dtypes``: the torch dtypes it makes, to numpy's, and an
+    equal shape), and no other template leaf has one; else None. When it fits, the
+    arrays facing tensors are replaced in ``values`` by ``convert(array)``. The plain twin
+    of ``containers._scan.arrays_fit``."""
+    if len(values) != len(wants):
+        return None
+    others: set[type] = set()
+    tensors: list[int] = []
+    for i, (value, want) in enumerate(zip(values, wants, strict=True)):
+        file_array = type(value) is ndarray
+        if type(want) is ndarray:
+            if not file_array or value.shape != want.shape or value.dtype != want.dtype:
+                return None
+        elif tensor is not None and type(want) is tensor:
+            if not (
+                file_array
+                and want.is_cpu is True
+                and dtypes is not None
+                and dtypes.get(want.dtype, _NO_DTYPE) == value.dtype
+                and value.shape == want.shape
+            ):
+                return None
+            tensors.append(i)
+        elif file_array:
+            return None
+        else:
+            others.add(type(want))
+    for i in tensors:
+        values[i] = convert(values[i])  # type: ignore[misc]
+    return others
+
+
+_NO_DTYPE = object()  # a torch dtype from_numpy does not make
+
+
+def _wrapped(torch: Any) -> dict[Any, Any]:
+    """torch dtype -> numpy dtype, for the dtypes ``torch.from_numpy`` wraps (the others
+    go through an integer view: ``_target``)."""
+    if not _WRAPPED:
+        views = _views(torch)  # fills _TORCH_TO_NUMPY
+        _WRAPPED.update((t, n) for t, n in _TORCH_TO_NUMPY.items() if n not in views)
+    return _WRAPPED
+
+
+_WRAPPED: dict[Any, Any] = {}
+
+
+def _array_like(t: type) -> bool:
+    """Whether a template leaf of type ``t`` is an array (a numpy subclass, torch, JAX)."""
+    return issubclass(t, np.ndarray) or (t.__module__ or "").startswith(("torch", "jax"))
+
+
 def _column_leaves(
-    records: Records, t_records: list[Any], arrays: Any, want_np: list[bool]
-) -> tuple[list[Any], list[bool]] | None:
-    """``(values, arrays_at)`` from the file's ``Structure`` records and leaves when they
-    equal the template's records, else None. The leaves are taken out of the columns,
-    as ``load`` takes them; ``arrays_at`` is ``want_np`` (the template's numpy leaves)
-    when the file has its arrays at the same positions."""
+    records: Records, t_records: list[Any], arrays: Any
+) -> tuple[list[Any], list[int]] | None:
+    """``(values, at)`` from the file's ``Structure`` records and leaves when they equal
+    the template's records, else None. The leaves are taken out of the columns, as
+    ``load`` takes them; ``at`` lists the positions of the file's arrays."""
     columns = records.columns
     if columns is None or columns[1] is None or len(columns[0]) != len(t_records):
         return None
@@ -102,12 +181,7 @@ def _column_leaves(
     names = records.names
     in_order = len(names) == len(arrays) and names == list(arrays)
     values, at = column_leaves(columns, arrays, in_order)
-    if list(itertools.compress(range(len(want_np)), want_np)) == at:
-        return values, want_np
-    arrays_at = [False] * len(values)
-    for k in at:
-        arrays_at[k] = True
-    return values, arrays_at
+    return values, at
 
 
 def _record_leaves(recs: Sequence[Any], t_records: list[Any], arrays: Any, limits: Limits) -> Any:
@@ -223,10 +297,8 @@ def _framework_leaves(
     template leaves that are not numpy arrays where the file has an array, or
     ``NO_FIT``.
 
-    Many small leaves make per-leaf attribute reads the cost (a torch tensor's
-    ``.device.type`` alone costs about half of ``torch.from_numpy``): torch leaves are
-    checked by columns (types, dtypes, shapes, ``is_cpu``) and converted with one
-    ``map``; tensors on an accelerator, ``Parameter`` s and JAX leaves go one by one.
+    The leaves ``arrays_fit`` does not take (tensors on an accelerator or of a dtype
+    ``torch.from_numpy`` refuses, ``Parameter`` s, JAX arrays) go one by one.
     """
     at = list(itertools.compress(range(len(wants)), map(operator.ne, want_np, arrays_at)))
     if not all(map(arrays_at.__getitem__, at)):
@@ -243,15 +315,8 @@ def _framework_leaves(
             return NO_FIT
         kinds[t] = kind
     torch = sys.modules.get("torch")
-    views = {} if torch is None else _views(torch)  # fills _TORCH_TO_NUMPY
-    if torch is not None and set(kinds.values()) == {"torch"}:
-        dtypes = list(map(_TORCH_TO_NUMPY.get, map(_DTYPE_OF, want)))
-        if dtypes != list(map(_DTYPE_OF, got)) or list(map(_SHAPE_OF, got)) != list(
-            map(_SHAPE_OF, want)
-        ):
-            return NO_FIT
-        if types == {torch.Tensor} and all(map(_IS_CPU, want)) and not views.keys() & dtypes:
-            return dict(zip(at, map(torch.from_numpy, got), strict=True))
+    if torch is not None:
+        _views(torch)  # fills _TORCH_TO_NUMPY
     converted: dict[int, Any] = {}
     for i, w, a in zip(at, want, got, strict=True):
         kind = kinds[type(w)]
@@ -272,9 +337,6 @@ _ARRAY_TAGS = {"A"}
 _SCALAR_TAGS = {"S"}
 _TAG = operator.itemgetter(0)  # Rec.tag
 _DATA = operator.itemgetter(2)  # Rec.data
-_SHAPE_OF = operator.attrgetter("shape")
-_DTYPE_OF = operator.attrgetter("dtype")
-_IS_CPU = operator.attrgetter("is_cpu")
 
 
 def _close(stack: list[list[Any]]) -> None:
