@@ -43,7 +43,9 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    uint32_t *slots; /* NULL until the first store, and after clear */
+    uint32_t *slots; /* NULL until the first store, and after clear; each 0 (empty) or
+                        an entry's index + 1 in the bits of mask, a tag in the others
+                        (table_tag) */
     Entry *entries;  /* room for (mask + 1) / 2, the first `used` stored */
     size_t mask;     /* the number of slots - 1 (0 when slots is NULL) */
     Py_ssize_t used;
@@ -216,6 +218,36 @@ table_home(const IdTableObject *self, const void *key)
     return (size_t)h & self->mask;
 }
 
+/* The bits of a slot that are not its entry's index + 1: a few bits of the address of
+   the entry's key, so that a probe passing an occupied slot tells (almost always)
+   from the slot alone that the key is another one, without reading that entry's key:
+   an entry is 16 bytes in a table of several MB, so that read missed the CPU cache
+   at most collisions (benchmarks/run.py, W3id at 100k: one key in five meets
+   another's slot). An index + 1 is at most (mask + 1) / 2, so it fits the bits of
+   mask; the tag takes the others (none when the slots are 2^32). */
+static inline uint32_t
+table_tag(const IdTableObject *self, const void *key)
+{
+    /* the high half of the address times a 64-bit odd constant (Fibonacci hashing):
+       bits unrelated to the home slot's */
+    uint64_t z = (uint64_t)(uintptr_t)key * UINT64_C(0x9e3779b97f4a7c15);
+    return (uint32_t)(z >> 32) & ~(uint32_t)self->mask;
+}
+
+/* The entry's index of the occupied slot value s. */
+static inline size_t
+table_index(const IdTableObject *self, uint32_t s)
+{
+    return (size_t)(s & (uint32_t)self->mask) - 1;
+}
+
+/* Whether the occupied slot value s holds key, whose tag is tag. */
+static inline int
+table_holds(const IdTableObject *self, uint32_t s, uint32_t tag, const void *key)
+{
+    return (s & ~(uint32_t)self->mask) == tag && self->entries[table_index(self, s)].key == key;
+}
+
 /* The slot of key, or the empty slot that ends its probe (slots must exist).
 
    The probe tries the next TABLE_LINEAR_STEPS slots (usually in the same cache line),
@@ -227,13 +259,16 @@ table_home(const IdTableObject *self, const void *key)
    fall on the same slots as the table grows) every later key walks to the end of the
    merged run: 165 slots per key on 100,000 `object()`s, a 7x slower fmap. With the
    jumps, 0.1; on trees of declared classes and of dicts of arrays the probes are as
-   short as before and leave the cache line as rarely (benchmarks/run.py, W3id, W6id). */
+   short as before and leave the cache line as rarely (benchmarks/run.py, W3id, W6id).
+   A slot passed is told apart by its tag (table_tag), its entry read only if the tag
+   is key's. */
 static inline size_t
 table_find(const IdTableObject *self, const void *key)
 {
     size_t i = table_home(self, key);
+    uint32_t tag = table_tag(self, key);
     uint32_t s;
-    for (int step = 0; (s = self->slots[i]) != 0 && self->entries[s - 1].key != key; step++) {
+    for (int step = 0; (s = self->slots[i]) != 0 && !table_holds(self, s, tag, key); step++) {
         if (step == TABLE_LINEAR_STEPS) {
             return table_jump(self, key, i);
         }
@@ -275,7 +310,7 @@ table_put(IdTableObject *self, size_t i, PyObject *key, PyObject *value)
     Py_INCREF(value);
     self->entries[self->used].key = key;
     self->entries[self->used].value = value;
-    self->slots[i] = (uint32_t)++self->used;
+    self->slots[i] = table_tag(self, key) | (uint32_t)++self->used;
 }
 
 /* The value stored for key (borrowed), or NULL with probe set for table_fill. One probe
@@ -290,7 +325,7 @@ table_probe(const IdTableObject *self, const void *key, Probe *probe)
     size_t i = table_find(self, key);
     uint32_t s = self->slots[i];
     if (s != 0) {
-        return self->entries[s - 1].value;
+        return self->entries[table_index(self, s)].value;
     }
     probe->slot = i;
     probe->layout = self->layout;

@@ -33,11 +33,11 @@ table_jump(const IdTableObject *self, const void *key, size_t i)
     z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
     z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
     size_t perturb = (size_t)(z ^ (z >> 31));
-    uint32_t s;
+    uint32_t tag = table_tag(self, key), s;
     do {
         perturb >>= 5;
         i = (i * 5 + perturb + 1) & self->mask;
-    } while ((s = self->slots[i]) != 0 && self->entries[s - 1].key != key);
+    } while ((s = self->slots[i]) != 0 && !table_holds(self, s, tag, key));
     return i;
 }
 
@@ -49,7 +49,7 @@ table_lookup(const IdTableObject *self, const void *key)
         return NULL;
     }
     uint32_t s = self->slots[table_find(self, key)];
-    return s == 0 ? NULL : self->entries[s - 1].value;
+    return s == 0 ? NULL : self->entries[table_index(self, s)].value;
 }
 
 /* A cleared table leaves its arrays to the next table of the module (one spare), so
@@ -117,8 +117,8 @@ table_grow(IdTableObject *self)
     size_t n = slots_now == 0                       ? TABLE_MIN_SLOTS
                : slots_now < TABLE_QUADRUPLE_BELOW ? 4 * slots_now
                                                    : 2 * slots_now;
-    if (n / 2 > UINT32_MAX - 1) {
-        PyErr_NoMemory(); /* an index + 1 must fit a slot */
+    if ((uint64_t)n - 1 > UINT32_MAX) {
+        PyErr_NoMemory(); /* an index + 1 and its tag must fit a slot's 32 bits */
         return -1;
     }
     uint32_t *slots = PyMem_Calloc(n, sizeof(uint32_t));
@@ -135,7 +135,8 @@ table_grow(IdTableObject *self)
     self->layout++;
     for (Py_ssize_t j = 0; j < self->used; j++) {
         /* the keys are distinct: the empty slot that ends the probe */
-        slots[table_find(self, entries[j].key)] = (uint32_t)j + 1;
+        PyObject *key = entries[j].key;
+        slots[table_find(self, key)] = table_tag(self, key) | ((uint32_t)j + 1);
     }
     return 0;
 }
@@ -155,7 +156,7 @@ table_store(IdTableObject *self, PyObject *key, PyObject *value)
         /* the old value's release may run Python code (a __del__): the table is
            complete before it does */
         Py_INCREF(value);
-        Py_SETREF(self->entries[self->slots[i] - 1].value, value);
+        Py_SETREF(self->entries[table_index(self, self->slots[i])].value, value);
     }
     return 0;
 }
