@@ -8,7 +8,8 @@
    _speedups_flatten.c  flatten, flatten's walk
    _speedups_paths.c    leaf_paths, the key paths of a Structure's leaves
    _speedups_build.c    build, unflatten's rebuild of a Structure's records
-   _speedups_rebuild.c  Rebuild and new_instance, a class's rebuild without __init__
+   _speedups_rebuild.c  Rebuild and new_instance, a class's rebuild without __init__;
+                        fill_missing, combine's choice of leaves
 
    Here: the types and constants more than one file reads, and the functions one
    file calls in another (hidden: the module exports only PyInit__speedups). */
@@ -179,6 +180,8 @@ SPEEDUPS_HIDDEN PyObject *speedups_build(PyObject *module, PyObject *const *args
 /* _speedups_rebuild.c */
 SPEEDUPS_HIDDEN extern PyType_Spec Rebuild_spec;
 SPEEDUPS_HIDDEN PyObject *speedups_new_instance(PyObject *module, PyObject *const *args,
+                                                Py_ssize_t nargs);
+SPEEDUPS_HIDDEN PyObject *speedups_fill_missing(PyObject *module, PyObject *const *args,
                                                 Py_ssize_t nargs);
 SPEEDUPS_HIDDEN int fields_traverse(const Field *fields, Py_ssize_t n, visitproc visit, void *arg);
 SPEEDUPS_HIDDEN void fields_clear(Field *fields, Py_ssize_t n);
