@@ -50,8 +50,12 @@ typedef struct {
     Entry *entries;  /* room for (mask + 1) / 2, the first `used` stored */
     size_t mask;     /* the number of slots - 1 (0 when slots is NULL) */
     Py_ssize_t used;
-    uint64_t layout; /* changed when the slots are replaced (growth, clear): an empty
-                        slot a probe found stays its key's while this holds (Probe) */
+    uint64_t layout; /* changed when the slots are replaced or rebuilt (growth, clear,
+                        a new shift): an empty slot a probe found stays its key's while
+                        this holds (Probe) */
+    unsigned shift;  /* the address bits below the home slot's (table_home): 0 until
+                        the first store, then TABLE_SHIFT, then the keys' own
+                        (table_respace) */
 } IdTableObject;
 
 /* A block of memory one call of build uses and gives back (scratch_take). */
@@ -150,6 +154,7 @@ typedef struct {
 
 /* _speedups_idtable.c */
 SPEEDUPS_HIDDEN extern PyType_Spec IdTable_spec;
+SPEEDUPS_HIDDEN void table_respace(IdTableObject *self);
 SPEEDUPS_HIDDEN void arrays_free(TableArrays arrays);
 SPEEDUPS_HIDDEN size_t table_jump(const IdTableObject *self, const void *key, size_t i);
 SPEEDUPS_HIDDEN int table_store(IdTableObject *self, PyObject *key, PyObject *value);
@@ -202,18 +207,24 @@ SPEEDUPS_HIDDEN int read_field(const char *type, PyObject *entry, Field *field,
 #define COLD
 #endif
 
+/* The shift of a table's first keys: objects are 16-byte aligned, so the low 4 bits
+   of an address say nothing. */
+#define TABLE_SHIFT 4
+
 /* Where key's probe starts. */
 static inline size_t
 table_home(const IdTableObject *self, const void *key)
 {
-    /* Objects are 16-byte aligned, so the low 4 bits say nothing. The next bits are
-       kept in order: objects allocated one after another (a tree's leaves, usually)
-       take nearby slots, so a walk reads the slots nearly in order instead of
-       missing the CPU cache at each probe (benchmarks/run.py, W3id at 100k: a
-       multiplicative hash made each store a cache miss, as slow as the dict). Higher
-       bits are folded in so that objects a power of two apart (page-aligned ones)
-       still spread over the slots. */
-    uintptr_t h = (uintptr_t)key >> 4;
+    /* The bits above the shift are kept in order: objects allocated one after another
+       (a tree's leaves, usually) take nearby slots, so a walk reads the slots nearly
+       in order instead of missing the CPU cache at each probe (benchmarks/run.py, W3id
+       at 100k: a multiplicative hash made each store a cache miss, as slow as the
+       dict). The shift is the keys' spacing (table_respace): objects 96 bytes apart
+       (numpy arrays) take every slot or every other one rather than one in six, so a
+       walk reads a quarter as many cache lines of slots. Higher bits are folded in so
+       that objects a power of two apart (page-aligned ones) still spread over the
+       slots. */
+    uintptr_t h = (uintptr_t)key >> self->shift;
     h ^= h >> 16;
 #if SIZEOF_VOID_P > 4
     h ^= h >> 32; /* a shift by the type's width would be undefined on 32-bit builds */
@@ -305,6 +316,9 @@ table_has_room(const IdTableObject *self)
     return self->slots != NULL && (size_t)(self->used + 1) * 2 <= self->mask + 1;
 }
 
+/* How many keys table_respace reads: the first ones stored. */
+#define TABLE_SPACING_SAMPLE 64
+
 /* Put (key, value) in the empty slot i, as the next entry (there must be room). */
 static inline void
 table_put(IdTableObject *self, size_t i, PyObject *key, PyObject *value)
@@ -314,6 +328,9 @@ table_put(IdTableObject *self, size_t i, PyObject *key, PyObject *value)
     self->entries[self->used].key = key;
     self->entries[self->used].value = value;
     self->slots[i] = table_tag(self, key) | (uint32_t)++self->used;
+    if (self->used == TABLE_SPACING_SAMPLE) {
+        table_respace(self);
+    }
 }
 
 /* The value stored for key (borrowed), or NULL with probe set for table_fill. One probe

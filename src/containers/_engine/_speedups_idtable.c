@@ -110,6 +110,9 @@ spare_put(PyTypeObject *type, TableArrays arrays, Py_ssize_t used)
 static int
 table_grow(IdTableObject *self)
 {
+    if (self->slots == NULL) {
+        self->shift = TABLE_SHIFT; /* until table_respace reads the first keys */
+    }
     if (self->slots == NULL && spare_take(self)) {
         self->layout++;
         return 0;
@@ -140,6 +143,57 @@ table_grow(IdTableObject *self)
         slots[table_find(self, key)] = table_tag(self, key) | ((uint32_t)j + 1);
     }
     return 0;
+}
+
+/* The largest shift tried: objects 128 bytes apart or more take one slot each. */
+#define TABLE_SHIFT_MAX 7
+
+/* Set the shift from the spacing of the first TABLE_SPACING_SAMPLE keys stored, and
+   put every entry in its slot again. The shift is the floor of log2 of the smallest
+   distance between two keys stored one after the other (at least TABLE_SHIFT, at
+   most TABLE_SHIFT_MAX): keys allocated in a row that far apart or more get homes at
+   least one slot apart, so they fill no run of slots a probe must walk, as 16-byte
+   objects did with the shift of 4 (`object()`s allocated side by side keep it); keys
+   further apart share the cache lines of slots with fewer gaps between them. The
+   smallest distance, not a typical one: a shift too large for some keys (several
+   homes in one slot) costs probes, one too small only cache lines. Only the slots
+   change: no Python code runs, and `layout` tells a pending Probe to probe again. */
+COLD void
+table_respace(IdTableObject *self)
+{
+    Entry *entries = self->entries;
+    uintptr_t least = UINTPTR_MAX;
+    for (Py_ssize_t j = 1; j < self->used && j < TABLE_SPACING_SAMPLE; j++) {
+        uintptr_t a = (uintptr_t)entries[j - 1].key, b = (uintptr_t)entries[j].key;
+        uintptr_t d = a > b ? a - b : b - a;
+        least = d < least ? d : least;
+    }
+    unsigned shift = TABLE_SHIFT;
+    while (shift < TABLE_SHIFT_MAX && (least >> (shift + 1)) != 0) {
+        shift++;
+    }
+    if (shift == self->shift) {
+        return;
+    }
+    /* every occupied slot found with the old shift, then all emptied (an emptied slot
+       would end the probes that passed it), then refilled */
+    size_t found[TABLE_SPACING_SAMPLE];
+    Py_ssize_t n = self->used < TABLE_SPACING_SAMPLE ? self->used : TABLE_SPACING_SAMPLE;
+    if (n != self->used) {
+        return; /* called past the sample: the shift stays (never, from table_put) */
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        found[j] = table_find(self, entries[j].key);
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        self->slots[found[j]] = 0;
+    }
+    self->shift = shift;
+    self->layout++;
+    for (Py_ssize_t j = 0; j < self->used; j++) {
+        PyObject *key = entries[j].key;
+        self->slots[table_find(self, key)] = table_tag(self, key) | ((uint32_t)j + 1);
+    }
 }
 
 /* Remember value as key's result (replacing any); -1 on error. */
@@ -196,6 +250,7 @@ IdTable_clear(IdTableObject *self)
     self->entries = NULL;
     self->mask = 0;
     self->used = 0;
+    self->shift = TABLE_SHIFT;
     self->layout++;
     for (Py_ssize_t j = used - 1; j >= 0; j--) {
         if (j >= CLEAR_AHEAD) {
