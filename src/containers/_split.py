@@ -584,21 +584,17 @@ def combine(*trees: T) -> T:
     return s.unflatten(out)  # type: ignore[no-any-return]
 
 
-def fill_missing_plain(out: list[Any], other: list[Any]) -> None:
-    """Each ``MISSING`` in ``out`` replaced by ``other``'s leaf at its index, in place:
+def fill_missing_plain(out: list[Any], other: list[Any], missing: Any = MISSING) -> None:
+    """Each ``missing`` in ``out`` replaced by ``other``'s leaf at its index, in place:
     combine's choice of each leaf from the first tree that has it. The plain twin of
     ``_speedups.fill_missing`` (tests/test_split.py compares them)."""
     if len(out) != len(other):
         raise ValueError(f"fill_missing: lists of {len(out)} and {len(other)} items")
-    # (ours, theirs)[ours is MISSING], chosen in C
-    out[:] = map(getitem, zip(out, other), map(is_, out, repeat(MISSING)))
+    # (ours, theirs)[ours is missing], chosen in C
+    out[:] = map(getitem, zip(out, other), map(is_, out, repeat(missing)))
 
 
 def fill_missing(out: list[Any], other: list[Any]) -> None:
-    """``fill_missing_plain`` (in C where the extension is built: one pass, no tuple or
-    call per leaf; benchmarks/split.py, combine)."""
+    """``fill_missing_plain``, in C where the extension is built (benchmarks/split.py)."""
     speedups = _fast._speedups  # read per call: tests switch it
-    if speedups is not None:
-        speedups.fill_missing(out, other, MISSING)
-    else:
-        fill_missing_plain(out, other)
+    (fill_missing_plain if speedups is None else speedups.fill_missing)(out, other, MISSING)
