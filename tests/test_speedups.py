@@ -590,6 +590,31 @@ def test_a_cleared_table_leaves_no_entry_to_the_next() -> None:
 
 
 @compiled
+def test_table_spaces_its_slots_by_its_first_keys() -> None:
+    """The home slots follow the spacing of the first keys stored (here 256-byte
+    objects, then 16-byte ones): keys spaced otherwise later, by the same table or by
+    the next one taking its cleared slots, are all found with their values, ids never
+    stored are not, and a node looked up before the spacing changed (its children
+    stored in between) keeps its entry, as fmap's sharing shows."""
+    sparse = [bytearray(200) for _ in range(3000)]
+    dense = [object() for _ in range(30_000)]
+    first, second = _table(), _table()
+    for i, obj in enumerate(sparse + dense):
+        first.store(obj, i)
+    assert all(first.get(id(obj)) == i for i, obj in enumerate(sparse + dense))
+    first.clear()
+    for i, obj in enumerate(dense + sparse):
+        second.store(obj, i)
+    assert all(second.get(id(obj)) == i for i, obj in enumerate(dense + sparse))
+    strangers = [object() for _ in range(5000)] + [bytearray(200) for _ in range(500)]
+    assert not any(id(obj) in second for obj in strangers)
+    node = {"leaves": sparse[:100], "more": dense[:100]}
+    out = ct.fmap(lambda v: [v], {"a": node, "b": node, "c": sparse[:100]})
+    assert out["a"] is out["b"] and out["a"]["leaves"] is not out["c"]
+    assert all(x is y for x, y in zip(out["a"]["leaves"], out["c"]))
+
+
+@compiled
 def test_a_node_stored_after_its_children_keeps_every_entry() -> None:
     """A mutable node is looked up before its children are mapped and stored after them,
     in the slot its lookup found if that slot is still empty: a child stored in between

@@ -1032,6 +1032,49 @@ def test_fill_part_refuses_what_is_not_a_plan():
     assert fill([key], one, ["leaf"], array("q", [0])) == {key: "leaf"}
 
 
+_FILL_ITEMS = st.sampled_from([ct.MISSING, None, 0, 1.5, "leaf", (), ct.MISSING])
+
+
+@SETTINGS
+@given(st.lists(st.tuples(_FILL_ITEMS, _FILL_ITEMS), max_size=40))
+def test_fill_missing_compiled_and_plain_agree(pairs):
+    """combine's choice of leaves in C and its plain twin agree: each MISSING of the
+    first list, and only those, takes the second list's item at its index (the same
+    object), in place; a MISSING facing a MISSING stays."""
+    from containers._engine import _fast
+    from containers._split import fill_missing_plain
+
+    first, second = [a for a, _ in pairs], [b for _, b in pairs]
+    shared = [object() for _ in pairs]  # objects only identity tells apart
+    second = [s if b is ct.MISSING else o for b, s, o in zip(second, second, shared)]
+    plain = list(first)
+    fill_missing_plain(plain, second)
+    assert all(p is (b if a is ct.MISSING else a) for p, a, b in zip(plain, first, second))
+    if _fast._speedups is not None:
+        fast = list(first)
+        assert _fast._speedups.fill_missing(fast, second, ct.MISSING) is None
+        assert len(fast) == len(plain) and all(f is p for f, p in zip(fast, plain))
+
+
+def test_fill_missing_refuses_lists_that_do_not_match():
+    """Both twins refuse lists of different lengths, naming them; the compiled one also
+    what is not a list (it is internal, but must not read past a list)."""
+    from containers._engine import _fast
+    from containers._split import fill_missing_plain
+
+    with pytest.raises(ValueError, match=r"^fill_missing: lists of 2 and 1 items$"):
+        fill_missing_plain([ct.MISSING, 1], [2])
+    if _fast._speedups is None:
+        return
+    fill = _fast._speedups.fill_missing
+    with pytest.raises(ValueError, match=r"^fill_missing: lists of 2 and 1 items$"):
+        fill([ct.MISSING, 1], [2], ct.MISSING)
+    with pytest.raises(TypeError, match="takes two lists and the missing marker"):
+        fill((ct.MISSING,), [2], ct.MISSING)
+    with pytest.raises(TypeError, match="takes two lists and the missing marker"):
+        fill([ct.MISSING], [2])
+
+
 def _both_flattens(tree: Any) -> None:
     """The compiled flatten and its Python twin (flatten_fast, whose run reads a list of
     layers in _flatten_run) give the same leaves (by identity) and records, with and

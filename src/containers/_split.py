@@ -15,6 +15,7 @@ from itertools import compress, repeat
 from operator import eq, getitem, is_, not_, truth
 from typing import Any, TypeAlias, TypeVar, overload
 
+from containers._engine import _fast
 from containers._engine._flat import flatten_records
 from containers._errors import ContainerDefinitionError, StructureError, short_repr
 from containers._paths import AttrKey, DictKey, IndexKey, KeyPath, keystr, where
@@ -579,6 +580,21 @@ def combine(*trees: T) -> T:
                 f"combine: tree {i} has more nodes than tree 0 (a node where tree 0 has "
                 f"a leaf). Pass trees of one structure, as partition returns them.",
             )
-        # (ours, theirs)[ours is MISSING], chosen in C
-        out = list(map(getitem, zip(out, theirs), map(is_, out, repeat(MISSING))))
+        fill_missing(out, theirs)
     return s.unflatten(out)  # type: ignore[no-any-return]
+
+
+def fill_missing_plain(out: list[Any], other: list[Any], missing: Any = MISSING) -> None:
+    """Each ``missing`` in ``out`` replaced by ``other``'s leaf at its index, in place:
+    combine's choice of each leaf from the first tree that has it. The plain twin of
+    ``_speedups.fill_missing`` (tests/test_split.py compares them)."""
+    if len(out) != len(other):
+        raise ValueError(f"fill_missing: lists of {len(out)} and {len(other)} items")
+    # (ours, theirs)[ours is missing], chosen in C
+    out[:] = map(getitem, zip(out, other), map(is_, out, repeat(missing)))
+
+
+def fill_missing(out: list[Any], other: list[Any]) -> None:
+    """``fill_missing_plain``, in C where the extension is built (benchmarks/split.py)."""
+    speedups = _fast._speedups  # read per call: tests switch it
+    (fill_missing_plain if speedups is None else speedups.fill_missing)(out, other, MISSING)

@@ -90,6 +90,9 @@ static PyMethodDef speedups_methods[] = {
     {"fill_part", (PyCFunction)(void (*)(void))speedups_fill_part, METH_FASTCALL,
      "fill_part(keys, hashes, leaves, picks): {keys[i]: leaves[picks[i]]}, each key "
      "inserted with its hash hashes[i] (the compiled twin of _tags.fill_part_plain)."},
+    {"fill_missing", (PyCFunction)(void (*)(void))speedups_fill_missing, METH_FASTCALL,
+     "fill_missing(out, other, missing): each item of out that is missing replaced by "
+     "other's at its index (the compiled twin of _split.fill_missing_plain)."},
     {"build", (PyCFunction)(void (*)(void))speedups_build, METH_FASTCALL,
      "build(records, leaves, context): the tree of a Structure's records with leaves in "
      "place (the compiled twin of _records.build)."},

@@ -8,7 +8,8 @@
    _speedups_flatten.c  flatten, flatten's walk
    _speedups_paths.c    leaf_paths, the key paths of a Structure's leaves
    _speedups_build.c    build, unflatten's rebuild of a Structure's records
-   _speedups_rebuild.c  Rebuild and new_instance, a class's rebuild without __init__
+   _speedups_rebuild.c  Rebuild and new_instance, a class's rebuild without __init__;
+                        fill_missing, combine's choice of leaves
 
    Here: the types and constants more than one file reads, and the functions one
    file calls in another (hidden: the module exports only PyInit__speedups). */
@@ -43,12 +44,18 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    uint32_t *slots; /* NULL until the first store, and after clear */
+    uint32_t *slots; /* NULL until the first store, and after clear; each 0 (empty) or
+                        an entry's index + 1 in the bits of mask, a tag in the others
+                        (table_tag) */
     Entry *entries;  /* room for (mask + 1) / 2, the first `used` stored */
     size_t mask;     /* the number of slots - 1 (0 when slots is NULL) */
     Py_ssize_t used;
-    uint64_t layout; /* changed when the slots are replaced (growth, clear): an empty
-                        slot a probe found stays its key's while this holds (Probe) */
+    uint64_t layout; /* changed when the slots are replaced or rebuilt (growth, clear,
+                        a new shift): an empty slot a probe found stays its key's while
+                        this holds (Probe) */
+    unsigned shift;  /* the address bits below the home slot's (table_home): 0 until
+                        the first store, then TABLE_SHIFT, then the keys' own
+                        (table_respace) */
 } IdTableObject;
 
 /* A block of memory one call of build uses and gives back (scratch_take). */
@@ -147,6 +154,7 @@ typedef struct {
 
 /* _speedups_idtable.c */
 SPEEDUPS_HIDDEN extern PyType_Spec IdTable_spec;
+SPEEDUPS_HIDDEN void table_respace(IdTableObject *self);
 SPEEDUPS_HIDDEN void arrays_free(TableArrays arrays);
 SPEEDUPS_HIDDEN size_t table_jump(const IdTableObject *self, const void *key, size_t i);
 SPEEDUPS_HIDDEN int table_store(IdTableObject *self, PyObject *key, PyObject *value);
@@ -178,6 +186,8 @@ SPEEDUPS_HIDDEN PyObject *speedups_build(PyObject *module, PyObject *const *args
 SPEEDUPS_HIDDEN extern PyType_Spec Rebuild_spec;
 SPEEDUPS_HIDDEN PyObject *speedups_new_instance(PyObject *module, PyObject *const *args,
                                                 Py_ssize_t nargs);
+SPEEDUPS_HIDDEN PyObject *speedups_fill_missing(PyObject *module, PyObject *const *args,
+                                                Py_ssize_t nargs);
 SPEEDUPS_HIDDEN int fields_traverse(const Field *fields, Py_ssize_t n, visitproc visit, void *arg);
 SPEEDUPS_HIDDEN void fields_clear(Field *fields, Py_ssize_t n);
 SPEEDUPS_HIDDEN void fields_free(Field *fields, Py_ssize_t n);
@@ -197,23 +207,59 @@ SPEEDUPS_HIDDEN int read_field(const char *type, PyObject *entry, Field *field,
 #define COLD
 #endif
 
+/* The shift of a table's first keys: objects are 16-byte aligned, so the low 4 bits
+   of an address say nothing. */
+#define TABLE_SHIFT 4
+
 /* Where key's probe starts. */
 static inline size_t
 table_home(const IdTableObject *self, const void *key)
 {
-    /* Objects are 16-byte aligned, so the low 4 bits say nothing. The next bits are
-       kept in order: objects allocated one after another (a tree's leaves, usually)
-       take nearby slots, so a walk reads the slots nearly in order instead of
-       missing the CPU cache at each probe (benchmarks/run.py, W3id at 100k: a
-       multiplicative hash made each store a cache miss, as slow as the dict). Higher
-       bits are folded in so that objects a power of two apart (page-aligned ones)
-       still spread over the slots. */
-    uintptr_t h = (uintptr_t)key >> 4;
+    /* The bits above the shift are kept in order: objects allocated one after another
+       (a tree's leaves, usually) take nearby slots, so a walk reads the slots nearly
+       in order instead of missing the CPU cache at each probe (benchmarks/run.py, W3id
+       at 100k: a multiplicative hash made each store a cache miss, as slow as the
+       dict). The shift is the keys' spacing (table_respace): objects 96 bytes apart
+       (numpy arrays) take every slot or every other one rather than one in six, so a
+       walk reads a quarter as many cache lines of slots. Higher bits are folded in so
+       that objects a power of two apart (page-aligned ones) still spread over the
+       slots. */
+    uintptr_t h = (uintptr_t)key >> self->shift;
     h ^= h >> 16;
 #if SIZEOF_VOID_P > 4
     h ^= h >> 32; /* a shift by the type's width would be undefined on 32-bit builds */
 #endif
     return (size_t)h & self->mask;
+}
+
+/* The bits of a slot that are not its entry's index + 1: a few bits of the address of
+   the entry's key, so that a probe passing an occupied slot tells (almost always)
+   from the slot alone that the key is another one, without reading that entry's key:
+   an entry is 16 bytes in a table of several MB, so that read missed the CPU cache
+   at most collisions (benchmarks/run.py, W3id at 100k: one key in five meets
+   another's slot). An index + 1 is at most (mask + 1) / 2, so it fits the bits of
+   mask; the tag takes the others (none when the slots are 2^32). */
+static inline uint32_t
+table_tag(const IdTableObject *self, const void *key)
+{
+    /* the high half of the address times a 64-bit odd constant (Fibonacci hashing):
+       bits unrelated to the home slot's */
+    uint64_t z = (uint64_t)(uintptr_t)key * UINT64_C(0x9e3779b97f4a7c15);
+    return (uint32_t)(z >> 32) & ~(uint32_t)self->mask;
+}
+
+/* The entry's index of the occupied slot value s. */
+static inline size_t
+table_index(const IdTableObject *self, uint32_t s)
+{
+    return (size_t)(s & (uint32_t)self->mask) - 1;
+}
+
+/* Whether the occupied slot value s holds key, whose tag is tag. */
+static inline int
+table_holds(const IdTableObject *self, uint32_t s, uint32_t tag, const void *key)
+{
+    return (s & ~(uint32_t)self->mask) == tag && self->entries[table_index(self, s)].key == key;
 }
 
 /* The slot of key, or the empty slot that ends its probe (slots must exist).
@@ -227,13 +273,16 @@ table_home(const IdTableObject *self, const void *key)
    fall on the same slots as the table grows) every later key walks to the end of the
    merged run: 165 slots per key on 100,000 `object()`s, a 7x slower fmap. With the
    jumps, 0.1; on trees of declared classes and of dicts of arrays the probes are as
-   short as before and leave the cache line as rarely (benchmarks/run.py, W3id, W6id). */
+   short as before and leave the cache line as rarely (benchmarks/run.py, W3id, W6id).
+   A slot passed is told apart by its tag (table_tag), its entry read only if the tag
+   is key's. */
 static inline size_t
 table_find(const IdTableObject *self, const void *key)
 {
     size_t i = table_home(self, key);
+    uint32_t tag = table_tag(self, key);
     uint32_t s;
-    for (int step = 0; (s = self->slots[i]) != 0 && self->entries[s - 1].key != key; step++) {
+    for (int step = 0; (s = self->slots[i]) != 0 && !table_holds(self, s, tag, key); step++) {
         if (step == TABLE_LINEAR_STEPS) {
             return table_jump(self, key, i);
         }
@@ -267,6 +316,9 @@ table_has_room(const IdTableObject *self)
     return self->slots != NULL && (size_t)(self->used + 1) * 2 <= self->mask + 1;
 }
 
+/* How many keys table_respace reads: the first ones stored. */
+#define TABLE_SPACING_SAMPLE 64
+
 /* Put (key, value) in the empty slot i, as the next entry (there must be room). */
 static inline void
 table_put(IdTableObject *self, size_t i, PyObject *key, PyObject *value)
@@ -275,7 +327,10 @@ table_put(IdTableObject *self, size_t i, PyObject *key, PyObject *value)
     Py_INCREF(value);
     self->entries[self->used].key = key;
     self->entries[self->used].value = value;
-    self->slots[i] = (uint32_t)++self->used;
+    self->slots[i] = table_tag(self, key) | (uint32_t)++self->used;
+    if (self->used == TABLE_SPACING_SAMPLE) {
+        table_respace(self);
+    }
 }
 
 /* The value stored for key (borrowed), or NULL with probe set for table_fill. One probe
@@ -290,7 +345,7 @@ table_probe(const IdTableObject *self, const void *key, Probe *probe)
     size_t i = table_find(self, key);
     uint32_t s = self->slots[i];
     if (s != 0) {
-        return self->entries[s - 1].value;
+        return self->entries[table_index(self, s)].value;
     }
     probe->slot = i;
     probe->layout = self->layout;

@@ -13,8 +13,9 @@
    entry's index + 1, probed linearly. A probe that ends at an empty slot reads only
    the slots, 4 bytes each: at 150,000 entries they take 2 MB, where 16-byte slots
    holding the entries took 8 MB (benchmarks/run.py, W6id and W3id at 100k). Entries
-   are written and released in order. They are never removed one by one, only all at
-   once (`clear`), so an empty slot ends every probe and no tombstones are needed.
+   are written in order and released in reverse order (IdTable_clear). They are never
+   removed one by one, only all at once (`clear`), so an empty slot ends every probe
+   and no tombstones are needed.
    Python reads the table by id, as it read the dict (`get(id, default)`, `id in
    table`, `table[id]`), and writes it with `store(obj, value)`; the loops (_speedups_loop.c) probe
    it directly. */
@@ -33,11 +34,11 @@ table_jump(const IdTableObject *self, const void *key, size_t i)
     z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
     z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
     size_t perturb = (size_t)(z ^ (z >> 31));
-    uint32_t s;
+    uint32_t tag = table_tag(self, key), s;
     do {
         perturb >>= 5;
         i = (i * 5 + perturb + 1) & self->mask;
-    } while ((s = self->slots[i]) != 0 && self->entries[s - 1].key != key);
+    } while ((s = self->slots[i]) != 0 && !table_holds(self, s, tag, key));
     return i;
 }
 
@@ -49,7 +50,7 @@ table_lookup(const IdTableObject *self, const void *key)
         return NULL;
     }
     uint32_t s = self->slots[table_find(self, key)];
-    return s == 0 ? NULL : self->entries[s - 1].value;
+    return s == 0 ? NULL : self->entries[table_index(self, s)].value;
 }
 
 /* A cleared table leaves its arrays to the next table of the module (one spare), so
@@ -109,6 +110,9 @@ spare_put(PyTypeObject *type, TableArrays arrays, Py_ssize_t used)
 static int
 table_grow(IdTableObject *self)
 {
+    if (self->slots == NULL) {
+        self->shift = TABLE_SHIFT; /* until table_respace reads the first keys */
+    }
     if (self->slots == NULL && spare_take(self)) {
         self->layout++;
         return 0;
@@ -117,8 +121,8 @@ table_grow(IdTableObject *self)
     size_t n = slots_now == 0                       ? TABLE_MIN_SLOTS
                : slots_now < TABLE_QUADRUPLE_BELOW ? 4 * slots_now
                                                    : 2 * slots_now;
-    if (n / 2 > UINT32_MAX - 1) {
-        PyErr_NoMemory(); /* an index + 1 must fit a slot */
+    if ((uint64_t)n - 1 > UINT32_MAX) {
+        PyErr_NoMemory(); /* an index + 1 and its tag must fit a slot's 32 bits */
         return -1;
     }
     uint32_t *slots = PyMem_Calloc(n, sizeof(uint32_t));
@@ -135,9 +139,61 @@ table_grow(IdTableObject *self)
     self->layout++;
     for (Py_ssize_t j = 0; j < self->used; j++) {
         /* the keys are distinct: the empty slot that ends the probe */
-        slots[table_find(self, entries[j].key)] = (uint32_t)j + 1;
+        PyObject *key = entries[j].key;
+        slots[table_find(self, key)] = table_tag(self, key) | ((uint32_t)j + 1);
     }
     return 0;
+}
+
+/* The largest shift tried: objects 128 bytes apart or more take one slot each. */
+#define TABLE_SHIFT_MAX 7
+
+/* Set the shift from the spacing of the first TABLE_SPACING_SAMPLE keys stored, and
+   put every entry in its slot again. The shift is the floor of log2 of the smallest
+   distance between two keys stored one after the other (at least TABLE_SHIFT, at
+   most TABLE_SHIFT_MAX): keys allocated in a row that far apart or more get homes at
+   least one slot apart, so they fill no run of slots a probe must walk, as 16-byte
+   objects did with the shift of 4 (`object()`s allocated side by side keep it); keys
+   further apart share the cache lines of slots with fewer gaps between them. The
+   smallest distance, not a typical one: a shift too large for some keys (several
+   homes in one slot) costs probes, one too small only cache lines. Only the slots
+   change: no Python code runs, and `layout` tells a pending Probe to probe again. */
+COLD void
+table_respace(IdTableObject *self)
+{
+    Entry *entries = self->entries;
+    uintptr_t least = UINTPTR_MAX;
+    for (Py_ssize_t j = 1; j < self->used && j < TABLE_SPACING_SAMPLE; j++) {
+        uintptr_t a = (uintptr_t)entries[j - 1].key, b = (uintptr_t)entries[j].key;
+        uintptr_t d = a > b ? a - b : b - a;
+        least = d < least ? d : least;
+    }
+    unsigned shift = TABLE_SHIFT;
+    while (shift < TABLE_SHIFT_MAX && (least >> (shift + 1)) != 0) {
+        shift++;
+    }
+    if (shift == self->shift) {
+        return;
+    }
+    /* every occupied slot found with the old shift, then all emptied (an emptied slot
+       would end the probes that passed it), then refilled */
+    size_t found[TABLE_SPACING_SAMPLE];
+    Py_ssize_t n = self->used < TABLE_SPACING_SAMPLE ? self->used : TABLE_SPACING_SAMPLE;
+    if (n != self->used) {
+        return; /* called past the sample: the shift stays (never, from table_put) */
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        found[j] = table_find(self, entries[j].key);
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        self->slots[found[j]] = 0;
+    }
+    self->shift = shift;
+    self->layout++;
+    for (Py_ssize_t j = 0; j < self->used; j++) {
+        PyObject *key = entries[j].key;
+        self->slots[table_find(self, key)] = table_tag(self, key) | ((uint32_t)j + 1);
+    }
 }
 
 /* Remember value as key's result (replacing any); -1 on error. */
@@ -155,14 +211,36 @@ table_store(IdTableObject *self, PyObject *key, PyObject *value)
         /* the old value's release may run Python code (a __del__): the table is
            complete before it does */
         Py_INCREF(value);
-        Py_SETREF(self->entries[self->slots[i] - 1].value, value);
+        Py_SETREF(self->entries[table_index(self, self->slots[i])].value, value);
     }
     return 0;
 }
 
+/* How many entries ahead clear asks the CPU for the objects it will release (a hint:
+   table_prefetch_object). */
+#define CLEAR_AHEAD 32
+
+/* Ask the CPU to load obj's reference count for writing: a hint, which reads and
+   changes nothing (the object is held by the entry, not yet released). */
+static inline void
+table_prefetch_object(const PyObject *obj)
+{
+#if defined(__GNUC__)
+    __builtin_prefetch(obj, 1);
+#else
+    (void)obj;
+#endif
+}
+
 /* Forget everything. The arrays are detached first, so that Python code run by the
-   releases (a __del__) finds an empty, usable table; entries are released in the
-   order stored. */
+   releases (a __del__) finds an empty, usable table. Entries are released last stored
+   first, as a list releases its items: at the end of a walk over a large tree its
+   first objects have left the CPU cache and its last ones are still there, and each
+   release writes the object's reference count. Released first to last, each one
+   missed the cache (the pass itself evicting the last objects before it reached
+   them); last to first, the objects still cached are released before they are
+   evicted, and the CPU is asked ahead for the others (perf annotate, benchmarks/run.py
+   W3id-held at 100k: the table's clear cost about as much as all its lookups). */
 static int
 IdTable_clear(IdTableObject *self)
 {
@@ -172,10 +250,15 @@ IdTable_clear(IdTableObject *self)
     self->entries = NULL;
     self->mask = 0;
     self->used = 0;
+    self->shift = TABLE_SHIFT;
     self->layout++;
-    for (Py_ssize_t j = 0; j < used; j++) {
-        Py_DECREF(arrays.entries[j].key);
+    for (Py_ssize_t j = used - 1; j >= 0; j--) {
+        if (j >= CLEAR_AHEAD) {
+            table_prefetch_object(arrays.entries[j - CLEAR_AHEAD].key);
+            table_prefetch_object(arrays.entries[j - CLEAR_AHEAD].value);
+        }
         Py_DECREF(arrays.entries[j].value);
+        Py_DECREF(arrays.entries[j].key);
     }
     spare_put(Py_TYPE(self), arrays, used);
     return 0;
