@@ -1,0 +1,6 @@
+# save's walk over a tree in C (_encoder.c); optional, see _serialize._compiled.
+from typing import Any
+
+def encode(
+    tree: Any, context: tuple[Any, ...], /
+) -> tuple[list[Any], list[str], list[Any], list[list[Any]]]: ...
