@@ -33,6 +33,7 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Deeper trees go to the Python walk, which is iterative. */
 #define MAX_DEPTH 100
@@ -105,11 +106,12 @@ table_put(Table *t, PyObject *x, Py_ssize_t value)
 typedef struct {
     PyObject *records, *names, *arrays, *slots; /* the results (owned lists) */
     PyObject *keep;                              /* the noted values (owned list) */
-    PyObject *taken;                             /* the tensor names (owned set) */
+    int rendered; /* a name holds a key rendered by classify (names may then clash) */
     PyObject *tags[6];                           /* "A" "S" "L" "T" "N" "@" (owned) */
     PyObject *zeros;                             /* "00000000", the empty CRC32 slot */
     PyObject *classify, *scalar, *fallback, *formats; /* the context's (borrowed) */
     PyTypeObject *ndarray;
+    char ok_format[8]; /* the last buffer format found in formats, or "" */
     Py_ssize_t count, limit;
     Table table;
     PyObject *open[MAX_DEPTH + 2]; /* the mutable nodes open on the walk (borrowed) */
@@ -119,6 +121,7 @@ typedef struct {
 enum { TAG_A, TAG_S, TAG_L, TAG_T, TAG_N, TAG_AT };
 
 static int walk(Enc *e, PyObject *x, PyObject *path, int depth);
+static int fall_back(Enc *e);
 
 static int
 fall_back(Enc *e)
@@ -222,11 +225,7 @@ add_array(Enc *e, PyObject *x, PyObject *a, PyObject *path)
     if (!PyUnicode_IS_ASCII(path)) {
         return fall_back(e); /* the Python walk escapes a lone surrogate */
     }
-    int there = PySet_Contains(e->taken, path);
-    if (there != 0) {
-        return there < 0 ? -1 : fall_back(e); /* the Python walk names the clash */
-    }
-    if (PySet_Add(e->taken, path) < 0 || note(e, x, x != a) < 0) {
+    if (note(e, x, x != a) < 0) {
         return -1;
     }
     PyObject *rec = PyList_New(3);
@@ -255,13 +254,18 @@ array(Enc *e, PyObject *x, PyObject *path)
     Py_buffer view;
     int plain = 0;
     if (PyObject_GetBuffer(x, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) == 0) {
-        PyObject *format = PyUnicode_FromString(view.format == NULL ? "B" : view.format);
-        PyBuffer_Release(&view);
-        if (format == NULL) {
-            return -1;
+        const char *f = view.format == NULL ? "B" : view.format;
+        /* most trees repeat one dtype: the last format found in the set is kept */
+        plain = e->ok_format[0] != '\0' && strcmp(f, e->ok_format) == 0;
+        if (!plain && strlen(f) < sizeof e->ok_format) {
+            PyObject *format = PyUnicode_FromString(f);
+            plain = format == NULL ? -1 : PySet_Contains(e->formats, format);
+            Py_XDECREF(format);
+            if (plain > 0) {
+                strcpy(e->ok_format, f);
+            }
         }
-        plain = PySet_Contains(e->formats, format);
-        Py_DECREF(format);
+        PyBuffer_Release(&view);
         if (plain < 0) {
             return -1;
         }
@@ -281,17 +285,83 @@ array(Enc *e, PyObject *x, PyObject *path)
     return r;
 }
 
-/* The path of child i: path + "[i]", path + "[repr(key)]" or path + suffix. */
+/* path + "[" + text + "]" for an ASCII path and text (len bytes): a new str. */
 static PyObject *
-child_path(PyObject *path, PyObject *keys, Py_ssize_t i)
+bracketed(PyObject *path, const char *text, size_t len, int quoted)
 {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(path);
+    PyObject *out = PyUnicode_New(n + (Py_ssize_t)len + 2 + 2 * quoted, 127);
+    if (out == NULL) {
+        return NULL;
+    }
+    char *d = (char *)PyUnicode_1BYTE_DATA(out);
+    memcpy(d, PyUnicode_1BYTE_DATA(path), (size_t)n);
+    d += n;
+    *d++ = '[';
+    if (quoted) {
+        *d++ = '\'';
+    }
+    memcpy(d, text, len);
+    d += len;
+    if (quoted) {
+        *d++ = '\'';
+    }
+    *d = ']';
+    return out;
+}
+
+/* The path of child i: path + "[i]", path + "[repr(key)]" (keys: a tuple of str) or
+   path + suffix (keys: a list of suffixes classify rendered). The usual cases (an
+   ASCII path, a key repr would write between single quotes as it is) are written
+   here; repr writes the others. */
+static PyObject *
+child_path(Enc *e, PyObject *path, PyObject *keys, Py_ssize_t i)
+{
+    int ascii = PyUnicode_IS_ASCII(path);
     if (keys == Py_None) {
-        return PyUnicode_FromFormat("%U[%zd]", path, i);
+        char digits[24];
+        int len = snprintf(digits, sizeof digits, "%zd", i);
+        return ascii ? bracketed(path, digits, (size_t)len, 0)
+                     : PyUnicode_FromFormat("%U[%zd]", path, i);
     }
     if (PyTuple_Check(keys)) {
-        return PyUnicode_FromFormat("%U[%R]", path, PyTuple_GET_ITEM(keys, i));
+        PyObject *key = PyTuple_GET_ITEM(keys, i);
+        if (ascii && PyUnicode_IS_ASCII(key)) {
+            const char *k = (const char *)PyUnicode_1BYTE_DATA(key);
+            Py_ssize_t len = PyUnicode_GET_LENGTH(key), j = 0;
+            while (j < len && k[j] >= 0x20 && k[j] < 0x7f && k[j] != '\'' && k[j] != '\\') {
+                j++;
+            }
+            if (j == len) {
+                return bracketed(path, k, (size_t)len, 1);
+            }
+        }
+        return PyUnicode_FromFormat("%U[%R]", path, key);
     }
+    e->rendered = 1;
     return PyUnicode_Concat(path, PyList_GET_ITEM(keys, i));
+}
+
+/* 0 if the tensor names are distinct, else the fallback (the Python walk names the
+   clash). Names made of index keys and str keys alone are distinct by construction:
+   each key is written as a token that ends where it can be read to end ("[digits]",
+   or "[" and a quoted str as repr writes it, its quote escaped inside, and "]"), so a
+   name is read back into its keys, and two places in a tree have different keys. A
+   key classify rendered (".w", a register_node key) gives no such guarantee: the
+   names are then counted once in a set. */
+static int
+distinct(Enc *e)
+{
+    if (!e->rendered) {
+        return 0;
+    }
+    PyObject *set = PySet_New(e->names);
+    if (set == NULL) {
+        return -1;
+    }
+    int same = PySet_GET_SIZE(set) == PyList_GET_SIZE(e->names);
+    Py_DECREF(set);
+    return same ? 0 : fall_back(e);
 }
 
 /* A node's children (a tuple or list, held by the caller), keyed by keys. */
@@ -317,7 +387,7 @@ children(Enc *e, PyObject *kids, PyObject *keys, PyObject *path, int depth)
             continue;
         }
         e->count--; /* walk counts it */
-        PyObject *p = child_path(path, keys, i);
+        PyObject *p = child_path(e, path, keys, i);
         if (p == NULL) {
             return -1;
         }
@@ -472,13 +542,12 @@ encoder_encode(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
     e.arrays = PyList_New(0);
     e.slots = PyList_New(0);
     e.keep = PyList_New(0);
-    e.taken = PySet_New(NULL);
     root = PyUnicode_FromString("");
     if (e.zeros == NULL || e.records == NULL || e.names == NULL || e.arrays == NULL ||
-        e.slots == NULL || e.keep == NULL || e.taken == NULL || root == NULL) {
+        e.slots == NULL || e.keep == NULL || root == NULL) {
         goto done;
     }
-    if (walk(&e, args[0], root, 0) == 0) {
+    if (walk(&e, args[0], root, 0) == 0 && distinct(&e) == 0) {
         result = PyTuple_Pack(4, e.records, e.names, e.arrays, e.slots);
     }
 done:
@@ -492,7 +561,6 @@ done:
     Py_XDECREF(e.arrays);
     Py_XDECREF(e.slots);
     Py_XDECREF(e.keep);
-    Py_XDECREF(e.taken);
     PyMem_Free(e.table.keys);
     PyMem_Free(e.table.values);
     return result;

@@ -75,6 +75,9 @@ def _buffer_formats() -> frozenset[str]:
     return frozenset(formats)
 
 
+_STR = frozenset({str})
+
+
 def _classifier() -> Any:
     """``classify(x)``: what the C walk does with ``x``, a value it does not take
     itself: a node's ``(kids, record, mutable, keys, tail)``, a scalar's record, or the
@@ -106,7 +109,7 @@ def _classifier() -> Any:
             n = len(kids)
             record = node_record(kind, aux, n, _nowhere, False)
             keys: Any
-            if kind is DICT and all(type(k) is str for k in aux[0]):
+            if kind is DICT and _STR.issuperset(map(type, aux[0])):  # a loop in C
                 keys = aux[0]  # a tuple of str: the C walk renders [repr(key)]
             else:
                 keys = [str(k) for k in kind.keys(aux, n)]
