@@ -231,3 +231,57 @@ def test_pure_python_encoder_when_asked(monkeypatch: Any) -> None:
     monkeypatch.setattr(_compiled, "_encoder", None)
     assert _compiled.encode_compiled(tree) is None
     assert ct.serialize(tree) == data
+
+
+_JSON = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**80), 2**80),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(),  # escapes, non-ASCII, astral characters, lone surrogates
+    ),
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=4),
+        st.lists(kids, max_size=3).map(tuple),
+        st.dictionaries(st.text(max_size=3), kids, max_size=3),
+    ),
+    max_leaves=20,
+)
+
+
+@needs_c
+@settings(max_examples=500, deadline=None)
+@given(_JSON)
+def test_render_is_json_dumps(value: Any) -> None:
+    """The tree text rendered in C is json.dumps's, character for character."""
+    assert _compiled.render(value) == json.dumps(value, separators=(",", ":"))
+    assert _compiled._encoder.render(value) is not None
+
+
+@needs_c
+@pytest.mark.parametrize(
+    "value",
+    [[float("nan")], [float("-inf")], {1: 2}, [np.float64(1.5)], [1, {"a": b"x"}]],
+)
+def test_render_leaves_what_records_do_not_hold_to_json(value: Any) -> None:
+    """Values records never hold (non-finite floats, non-str keys, other types): the C
+    renderer declines and json.dumps writes (or refuses) them."""
+    assert _compiled._encoder.render(value) is None
+    try:
+        expected: Any = json.dumps(value, separators=(",", ":"))
+    except TypeError as err:
+        with pytest.raises(TypeError, match=str(err)):
+            _compiled.render(value)
+        return
+    assert _compiled.render(value) == expected
+
+
+@needs_c
+def test_render_gives_up_past_its_depth() -> None:
+    """A value nested deeper than the C renderer goes is json.dumps's."""
+    deep: Any = []
+    for _ in range(100):
+        deep = [deep]
+    assert _compiled._encoder.render(deep) is None
+    assert _compiled.render(deep) == json.dumps(deep)

@@ -566,10 +566,233 @@ done:
     return result;
 }
 
+
+/* --- render: the records as JSON text --------------------------------------------------
+
+   `render(records)` is `json.dumps(records, separators=(",", ":"))` (ensure_ascii, as
+   `Plan.header` writes the tree), or None for anything but what records hold: lists
+   and tuples, dicts with str keys, exact str, int, bool, None and finite floats, at
+   most RENDER_DEPTH levels deep; `Plan.header` then calls json.dumps, its plain twin
+   (tests/test_serialize_compiled.py holds the two to the same text). json.dumps spends
+   most of its time on a new str per escaped str and on its chunks' list; here the
+   text goes into one buffer, and a str with nothing to escape is copied as it is. */
+
+#define RENDER_DEPTH 64
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+} Text;
+
+static int
+text_room(Text *t, size_t more)
+{
+    if (t->len + more <= t->cap) {
+        return 0;
+    }
+    size_t cap = t->cap ? t->cap : 1 << 16;
+    while (cap < t->len + more) {
+        cap *= 2;
+    }
+    char *data = PyMem_Realloc(t->data, cap);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    t->data = data;
+    t->cap = cap;
+    return 0;
+}
+
+static inline int
+text_add(Text *t, const char *s, size_t n)
+{
+    if (text_room(t, n) < 0) {
+        return -1;
+    }
+    memcpy(t->data + t->len, s, n);
+    t->len += n;
+    return 0;
+}
+
+/* A str as json's encode_basestring_ascii writes it. */
+static int
+render_str(Text *t, PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (PyUnicode_IS_ASCII(s)) {
+        const unsigned char *c = PyUnicode_1BYTE_DATA(s);
+        Py_ssize_t j = 0;
+        while (j < n && c[j] >= ' ' && c[j] <= '~' && c[j] != '"' && c[j] != '\\') {
+            j++;
+        }
+        if (j == n) { /* nothing to escape */
+            if (text_room(t, (size_t)n + 2) < 0) {
+                return -1;
+            }
+            t->data[t->len++] = '"';
+            memcpy(t->data + t->len, c, (size_t)n);
+            t->len += (size_t)n;
+            t->data[t->len++] = '"';
+            return 0;
+        }
+    }
+    static const char hex[] = "0123456789abcdef";
+    if (text_room(t, 12 * (size_t)n + 2) < 0) { /* at most \uXXXX\uXXXX a character */
+        return -1;
+    }
+    char *d = t->data + t->len;
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    *d++ = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c >= ' ' && c <= '~' && c != '"' && c != '\\') {
+            *d++ = (char)c;
+            continue;
+        }
+        *d++ = '\\';
+        switch (c) {
+        case '"': *d++ = '"'; continue;
+        case '\\': *d++ = '\\'; continue;
+        case '\b': *d++ = 'b'; continue;
+        case '\f': *d++ = 'f'; continue;
+        case '\n': *d++ = 'n'; continue;
+        case '\r': *d++ = 'r'; continue;
+        case '\t': *d++ = 't'; continue;
+        default: break;
+        }
+        if (c >= 0x10000) { /* a surrogate pair */
+            Py_UCS4 v = c - 0x10000;
+            Py_UCS4 hi = 0xd800 | ((v >> 10) & 0x3ff);
+            *d++ = 'u';
+            for (int k = 12; k >= 0; k -= 4) {
+                *d++ = hex[(hi >> k) & 0xf];
+            }
+            *d++ = '\\';
+            c = 0xdc00 | (v & 0x3ff);
+        }
+        *d++ = 'u';
+        for (int k = 12; k >= 0; k -= 4) {
+            *d++ = hex[(c >> k) & 0xf];
+        }
+    }
+    *d++ = '"';
+    t->len = (size_t)(d - t->data);
+    return 0;
+}
+
+/* repr(x) (an int or a float), appended; it is ASCII. */
+static int
+render_repr(Text *t, PyObject *x)
+{
+    PyObject *r = PyObject_Repr(x);
+    if (r == NULL) {
+        return -1;
+    }
+    int ok = PyUnicode_IS_ASCII(r)
+                 ? text_add(t, (const char *)PyUnicode_1BYTE_DATA(r),
+                            (size_t)PyUnicode_GET_LENGTH(r))
+                 : 1;
+    Py_DECREF(r);
+    return ok;
+}
+
+/* 0: x appended; 1: x is not what records hold (render gives None); -1: an error. */
+static int
+render_value(Text *t, PyObject *x, int depth)
+{
+    PyTypeObject *type = Py_TYPE(x);
+    if (type == &PyUnicode_Type) {
+        return render_str(t, x);
+    }
+    if (type == &PyLong_Type || type == &PyFloat_Type) {
+        if (type == &PyFloat_Type && !isfinite(PyFloat_AS_DOUBLE(x))) {
+            return 1;
+        }
+        return render_repr(t, x);
+    }
+    if (x == Py_None) {
+        return text_add(t, "null", 4);
+    }
+    if (x == Py_True) {
+        return text_add(t, "true", 4);
+    }
+    if (x == Py_False) {
+        return text_add(t, "false", 5);
+    }
+    if (depth >= RENDER_DEPTH) {
+        return 1;
+    }
+    if (type == &PyList_Type || type == &PyTuple_Type) {
+        if (text_add(t, "[", 1) < 0) {
+            return -1;
+        }
+        /* a list's length is read at each step: nothing here runs Python code but
+           repr of an int or float, which cannot change it */
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(x); i++) {
+            if (i && text_add(t, ",", 1) < 0) {
+                return -1;
+            }
+            int r = render_value(t, PySequence_Fast_GET_ITEM(x, i), depth + 1);
+            if (r != 0) {
+                return r;
+            }
+        }
+        return text_add(t, "]", 1);
+    }
+    if (type == &PyDict_Type) {
+        if (text_add(t, "{", 1) < 0) {
+            return -1;
+        }
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        int first = 1;
+        while (PyDict_Next(x, &pos, &key, &value)) {
+            if (!PyUnicode_CheckExact(key)) {
+                return 1;
+            }
+            if ((!first && text_add(t, ",", 1) < 0) || render_str(t, key) < 0 ||
+                text_add(t, ":", 1) < 0) {
+                return -1;
+            }
+            first = 0;
+            int r = render_value(t, value, depth + 1);
+            if (r != 0) {
+                return r;
+            }
+        }
+        return text_add(t, "}", 1);
+    }
+    return 1;
+}
+
+static PyObject *
+encoder_render(PyObject *Py_UNUSED(module), PyObject *records)
+{
+    Text t = {NULL, 0, 0};
+    int r = render_value(&t, records, 0);
+    PyObject *out = NULL;
+    if (r == 0) {
+        out = PyUnicode_New((Py_ssize_t)t.len, 127);
+        if (out != NULL) {
+            memcpy(PyUnicode_1BYTE_DATA(out), t.data, t.len);
+        }
+    }
+    else if (r == 1) {
+        out = Py_NewRef(Py_None);
+    }
+    PyMem_Free(t.data);
+    return out;
+}
+
 static PyMethodDef encoder_methods[] = {
     {"encode", (PyCFunction)(void (*)(void))encoder_encode, METH_FASTCALL,
      PyDoc_STR("encode(tree, context, /): (records, names, arrays, crc_slots), or the "
                "context's fallback exception (see _serialize._compiled).")},
+    {"render", encoder_render, METH_O,
+     PyDoc_STR("render(records, /): json.dumps(records, separators=(',', ':')), or None "
+               "for values records do not hold.")},
     {NULL, NULL, 0, NULL},
 };
 

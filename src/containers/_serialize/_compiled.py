@@ -17,6 +17,7 @@ both walks to byte-identical files on Hypothesis trees.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -25,11 +26,10 @@ import numpy as np
 from containers._registry import DICT, KINDS, LEAF_TYPES, kind_of
 from containers._serialize._format import DTYPES
 from containers._serialize._limits import DEFAULT_LIMITS
-from containers._serialize._plan import Plan
 from containers._serialize._storable import to_numpy
 from containers._serialize._values import encode_scalar
 
-__all__ = ["encode_compiled", "load_encoder"]
+__all__ = ["encode_compiled", "load_encoder", "render"]
 
 
 def load_encoder() -> Any:
@@ -133,8 +133,10 @@ def _classifier() -> Any:
 _CONTEXT: tuple[Any, ...] | None = None
 
 
-def encode_compiled(tree: Any) -> Plan | None:
+def encode_compiled(tree: Any) -> Any:
     """The ``Plan`` of ``tree`` from the C walk, or None (not built, or it gave up)."""
+    from containers._serialize._plan import Plan  # which renders with ``render``
+
     global _CONTEXT  # noqa: PLW0603 - built on first use
     encoder = _encoder
     if encoder is None:
@@ -153,3 +155,12 @@ def encode_compiled(tree: Any) -> Plan | None:
     except _Fallback:
         return None
     return Plan(records=records, names=names, arrays=arrays, crc_slots=slots)
+
+
+def render(records: list[Any]) -> str:
+    """``json.dumps(records, separators=(",", ":"))``, the tree as the header holds it:
+    in C (``containers._encoder.render``: one buffer, a str with nothing to escape
+    copied as it is) where it is built, else by json.dumps, its plain twin."""
+    encoder = _encoder
+    text: str | None = None if encoder is None else encoder.render(records)
+    return json.dumps(records, separators=(",", ":")) if text is None else text

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from containers._serialize import _format, _strictjson
+from containers._serialize import _compiled, _format, _strictjson
 from containers._serialize._format import (
     CODES,
     FORMAT_KEY,
@@ -113,7 +113,7 @@ class Plan:
         is then the escape ``\\udcff`` inside the tree string, and the header stays
         the valid UTF-8 JSON every safetensors reader requires (docs/file-format.md).
         """
-        tree = json.dumps(self.records, separators=(",", ":"))
+        tree = _compiled.render(self.records)
         return build_header(entries, {**self.metadata, FORMAT_KEY: FORMAT_VERSION, TREE_KEY: tree})
 
     def fill_crcs(self, order: list[int] | None = None) -> None:
