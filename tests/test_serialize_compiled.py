@@ -254,9 +254,12 @@ _JSON = st.recursive(
 @settings(max_examples=500, deadline=None)
 @given(_JSON)
 def test_render_is_json_dumps(value: Any) -> None:
-    """The tree text rendered in C is json.dumps's, character for character."""
-    assert _compiled.render(value) == json.dumps(value, separators=(",", ":"))
-    assert _compiled._encoder.render(value) is not None
+    """The tree text rendered in C is json.dumps's, character for character, and so is
+    the header's str of it (json.dumps of the text)."""
+    text = json.dumps(value, separators=(",", ":"))
+    assert _compiled.render(value) == text
+    assert _compiled.render(value, quoted=True) == json.dumps(text)
+    assert _compiled._encoder.render(value, True) is not None
 
 
 @needs_c
@@ -267,7 +270,7 @@ def test_render_is_json_dumps(value: Any) -> None:
 def test_render_leaves_what_records_do_not_hold_to_json(value: Any) -> None:
     """Values records never hold (non-finite floats, non-str keys, other types): the C
     renderer declines and json.dumps writes (or refuses) them."""
-    assert _compiled._encoder.render(value) is None
+    assert _compiled._encoder.render(value, False) is None
     try:
         expected: Any = json.dumps(value, separators=(",", ":"))
     except TypeError as err:
@@ -283,5 +286,24 @@ def test_render_gives_up_past_its_depth() -> None:
     deep: Any = []
     for _ in range(100):
         deep = [deep]
-    assert _compiled._encoder.render(deep) is None
+    assert _compiled._encoder.render(deep, True) is None
     assert _compiled.render(deep) == json.dumps(deep)
+    assert _compiled.render(deep, quoted=True) == json.dumps(json.dumps(deep))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trees(), st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=2))
+def test_header_is_json_dumps_of_the_metadata(tree: Any, metadata: dict[str, str]) -> None:
+    """The header, the tree's str written into it directly, is the one json.dumps of the
+    whole metadata (tree text included) gives: files stay byte for byte as they were."""
+    from containers._serialize._format import FORMAT_KEY, FORMAT_VERSION, TREE_KEY, build_header
+
+    try:
+        plan = encode(tree, metadata=metadata)
+    except Exception:
+        return
+    plan.fill_crcs()
+    entries, _ = plan.layout()
+    tree_text = json.dumps(plan.records, separators=(",", ":"))
+    whole = {**metadata, FORMAT_KEY: FORMAT_VERSION, TREE_KEY: tree_text}
+    assert plan.header(entries) == build_header(entries, whole)

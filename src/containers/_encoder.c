@@ -582,6 +582,7 @@ done:
 typedef struct {
     char *data;
     size_t len, cap;
+    int quoted; /* the text is written as the body of a JSON str: " and \ escaped */
 } Text;
 
 static int
@@ -617,7 +618,7 @@ text_add(Text *t, const char *s, size_t n)
 
 /* A str as json's encode_basestring_ascii writes it. */
 static int
-render_str(Text *t, PyObject *s)
+render_str_plain(Text *t, PyObject *s)
 {
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
     if (PyUnicode_IS_ASCII(s)) {
@@ -679,6 +680,53 @@ render_str(Text *t, PyObject *s)
     }
     *d++ = '"';
     t->len = (size_t)(d - t->data);
+    return 0;
+}
+
+/* A str as render_str_plain writes it, into a quoted text: its quotes and backslashes
+   escaped once more, as json.dumps of the whole text would. */
+static int
+render_str(Text *t, PyObject *s)
+{
+    if (!t->quoted) {
+        return render_str_plain(t, s);
+    }
+    if (PyUnicode_IS_ASCII(s)) {
+        const unsigned char *c = PyUnicode_1BYTE_DATA(s);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(s), j = 0;
+        while (j < n && c[j] >= ' ' && c[j] <= '~' && c[j] != '"' && c[j] != '\\') {
+            j++;
+        }
+        if (j == n) { /* nothing to escape: \"s\" */
+            if (text_room(t, (size_t)n + 4) < 0) {
+                return -1;
+            }
+            char *d = t->data + t->len;
+            *d++ = '\\';
+            *d++ = '"';
+            memcpy(d, c, (size_t)n);
+            d += n;
+            *d++ = '\\';
+            *d++ = '"';
+            t->len = (size_t)(d - t->data);
+            return 0;
+        }
+    }
+    Text inner = {NULL, 0, 0, 0};
+    if (render_str_plain(&inner, s) < 0 || text_room(t, 2 * inner.len) < 0) {
+        PyMem_Free(inner.data);
+        return -1;
+    }
+    char *d = t->data + t->len;
+    for (size_t i = 0; i < inner.len; i++) {
+        char c = inner.data[i];
+        if (c == '"' || c == '\\') {
+            *d++ = '\\';
+        }
+        *d++ = c;
+    }
+    t->len = (size_t)(d - t->data);
+    PyMem_Free(inner.data);
     return 0;
 }
 
@@ -767,11 +815,23 @@ render_value(Text *t, PyObject *x, int depth)
     return 1;
 }
 
+/* render(records, quoted): with quoted, the text as a JSON str (json.dumps(text)). */
 static PyObject *
-encoder_render(PyObject *Py_UNUSED(module), PyObject *records)
+encoder_render(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    Text t = {NULL, 0, 0};
-    int r = render_value(&t, records, 0);
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "render(records, quoted, /)");
+        return NULL;
+    }
+    int quoted = PyObject_IsTrue(args[1]);
+    if (quoted < 0) {
+        return NULL;
+    }
+    Text t = {NULL, 0, 0, quoted};
+    int r = (quoted && text_add(&t, "\"", 1) < 0) ? -1 : render_value(&t, args[0], 0);
+    if (r == 0 && quoted) {
+        r = text_add(&t, "\"", 1);
+    }
     PyObject *out = NULL;
     if (r == 0) {
         out = PyUnicode_New((Py_ssize_t)t.len, 127);
@@ -790,9 +850,9 @@ static PyMethodDef encoder_methods[] = {
     {"encode", (PyCFunction)(void (*)(void))encoder_encode, METH_FASTCALL,
      PyDoc_STR("encode(tree, context, /): (records, names, arrays, crc_slots), or the "
                "context's fallback exception (see _serialize._compiled).")},
-    {"render", encoder_render, METH_O,
-     PyDoc_STR("render(records, /): json.dumps(records, separators=(',', ':')), or None "
-               "for values records do not hold.")},
+    {"render", (PyCFunction)(void (*)(void))encoder_render, METH_FASTCALL,
+     PyDoc_STR("render(records, quoted, /): json.dumps(records, separators=(',', ':')) "
+               "(with quoted, json.dumps of that), or None for values records do not hold.")},
     {NULL, NULL, 0, NULL},
 };
 

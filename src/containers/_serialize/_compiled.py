@@ -157,10 +157,14 @@ def encode_compiled(tree: Any) -> Any:
     return Plan(records=records, names=names, arrays=arrays, crc_slots=slots)
 
 
-def render(records: list[Any]) -> str:
-    """``json.dumps(records, separators=(",", ":"))``, the tree as the header holds it:
-    in C (``containers._encoder.render``: one buffer, a str with nothing to escape
-    copied as it is) where it is built, else by json.dumps, its plain twin."""
+def render(records: list[Any], quoted: bool = False) -> str:
+    """``json.dumps(records, separators=(",", ":"))``, the tree as the header holds it
+    (with ``quoted``, ``json.dumps`` of that text: the header's JSON str): in C
+    (``containers._encoder.render``: one buffer, a str with nothing to escape copied as
+    it is) where it is built, else by json.dumps, its plain twin."""
     encoder = _encoder
-    text: str | None = None if encoder is None else encoder.render(records)
-    return json.dumps(records, separators=(",", ":")) if text is None else text
+    text: str | None = None if encoder is None else encoder.render(records, quoted)
+    if text is None:
+        text = json.dumps(records, separators=(",", ":"))
+        return json.dumps(text) if quoted else text
+    return text

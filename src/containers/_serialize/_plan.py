@@ -22,7 +22,6 @@ from containers._serialize._format import (
     CODES,
     FORMAT_KEY,
     FORMAT_VERSION,
-    TREE_KEY,
     build_header,
     crc32,
 )
@@ -113,8 +112,8 @@ class Plan:
         is then the escape ``\\udcff`` inside the tree string, and the header stays
         the valid UTF-8 JSON every safetensors reader requires (docs/file-format.md).
         """
-        tree = _compiled.render(self.records)
-        return build_header(entries, {**self.metadata, FORMAT_KEY: FORMAT_VERSION, TREE_KEY: tree})
+        tree = _compiled.render(self.records, quoted=True)  # escaped once more, as a str
+        return build_header(entries, {**self.metadata, FORMAT_KEY: FORMAT_VERSION}, tree)
 
     def fill_crcs(self, order: list[int] | None = None) -> None:
         """Compute every tensor's CRC32 into its record (with ``order``: those tensors'
