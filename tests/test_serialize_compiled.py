@@ -127,7 +127,7 @@ def trees(draw: Any) -> Any:
         n = draw(st.integers(0, 4))
         kids = [node(depth + 1) if depth < 3 and draw(st.integers(0, 2)) == 0 else leaf()]
         kids += [leaf() for _ in range(n)]
-        kind = draw(st.integers(0, 11))
+        kind = draw(st.integers(0, 12))
         made: Any
         if kind == 0:
             made = tuple(kids)
@@ -149,6 +149,9 @@ def trees(draw: Any) -> Any:
             made = Frozen(kids[0])
         elif kind == 9:
             made = None
+        elif kind == 10:  # str keys alone, inserted in any order (the C walk's dicts)
+            names = st.text(max_size=3)
+            made = dict(zip(draw(st.lists(names, min_size=len(kids), max_size=len(kids))), kids))
         else:
             made = kids
         if draw(st.integers(0, 30)) == 0 and isinstance(made, list):

@@ -107,18 +107,19 @@ typedef struct {
     PyObject *records, *names, *arrays, *slots; /* the results (owned lists) */
     PyObject *keep;                              /* the noted values (owned list) */
     int rendered; /* a name holds a key rendered by classify (names may then clash) */
-    PyObject *tags[6];                           /* "A" "S" "L" "T" "N" "@" (owned) */
+    PyObject *tags[7];                           /* "A" "S" "L" "T" "N" "@" "D" (owned) */
     PyObject *zeros;                             /* "00000000", the empty CRC32 slot */
     PyObject *classify, *scalar, *fallback, *formats; /* the context's (borrowed) */
     PyTypeObject *ndarray;
     char ok_format[8]; /* the last buffer format found in formats, or "" */
+    int str_dicts;     /* dicts of str keys are read here (dict's kind is DICT) */
     Py_ssize_t count, limit;
     Table table;
     PyObject *open[MAX_DEPTH + 2]; /* the mutable nodes open on the walk (borrowed) */
     int n_open;
 } Enc;
 
-enum { TAG_A, TAG_S, TAG_L, TAG_T, TAG_N, TAG_AT };
+enum { TAG_A, TAG_S, TAG_L, TAG_T, TAG_N, TAG_AT, TAG_D };
 
 static int walk(Enc *e, PyObject *x, PyObject *path, int depth);
 static int fall_back(Enc *e);
@@ -428,6 +429,99 @@ sequence(Enc *e, PyObject *x, PyObject *path, int depth, int is_list)
     return r;
 }
 
+/* A dict whose keys are all str, as the DICT kind reads it (`_kinds._dict_flatten`):
+   children in sorted key order, ["D", sorted keys] and, when the insertion order
+   differs, the position in the sorted keys of each key in insertion order (what
+   `_Encoder.node_record` writes). Sorting str keys runs no Python code, and distinct
+   str keys sort in strictly increasing order, as `sort_keys` requires. 1 if a key is
+   not a str (classify then reads the dict), 0 done, -1 error. */
+static int
+str_dict(Enc *e, PyObject *x, PyObject *path, int depth)
+{
+    PyObject *keys = PyDict_Keys(x);
+    if (keys == NULL) {
+        return -1;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyUnicode_CheckExact(PyList_GET_ITEM(keys, i))) {
+            Py_DECREF(keys);
+            return 1;
+        }
+    }
+    PyObject *order = PyList_GetSlice(keys, 0, n), *kids = NULL, *rec = NULL;
+    int r = -1;
+    if (order == NULL || PyList_Sort(order) < 0 || (kids = PyList_New(n)) == NULL) {
+        goto done;
+    }
+    int same = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PyList_GET_ITEM(order, i);
+        same &= key == PyList_GET_ITEM(keys, i);
+        PyObject *kid = PyDict_GetItemWithError(x, key);
+        if (kid == NULL) {
+            if (!PyErr_Occurred()) {
+                fall_back(e);
+            }
+            goto done;
+        }
+        Py_INCREF(kid);
+        PyList_SET_ITEM(kids, i, kid);
+    }
+    rec = PyList_New(same ? 2 : 3);
+    if (rec == NULL) {
+        goto done;
+    }
+    Py_INCREF(e->tags[TAG_D]);
+    PyList_SET_ITEM(rec, 0, e->tags[TAG_D]);
+    Py_INCREF(order);
+    PyList_SET_ITEM(rec, 1, order);
+    if (!same) {
+        /* the insertion order, as positions in the sorted keys */
+        PyObject *at = PyDict_New(), *positions = PyList_New(n);
+        if (positions != NULL) {
+            PyList_SET_ITEM(rec, 2, positions);
+        }
+        int ok = at != NULL && positions != NULL;
+        for (Py_ssize_t i = 0; ok && i < n; i++) {
+            PyObject *index = PyLong_FromSsize_t(i);
+            ok = index != NULL && PyDict_SetItem(at, PyList_GET_ITEM(order, i), index) == 0;
+            Py_XDECREF(index);
+        }
+        for (Py_ssize_t i = 0; ok && i < n; i++) {
+            PyObject *index = PyDict_GetItemWithError(at, PyList_GET_ITEM(keys, i));
+            ok = index != NULL;
+            if (ok) {
+                Py_INCREF(index);
+                PyList_SET_ITEM(positions, i, index);
+            }
+        }
+        Py_XDECREF(at);
+        if (!ok) {
+            if (!PyErr_Occurred()) {
+                fall_back(e);
+            }
+            goto done;
+        }
+    }
+    /* a tuple of the keys: child_path renders them as [repr(key)] */
+    PyObject *names = PyList_AsTuple(order);
+    if (names == NULL || note(e, x, 1) < 0 || PyList_Append(e->records, rec) < 0) {
+        Py_XDECREF(names);
+        goto done;
+    }
+    e->open[e->n_open++] = x;
+    r = children(e, kids, names, path, depth);
+    e->n_open--;
+    Py_DECREF(names);
+done:
+    Py_DECREF(keys);
+    Py_XDECREF(order);
+    Py_XDECREF(kids);
+    Py_XDECREF(rec);
+    return r;
+}
+
 /* Any other value, as `classify` answers: a scalar's record, an array to store, or a
    node `(kids, record, mutable, keys, tail)`. */
 static int
@@ -501,15 +595,22 @@ walk(Enc *e, PyObject *x, PyObject *path, int depth)
     if (t == e->ndarray) {
         return array(e, x, path);
     }
+    if (t == &PyDict_Type && e->str_dicts) {
+        r = str_dict(e, x, path, depth);
+        if (r <= 0) {
+            return r;
+        }
+    }
     return other(e, x, path, depth);
 }
 
-/* encode(tree, context): context is (classify, scalar, fallback, formats, ndarray, limit) */
+/* encode(tree, context): context is
+   (classify, scalar, fallback, formats, ndarray, limit, str_dicts) */
 static PyObject *
 encoder_encode(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyTuple_CheckExact(args[1]) || PyTuple_GET_SIZE(args[1]) != 6) {
-        PyErr_SetString(PyExc_TypeError, "encode(tree, context): context is a 6-tuple");
+    if (nargs != 2 || !PyTuple_CheckExact(args[1]) || PyTuple_GET_SIZE(args[1]) != 7) {
+        PyErr_SetString(PyExc_TypeError, "encode(tree, context): context is a 7-tuple");
         return NULL;
     }
     PyObject *ctx = args[1];
@@ -520,7 +621,8 @@ encoder_encode(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
     e.formats = PyTuple_GET_ITEM(ctx, 3);
     PyObject *ndarray = PyTuple_GET_ITEM(ctx, 4);
     e.limit = PyLong_AsSsize_t(PyTuple_GET_ITEM(ctx, 5));
-    if (e.limit == -1 && PyErr_Occurred()) {
+    e.str_dicts = PyObject_IsTrue(PyTuple_GET_ITEM(ctx, 6));
+    if ((e.limit == -1 && PyErr_Occurred()) || e.str_dicts < 0) {
         return NULL;
     }
     if (!PyType_Check(ndarray) || !PyAnySet_Check(e.formats) ||
@@ -529,9 +631,9 @@ encoder_encode(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     e.ndarray = (PyTypeObject *)ndarray;
-    static const char *const tags[6] = {"A", "S", "L", "T", "N", "@"};
+    static const char *const tags[7] = {"A", "S", "L", "T", "N", "@", "D"};
     PyObject *result = NULL, *root = NULL;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         if ((e.tags[i] = PyUnicode_InternFromString(tags[i])) == NULL) {
             goto done;
         }
@@ -552,7 +654,7 @@ encoder_encode(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
     }
 done:
     Py_XDECREF(root);
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         Py_XDECREF(e.tags[i]);
     }
     Py_XDECREF(e.zeros);

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from containers._kinds import _dict_flatten
 from containers._registry import DICT, KINDS, LEAF_TYPES, kind_of
 from containers._serialize._format import DTYPES
 from containers._serialize._limits import DEFAULT_LIMITS
@@ -149,6 +150,8 @@ def encode_compiled(tree: Any) -> Any:
             _buffer_formats(),
             np.ndarray,
             DEFAULT_LIMITS.max_nodes,
+            # dicts of str keys read in C, as the DICT kind reads them
+            KINDS.get(dict) is DICT and DICT.flatten is _dict_flatten,
         )
     try:
         records, names, arrays, slots = encoder.encode(tree, _CONTEXT)
