@@ -29,6 +29,11 @@ scan = Extension(
     depends=["src/containers/_scan.h"],
     optional=True,
 )
-encoder = Extension("containers._encoder", ["src/containers/_encoder.c"], optional=True)
+encoder = Extension(
+    "containers._encoder",
+    ["src/containers/_encoder.c", "src/containers/_encoder_text.c"],
+    depends=["src/containers/_encoder.h"],
+    optional=True,
+)
 built = [speedups, crc32, scan, encoder]
 setup(ext_modules=built if platform.python_implementation() == "CPython" else [])

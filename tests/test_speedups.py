@@ -73,6 +73,7 @@ C_SOURCES = [
     *(f"_engine/_speedups{part}.c" for part in ("_flatten", "_paths", "_build", "_rebuild")),
     "_crc32.c",
     "_encoder.c",
+    "_encoder_text.c",
     "_scan.c",
     "_scan_records.c",
 ]

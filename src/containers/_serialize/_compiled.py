@@ -79,6 +79,24 @@ def _buffer_formats() -> frozenset[str]:
 _STR = frozenset({str})
 
 
+_CODES: dict[str, str] | None = None
+
+
+def format_codes() -> dict[str, str]:
+    """Buffer format -> the file's dtype code, for the dtypes numpy exports a buffer of
+    (``containers._encoder.entries``)."""
+    global _CODES  # noqa: PLW0603 - built on first use
+    if _CODES is None:
+        codes = {}
+        for code, dt in DTYPES.items():
+            try:
+                codes[np.zeros(0, dt).data.format] = code
+            except (ValueError, TypeError):
+                continue
+        _CODES = codes
+    return _CODES
+
+
 def _classifier() -> Any:
     """``classify(x)``: what the C walk does with ``x``, a value it does not take
     itself: a node's ``(kids, record, mutable, keys, tail)``, a scalar's record, or the

@@ -66,6 +66,11 @@ class Plan:
         else:
             keyed = sorted(zip([-a.itemsize for a in arrays], names, range(len(arrays))))
             order = [k[2] for k in keyed]
+        encoder = _compiled._encoder
+        if encoder is not None:  # in C, dtypes and shapes read by the buffer protocol
+            found: str | None = encoder.entries(arrays, names, order, _compiled.format_codes())
+            if found is not None:
+                return found, order
         scan = _strictjson._scan
         if scan is not None:  # in C, one pass: the names as they are, if none needs escapes
             text: str | None = scan.entries(arrays, names, order, _middle)
