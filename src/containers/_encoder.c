@@ -323,8 +323,8 @@ child_path(Enc *e, PyObject *path, PyObject *keys, Py_ssize_t i)
     int ascii = PyUnicode_IS_ASCII(path);
     if (keys == Py_None) {
         char digits[24];
-        int len = snprintf(digits, sizeof digits, "%zd", i);
-        return ascii ? bracketed(path, digits, (size_t)len, 0)
+        size_t len = (size_t)(put_uint(digits, (unsigned long long)i) - digits);
+        return ascii ? bracketed(path, digits, len, 0)
                      : PyUnicode_FromFormat("%U[%zd]", path, i);
     }
     if (PyTuple_Check(keys)) {

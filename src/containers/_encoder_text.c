@@ -380,13 +380,27 @@ encoder_entries(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t n
         long long begin = pos;
         pos += (long long)view.len;
         PyBuffer_Release(&view);
-        char offsets[64];
-        int n = snprintf(offsets, sizeof offsets, "%lld,%lld]}", begin, pos);
-        if ((k && text_add(&t, ",", 1) < 0) || text_add(&t, "\"", 1) < 0 ||
-            text_add(&t, c, (size_t)len) < 0 || text_add(&t, "\"", 1) < 0 ||
-            text_add(&t, middle, middle_len) < 0 || text_add(&t, offsets, (size_t)n) < 0) {
+        /* ,"name" middle begin,end]} */
+        if (text_room(&t, (size_t)len + middle_len + 64) < 0) {
             r = -1;
+            break;
         }
+        char *d = t.data + t.len;
+        if (k) {
+            *d++ = ',';
+        }
+        *d++ = '"';
+        memcpy(d, c, (size_t)len);
+        d += len;
+        *d++ = '"';
+        memcpy(d, middle, middle_len);
+        d += middle_len;
+        d = put_uint(d, (unsigned long long)begin);
+        *d++ = ',';
+        d = put_uint(d, (unsigned long long)pos);
+        *d++ = ']';
+        *d++ = '}';
+        t.len = (size_t)(d - t.data);
     }
     PyObject *out = NULL;
     if (r == 0) {
