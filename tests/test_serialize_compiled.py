@@ -16,7 +16,13 @@ from hypothesis import strategies as st
 
 import containers as ct
 from containers._serialize import _compiled
-from containers._serialize._encode import encode
+from containers._serialize._encode import _CLASSIFY, encode
+
+
+def _walked(tree: Any) -> Any:
+    """The C walk's plan fields for ``tree``, or None where it gives up."""
+    return _compiled.encode_compiled(tree, _CLASSIFY)
+
 
 needs_c = pytest.mark.skipif(_compiled._encoder is None, reason="the C encoder is not built")
 
@@ -189,12 +195,13 @@ def test_compiled_walk_takes_the_usual_trees_itself() -> None:
         "d": defaultdict(list, {3: (), "x": Frozen(shared)}),
         "t": (None, True, "é", -0.0),
     }
-    plan = _compiled.encode_compiled(tree)
-    assert plan is not None
+    found = _walked(tree)
+    assert found is not None
+    records, names = found[0], found[1]
     python = encode(tree, compiled=False)
-    assert json.dumps(plan.records) == json.dumps(python.records)
-    assert plan.names == python.names
-    assert sum(r[0] == "@" for r in plan.records) >= 3  # w, shared, and shared's w
+    assert json.dumps(records) == json.dumps(python.records)
+    assert names == python.names
+    assert sum(r[0] == "@" for r in records) >= 3  # w, shared, and shared's w
 
 
 @needs_c
@@ -217,13 +224,13 @@ def test_cycles_and_clashes_fall_back_to_the_python_walks_error() -> None:
     Python walk's, with its path."""
     loop: list[Any] = [np.ones(1)]
     loop.append({"back": loop})
-    assert _compiled.encode_compiled(loop) is None
+    assert _walked(loop) is None
     with pytest.raises(ct.StructureError, match=r"reference cycle.*\[1\]\['back'\]"):
         ct.serialize(loop)
     deep: Any = np.ones(1)
     for _ in range(150):
         deep = [deep]
-    assert _compiled.encode_compiled(deep) is None  # deeper than the C walk goes
+    assert _walked(deep) is None  # deeper than the C walk goes
     assert ct.deserialize(ct.serialize(deep)) is not None
 
 
@@ -232,7 +239,7 @@ def test_pure_python_encoder_when_asked(monkeypatch: Any) -> None:
     tree = {"a": [np.ones(2, np.float32)] * 2, "s": 1.5}
     data = ct.serialize(tree)
     monkeypatch.setattr(_compiled, "_encoder", None)
-    assert _compiled.encode_compiled(tree) is None
+    assert _walked(tree) is None
     assert ct.serialize(tree) == data
 
 

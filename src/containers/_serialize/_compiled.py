@@ -9,7 +9,8 @@ exactly as the Python walk records it: every array and mutable node is noted by
 identity, and held, until the walk ends (containers/_encoder.c).
 
 The C walk takes tuples, lists, None, str/bool/int/float and arrays already in the
-file's form itself; every other value goes to ``classify`` (``_classifier``), here, which answers with
+file's form itself; every other value goes to ``classify`` (made by ``classifier`` with ``_encode``'s
+helpers), which answers with
 the same calls the Python walk makes (the kind's ``flatten``, ``node_record``,
 ``to_numpy``, the kept values' plain walk). tests/test_serialize_compiled.py holds
 both walks to byte-identical files on Hypothesis trees.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -30,7 +32,7 @@ from containers._serialize._limits import DEFAULT_LIMITS
 from containers._serialize._storable import to_numpy
 from containers._serialize._values import encode_scalar
 
-__all__ = ["encode_compiled", "load_encoder", "render"]
+__all__ = ["classifier", "encode_compiled", "format_codes", "load_encoder", "render"]
 
 
 def load_encoder() -> Any:
@@ -97,26 +99,25 @@ def format_codes() -> dict[str, str]:
     return _CODES
 
 
-def _classifier() -> Any:
+def classifier(
+    node_record: Callable[..., list[Any]],
+    encoder: Callable[[], Any],
+    file_bools: Callable[[Any], Any],
+    scalars: tuple[type, ...],
+    builtin_types: tuple[type, ...],
+) -> Callable[[Any], Any]:
     """``classify(x)``: what the C walk does with ``x``, a value it does not take
     itself: a node's ``(kids, record, mutable, keys, tail)``, a scalar's record, or the
-    array to store (as the Python walk normalizes it); ``_Fallback`` for anything else."""
-    from containers._serialize._encode import (
-        _BUILTIN_TYPES,
-        _SCALARS,
-        _STATELESS,
-        _Encoder,
-        file_bools,
-    )
-
-    node_record = _STATELESS.node_record
+    array to store (as the Python walk normalizes it); ``_Fallback`` for anything else.
+    It makes the Python walk's calls, given by ``_encode`` (which imports this module):
+    ``_Encoder.node_record``, a new ``_Encoder`` (kept values), ``file_bools``."""
 
     def classify(x: Any) -> Any:
         try:
             t = type(x)
             kind = None if t in LEAF_TYPES else KINDS.get(t) or kind_of(x)
             if kind is None:
-                if t in _SCALARS or (isinstance(x, np.generic) and not isinstance(x, np.ndarray)):
+                if t in scalars or (isinstance(x, np.generic) and not isinstance(x, np.ndarray)):
                     return ["S", encode_scalar(x)]
                 a = to_numpy(x, "")
                 if a is None:
@@ -135,9 +136,9 @@ def _classifier() -> Any:
             tail = None
             spec = kind.spec
             if (spec is not None and spec.keep) or (
-                spec is None and kind.type not in _BUILTIN_TYPES
+                spec is None and kind.type not in builtin_types
             ):
-                sub = _Encoder()  # kept values and aux: plain data, no sharing
+                sub = encoder()  # kept values and aux: plain data, no sharing
                 sub.tail(kind, aux, _nowhere)
                 tail = sub.plan.records
             return kids, record, kind.mutable, keys, tail
@@ -149,20 +150,19 @@ def _classifier() -> Any:
     return classify
 
 
-_CONTEXT: tuple[Any, ...] | None = None
+_CONTEXTS: dict[int, tuple[Any, ...]] = {}
 
 
-def encode_compiled(tree: Any) -> Any:
-    """The ``Plan`` of ``tree`` from the C walk, or None (not built, or it gave up)."""
-    from containers._serialize._plan import Plan  # which renders with ``render``
-
-    global _CONTEXT  # noqa: PLW0603 - built on first use
+def encode_compiled(tree: Any, classify: Callable[[Any], Any]) -> Any:
+    """``(records, names, arrays, crc_slots)`` of ``tree`` from the C walk (a ``Plan``'s
+    fields), or None: not built, or it gave up."""
     encoder = _encoder
     if encoder is None:
         return None
-    if _CONTEXT is None:
-        _CONTEXT = (
-            _classifier(),
+    context = _CONTEXTS.get(id(classify))
+    if context is None:
+        context = _CONTEXTS[id(classify)] = (
+            classify,
             encode_scalar,
             _Fallback,
             _buffer_formats(),
@@ -172,10 +172,9 @@ def encode_compiled(tree: Any) -> Any:
             KINDS.get(dict) is DICT and DICT.flatten is _dict_flatten,
         )
     try:
-        records, names, arrays, slots = encoder.encode(tree, _CONTEXT)
+        return encoder.encode(tree, context)
     except _Fallback:
         return None
-    return Plan(records=records, names=names, arrays=arrays, crc_slots=slots)
 
 
 def render(records: list[Any], quoted: bool = False) -> str:

@@ -34,7 +34,7 @@ from containers._registry import (
     kind_of,
     name_of,
 )
-from containers._serialize._compiled import encode_compiled
+from containers._serialize._compiled import classifier, encode_compiled
 from containers._serialize._format import CODES
 from containers._serialize._limits import DEFAULT_LIMITS
 from containers._serialize._plan import Plan
@@ -463,8 +463,8 @@ _BUILTIN_TYPES = (tuple, list, dict, OrderedDict, defaultdict, deque, type(None)
 #: Nodes with fewer leaf children than this go through the per-leaf loop alone.
 _MIN_RUN = 8
 
-#: For ``node_record`` and ``tail``, which keep no state (``_compiled._classify``).
-_STATELESS = _Encoder()
+#: What the C walk asks of Python (``_compiled.classifier``): the Python walk's calls.
+_CLASSIFY = classifier(_Encoder().node_record, _Encoder, file_bools, _SCALARS, _BUILTIN_TYPES)
 
 
 def _cycle(path: str, first: str) -> StructureError:
@@ -519,12 +519,14 @@ def encode(
     if names not in ("keystr", "dotted"):
         raise ValueError(f"{op}: names must be 'keystr' or 'dotted', got {names!r}.")
     user = _check_metadata(metadata, op)
-    plan = encode_compiled(tree) if compiled else None
+    found = encode_compiled(tree, _CLASSIFY) if compiled else None
     try:
-        if plan is None:
+        if found is None:
             enc = _Encoder(runs)
             enc.tree(tree, str, plain=False)
             plan = enc.plan
+        else:
+            plan = Plan(*found)
         if names == "dotted":
             plan.names = _dotted_names(plan.names)
             for rec, name in zip(plan.crc_slots, plan.names):
