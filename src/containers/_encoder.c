@@ -688,6 +688,10 @@ static PyModuleDef_Slot encoder_slots[] = {
 #if PY_VERSION_HEX >= 0x030C0000
     {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
 #endif
+#if PY_VERSION_HEX >= 0x030D0000
+    {Py_mod_gil, Py_MOD_GIL_USED}, /* the walk runs Python code and reads the tree
+                                      without locks, as _speedups does */
+#endif
     {0, NULL},
 };
 
