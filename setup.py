@@ -1,7 +1,7 @@
 """Build the optional C accelerators, ``containers._engine._speedups`` (fmap's loops) and
 ``containers._crc32`` (the CRC32s of save and load) and ``containers._scan`` (the
-header and tree of load's usual files); everything else about the package
-is in pyproject.toml.
+header and tree of load's usual files) and ``containers._encoder`` (save's walk);
+everything else about the package is in pyproject.toml.
 
 The extensions are optional: where one cannot be built (no C compiler, an interpreter
 other than CPython), the install goes on without it and the package runs the Python
@@ -29,4 +29,11 @@ scan = Extension(
     depends=["src/containers/_scan.h"],
     optional=True,
 )
-setup(ext_modules=[speedups, crc32, scan] if platform.python_implementation() == "CPython" else [])
+encoder = Extension(
+    "containers._encoder",
+    ["src/containers/_encoder.c", "src/containers/_encoder_text.c"],
+    depends=["src/containers/_encoder.h"],
+    optional=True,
+)
+built = [speedups, crc32, scan, encoder]
+setup(ext_modules=built if platform.python_implementation() == "CPython" else [])

@@ -16,7 +16,8 @@ Contenders, each saving to and loading from a file in a temp directory:
   metadata as JSON), which is what a user of safetensors has to do;
 - pickle (protocol 5) to a file: ``dumps`` then one write; ``dump`` + ``fsync`` (what
   ``ct.save``'s durability costs pickle) and ``load`` from the open file (ISSUE 33);
-- in memory: ``ct.serialize``/``ct.deserialize`` and ``pickle.dumps``/``pickle.loads``;
+- in memory: ``ct.serialize``/``ct.deserialize`` and ``pickle.dumps``/``pickle.loads``,
+  and ``ct.serialize`` with the compiled encoder off (its plain twins, ISSUE 33);
 - flax: `flax.serialization.to_bytes` / `msgpack_restore`, written to / read from a file;
 - torch: `torch.save` / `torch.load(weights_only=True)` of the same tree with torch tensors;
 - numpy: `np.savez` / `np.load` of the flat dict (scalars as 0-d arrays);
@@ -169,6 +170,24 @@ def cases(tree: Any) -> dict[str, Case]:
     memory: dict[str, bytes] = {}
     out["containers serialize / deserialize (memory)"] = (
         lambda p: memory.__setitem__(p, ct.serialize(tree)),
+        lambda p: ct.deserialize(memory.pop(p)),
+    )
+
+    def serialize_plain(p: str) -> None:
+        # ISSUE 33: the same serialize with the compiled encoder off (the Python walk,
+        # json.dumps and the entries' other writers, its plain twins): the A/B of the
+        # C walk in one run
+        from containers._serialize import _compiled
+
+        encoder = _compiled._encoder
+        _compiled._encoder = None
+        try:
+            memory[p] = ct.serialize(tree)
+        finally:
+            _compiled._encoder = encoder
+
+    out["containers serialize, plain twins (memory)"] = (
+        serialize_plain,
         lambda p: ct.deserialize(memory.pop(p)),
     )
     out["pickle 5 dumps / loads (memory)"] = (

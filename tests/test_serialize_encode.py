@@ -115,27 +115,63 @@ def test_layout_renders_as_json_dumps(tree: Any) -> None:
     st.lists(
         st.tuples(
             st.text(alphabet=st.sampled_from('ab"\\\x00\x1f\x7f\u00e9 ~'), max_size=4),
-            st.sampled_from([np.float32, np.int8, np.float64, np.bool_]),
+            st.sampled_from(
+                [np.float32, np.int8, np.float64, np.bool_, np.uint16, np.complex64, "bfloat16"]
+            ),
             st.lists(st.integers(0, 3), max_size=2),
         ),
         max_size=12,
     )
 )
 def test_layout_in_c_and_python_agree_on_any_name(items: list[Any]) -> None:
-    """Plan.layout gives the same entries with containers._scan.entries as without it
-    (names with quotes, backslashes, control characters, DEL and non-ASCII, which the C
-    pass leaves to json's escapes), and as its json.dumps twin."""
-    from containers._serialize import _strictjson
+    """Plan.layout gives the same entries with containers._encoder.entries, with
+    containers._scan.entries and with neither (names with quotes, backslashes, control
+    characters, DEL and non-ASCII, which the C passes leave to json's escapes; bfloat16,
+    which has no buffer format), and as its json.dumps twin."""
+    import ml_dtypes
 
-    tree = {name: np.zeros(shape, dtype) for name, dtype, shape in items}
+    from containers._serialize import _compiled, _strictjson
+
+    tree = {
+        name: np.zeros(shape, ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+        for name, dtype, shape in items
+    }
     plan = encode(tree)
     got = plan.layout()
-    scan = _strictjson._scan
-    _strictjson._scan = None
+    encoder, scan = _compiled._encoder, _strictjson._scan
     try:
+        _compiled._encoder = None
+        assert got == plan.layout()
+        _strictjson._scan = None
         assert got == plan.layout() == plan._layout_plain()
     finally:
-        _strictjson._scan = scan
+        _compiled._encoder, _strictjson._scan = encoder, scan
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.text(alphabet="ab_0", min_size=1, max_size=3),
+        st.tuples(
+            st.sampled_from([np.float32, np.int64, np.bool_, np.float16, np.uint8, np.complex64]),
+            st.lists(st.integers(0, 3), max_size=3),
+        ),
+        max_size=12,
+    )
+)
+def test_layout_in_c_reads_every_dtype_and_shape(items: dict[str, Any]) -> None:
+    """containers._encoder.entries, which reads dtypes and shapes by the buffer protocol
+    (names that need no escapes), writes the entries of the json.dumps twin: runs of
+    one dtype with changing shapes, 0-d and empty arrays."""
+    from containers._serialize import _compiled
+
+    plan = encode({name: np.zeros(shape, dtype) for name, (dtype, shape) in items.items()})
+    if _compiled._encoder is not None:
+        text = _compiled._encoder.entries(
+            plan.arrays, plan.names, plan.layout()[1], _compiled.format_codes()
+        )
+        assert text == plan._layout_plain()[0]
+    assert plan.layout() == plan._layout_plain()
 
 
 def test_layout_orders_by_item_size_then_name() -> None:

@@ -67,11 +67,13 @@ def test_built_where_a_compiler_is_found() -> None:
 
 
 #: The C sources: the engine's module, one file per accelerator sharing _speedups.h, and
-#: the CRC32s (setup.py lists the same files).
+#: the CRC32s, load's scanner and save's walk (setup.py lists the same files).
 C_SOURCES = [
     *(f"_engine/_speedups{part}.c" for part in ("", "_idtable", "_loop", "_mapnode")),
     *(f"_engine/_speedups{part}.c" for part in ("_flatten", "_paths", "_build", "_rebuild")),
     "_crc32.c",
+    "_encoder.c",
+    "_encoder_text.c",
     "_scan.c",
     "_scan_records.c",
 ]

@@ -34,9 +34,8 @@ from containers._registry import (
     kind_of,
     name_of,
 )
-from containers._serialize._format import (
-    CODES,
-)
+from containers._serialize._compiled import classifier, encode_compiled
+from containers._serialize._format import CODES
 from containers._serialize._limits import DEFAULT_LIMITS
 from containers._serialize._plan import Plan
 from containers._serialize._storable import fail as _fail
@@ -99,10 +98,7 @@ class _Encoder:
         """
         if not path.isascii():
             path = path.encode("utf-8", "backslashreplace").decode("utf-8")
-        if a.dtype.type is np.bool_ and a.size and a.view(np.uint8).max() > 1:
-            # A view of other bytes (u8.view(bool)): files hold a bool as 0 or 1, and
-            # load refuses any other byte.
-            a = np.asarray(a.view(np.uint8) != 0)  # asarray: 0-d gives a scalar
+        a = file_bools(a)
         if path in self.names:
             raise _fail(
                 _where(path),
@@ -449,6 +445,14 @@ class _Encoder:
                 self.leaf(v, at, False)
 
 
+def file_bools(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``a``, or a bool array viewing other bytes (u8.view(bool)) as 0s and 1s: files
+    hold a bool as 0 or 1, and load refuses any other byte."""
+    if a.dtype.type is np.bool_ and a.size and a.view(np.uint8).max() > 1:
+        return np.asarray(a.view(np.uint8) != 0)  # asarray: 0-d gives a scalar
+    return a
+
+
 def _under(base: Callable[[], str], path: Callable[[], str]) -> Callable[[], str]:
     """``base() + path()``, rendered when called."""
     return lambda: base() + path()
@@ -458,6 +462,9 @@ _BUILTIN_TYPES = (tuple, list, dict, OrderedDict, defaultdict, deque, type(None)
 
 #: Nodes with fewer leaf children than this go through the per-leaf loop alone.
 _MIN_RUN = 8
+
+#: What the C walk asks of Python (``_compiled.classifier``): the Python walk's calls.
+_CLASSIFY = classifier(_Encoder().node_record, _Encoder, file_bools, _SCALARS, _BUILTIN_TYPES)
 
 
 def _cycle(path: str, first: str) -> StructureError:
@@ -499,22 +506,28 @@ def encode(
     names: str = "keystr",
     metadata: Any = None,
     runs: bool = True,
+    compiled: bool = True,
 ) -> Plan:
     """Validate ``tree`` and encode it; raises ``SerializationError`` naming the path.
 
     ``op`` names the public function in errors; ``names="dotted"`` names tensors as
     torch state_dicts do (``layers.0.w``); ``metadata`` is the user's str -> str
     metadata, stored beside the tree in ``__metadata__``; ``runs=False`` encodes
-    leaf by leaf (the plain twin of ``_Encoder.run``).
+    leaf by leaf (the plain twin of ``_Encoder.run``); ``compiled=False`` walks in
+    Python alone (the plain twin of ``_compiled.encode_compiled``).
     """
     if names not in ("keystr", "dotted"):
         raise ValueError(f"{op}: names must be 'keystr' or 'dotted', got {names!r}.")
     user = _check_metadata(metadata, op)
-    enc = _Encoder(runs)
+    found = encode_compiled(tree, _CLASSIFY) if compiled else None
     try:
-        enc.tree(tree, str, plain=False)
-        if names == "dotted":
+        if found is None:
+            enc = _Encoder(runs)
+            enc.tree(tree, str, plain=False)
             plan = enc.plan
+        else:
+            plan = Plan(*found)
+        if names == "dotted":
             plan.names = _dotted_names(plan.names)
             for rec, name in zip(plan.crc_slots, plan.names):
                 rec[1] = name
@@ -522,8 +535,8 @@ def encode(
         raise _as_op(_unregistered(tree, err, op), op) from None
     except (SerializationError, StructureError) as err:
         raise _as_op(err, op) from None
-    enc.plan.metadata = user
-    return enc.plan
+    plan.metadata = user
+    return plan
 
 
 def _as_op(err: Exception, op: str) -> Exception:

@@ -102,18 +102,23 @@ __all__ = [
 ]
 
 
-def build_header(entries: str, metadata: dict[str, str]) -> bytes:
+def build_header(entries: str, metadata: dict[str, str], tree: str | None = None) -> bytes:
     """The 8-byte length and the JSON header, padded with spaces to a 64-byte boundary.
 
-    ``entries`` is the tensor entries, rendered as JSON members (``"name":{...},...``).
+    ``entries`` is the tensor entries, rendered as JSON members (``"name":{...},...``);
+    ``tree``, if given, the tree as a JSON str (``json.dumps`` of its text), the last
+    member of ``__metadata__`` (``TREE_KEY``).
     """
     meta = json.dumps(metadata, separators=(",", ":"))
-    body = (
-        f'{{"__metadata__":{meta},{entries}}}' if entries else f'{{"__metadata__":{meta}}}'
-    ).encode()
-    pad = -(8 + len(body)) % _ALIGN
-    # one copy of the body (13.5 MB for the "many" tree of benchmarks/serialization.py)
-    return b"".join([(len(body) + pad).to_bytes(8, "little"), body, b" " * pad])
+    if tree is not None:
+        key = json.dumps(TREE_KEY)
+        meta = f"{meta[:-1]},{key}:{tree}}}" if metadata else f"{{{key}:{tree}}}"
+    # Each part encoded once and joined once (13.5 MB for the "many" tree of
+    # benchmarks/serialization.py): no str of the whole body is made.
+    parts = [b'{"__metadata__":', meta.encode(), b"," if entries else b"", entries.encode(), b"}"]
+    size = sum(map(len, parts))
+    pad = -(8 + size) % _ALIGN
+    return b"".join([(size + pad).to_bytes(8, "little"), *parts, b" " * pad])
 
 
 # --- writing ---------------------------------------------------------------------------

@@ -17,12 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from containers._serialize import _format, _strictjson
+from containers._serialize import _compiled, _format, _strictjson
 from containers._serialize._format import (
     CODES,
     FORMAT_KEY,
     FORMAT_VERSION,
-    TREE_KEY,
     build_header,
     crc32,
 )
@@ -67,6 +66,11 @@ class Plan:
         else:
             keyed = sorted(zip([-a.itemsize for a in arrays], names, range(len(arrays))))
             order = [k[2] for k in keyed]
+        encoder = _compiled._encoder
+        if encoder is not None:  # in C, dtypes and shapes read by the buffer protocol
+            found: str | None = encoder.entries(arrays, names, order, _compiled.format_codes())
+            if found is not None:
+                return found, order
         scan = _strictjson._scan
         if scan is not None:  # in C, one pass: the names as they are, if none needs escapes
             text: str | None = scan.entries(arrays, names, order, _middle)
@@ -113,8 +117,8 @@ class Plan:
         is then the escape ``\\udcff`` inside the tree string, and the header stays
         the valid UTF-8 JSON every safetensors reader requires (docs/file-format.md).
         """
-        tree = json.dumps(self.records, separators=(",", ":"))
-        return build_header(entries, {**self.metadata, FORMAT_KEY: FORMAT_VERSION, TREE_KEY: tree})
+        tree = _compiled.render(self.records, quoted=True)  # escaped once more, as a str
+        return build_header(entries, {**self.metadata, FORMAT_KEY: FORMAT_VERSION}, tree)
 
     def fill_crcs(self, order: list[int] | None = None) -> None:
         """Compute every tensor's CRC32 into its record (with ``order``: those tensors'
