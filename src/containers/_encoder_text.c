@@ -292,8 +292,7 @@ encoder_render(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
    `Plan._layout_plain`, json.dumps of each entry): for each index of order,
    `"name":{"dtype":"F32","shape":[4],"data_offsets":[begin,end]}`, joined by commas,
    or None when a name needs escapes or an array's buffer format is not in `codes`
-   (format -> dtype code; bfloat16 has none), where `containers._scan.entries` or the
-   Python loop writes them. The dtype, shape and size come from the buffer protocol,
+   (format -> dtype code; bfloat16 has none), where the Python loop writes them. The dtype, shape and size come from the buffer protocol,
    not from Python attributes (a shape tuple and a size int per array); the text
    between name and offsets is written once per run of one format and shape. */
 

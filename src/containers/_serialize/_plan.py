@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from containers._serialize import _compiled, _format, _strictjson
+from containers._serialize import _compiled, _format
 from containers._serialize._format import (
     CODES,
     FORMAT_KEY,
@@ -30,13 +30,6 @@ __all__ = ["Plan"]
 
 
 _ITEMSIZE = operator.attrgetter("itemsize")
-
-
-def _middle(a: np.ndarray[Any, Any]) -> str:
-    """An entry's text between its name and its offsets (``containers._scan.entries``
-    asks for it once per run of arrays of one dtype and shape)."""
-    shape = ",".join(map(str, a.shape))
-    return f':{{"dtype":"{CODES[a.dtype.type]}","shape":[{shape}],"data_offsets":['
 
 
 @dataclass
@@ -71,11 +64,6 @@ class Plan:
             found: str | None = encoder.entries(arrays, names, order, _compiled.format_codes())
             if found is not None:
                 return found, order
-        scan = _strictjson._scan
-        if scan is not None:  # in C, one pass: the names as they are, if none needs escapes
-            text: str | None = scan.entries(arrays, names, order, _middle)
-            if text is not None:
-                return text, order
         # What json.dumps gives for a str, without its per-call overhead (100,000 names).
         dumps = json.encoder.encode_basestring_ascii
         middles: dict[tuple[Any, tuple[int, ...]], str] = {}
