@@ -270,10 +270,12 @@ class RecordCursor:
                     self._event = _END  # run out inside a node
                     return None
                 record = self.records[j]
-                if record[0] not in leaf:
-                    return self._open()
                 self.next_record = j + 1
                 self.record, self.index = record, j
+                if record[0] not in leaf:  # a node record, opened here (no call)
+                    frames.append([j, *self._shape(record), -1, None, None])
+                    self._event = OPEN
+                    return OPEN
                 self.next_leaf += 1
                 self._event = LEAF
                 return LEAF
@@ -368,6 +370,36 @@ class RecordCursor:
         frame[3] = n - 1
         return run
 
+    def leaf_records(self) -> Sequence[Any]:
+        """After ``OPEN`` or ``CLOSE``, in a file's records (``leaf``): the records of the
+        open node's next children while they are leaf records, passed over without
+        their events (``shown_path(child=i)`` names the i-th child); empty when its next
+        child is a node or it has none left. A node's values are read a run at a time
+        between its node children, not a step per leaf (``_serialize._decode.build``)."""
+        frame = self._frames[-1]
+        j = self.next_record
+        records = self.records
+        stop = min(len(records), j + frame[1] - frame[3] - 1)
+        leaf: Any = self._leaf
+        if j >= stop or records[j][0] not in leaf:
+            return ()
+        # chunks checked at once (in C), each up to twice the run so far, the one
+        # holding a node record a record at a time: a run costs linear time in the
+        # records it takes, a node next costs one test
+        k, size = j + 1, 4
+        while k < stop:
+            end = min(k + size, stop)
+            if leaf.issuperset(map(_FIRST, records[k:end])):
+                k, size = end, min(2 * size, _CHUNK)
+                continue
+            while records[k][0] in leaf:
+                k += 1
+            break
+        frame[3] += k - j
+        self.next_record = k
+        self.next_leaf += k - j
+        return records[j:k]
+
     def child_keys(self) -> Sequence[Any]:
         """After ``OPEN``: the keys of the node's children."""
         return self._keys(self._frames[-1])
@@ -431,15 +463,16 @@ class RecordCursor:
     def shown_path(self, render: Callable[[Any], str] = str, child: int | None = None) -> str:
         """The current position's path as messages show it (``_paths.shorten``: whole
         up to ``LONG_PATH`` keys, else both ends and the depth), each key rendered by
-        ``render``; with ``child``, after ``OPEN``, the path of the node's child at that
-        index (one of a ``leaf_run``). It reads only the frames it shows, so a line per
-        position of a deep structure costs linear time in all."""
+        ``render``; with ``child``, the path of the open node's child at that index
+        (after ``OPEN``, the node's: one of a ``leaf_run`` or ``leaf_records``). It
+        reads only the frames it shows, so a line per position of a deep structure
+        costs linear time in all."""
         frames = self._frames
         depth = self.depth
         last, index = -1, -1  # the frame whose index is child's, and child
-        if child is not None:
-            last, index = depth, child
-            depth += 1
+        if child is not None:  # the top open node's child (after OPEN: the node's)
+            last, index = len(frames) - 1, child
+            depth = len(frames)
 
         def key(k: int) -> str:
             frame = frames[k]
