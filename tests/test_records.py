@@ -256,3 +256,34 @@ def test_nodes_claiming_huge_counts_cost_linear_time() -> None:
     deep = re.escape(f"{'[0]' * 12}...{'[0]' * 11}[1] (depth 20000)")
     with pytest.raises(ct.FormatError, match=f"ends inside a node at {deep}: records are"):
         _decode.build(records, {}, limits)
+
+
+@settings(deadline=None)
+@given(trees_st)
+def test_leaves_by_position_are_the_trees_leaves(tree: Any) -> None:
+    """load(like=)'s reading by position (_positional._record_leaves, a cursor client)
+    takes a file's child leaves against the tree's own records: its leaves in order,
+    kept values passed over, arrays marked; a template of another shape gives NO_FIT."""
+    from containers._engine._flat import flatten_records
+    from containers._serialize._positional import NO_FIT, _record_leaves
+
+    records, tensors, limits = _file_records(tree)
+    arrays = {name: np.full(1, i) for i, name in enumerate(tensors)}
+    t_records: list[Any] = []
+    want = flatten_records(tree, None, False, "load", t_records)
+    got = _record_leaves(records.recs, t_records, arrays, limits)
+    int_keys = any(
+        type(key) is not str
+        for kind, aux, _, _ in t_records
+        if kind.type in (dict, OrderedDict)
+        for key in (aux if kind.type is OrderedDict else aux[0])
+    )
+    assert (got is NO_FIT) == int_keys  # dicts by their str keys only
+    if got is NO_FIT:
+        return
+    values, arrays_at = got
+    assert arrays_at == [isinstance(x, np.ndarray) for x in want]
+    for value, x in zip(values, want, strict=True):
+        assert value == x if not isinstance(x, np.ndarray) else type(value) is np.ndarray
+    if t_records:
+        assert _record_leaves(records.recs, t_records[:-1], arrays, limits) is NO_FIT
