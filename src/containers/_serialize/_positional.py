@@ -127,6 +127,7 @@ def _record_leaves(recs: Sequence[Any], t_records: list[Any], arrays: Any, limit
     ti = 0
     n_templates = len(t_records)
     max_depth = limits.max_depth
+    fields: dict[Any, Any] = {}  # a container kind's child fields, as a file lists them
     cursor = file_cursor(recs, _no_keys)
     step, skip, leaf_records = cursor.step, cursor.skip, cursor.leaf_records
     while (event := step()) is not None:
@@ -154,28 +155,38 @@ def _record_leaves(recs: Sequence[Any], t_records: list[Any], arrays: Any, limit
             return NO_FIT
         kind, aux, n, mask = t_records[ti]
         ti += 1
-        if not _same_node(rec, kind, aux, n):
+        if rec.tag == "C":  # a container: its child fields, the template's (inline)
+            children = fields.get(kind)
+            if children is None:
+                children = fields[kind] = _child_fields(kind)
+            if rec.data[2] != children or len(children) != n:
+                return NO_FIT
+        elif not _same_node(rec, kind, aux, n):
             return NO_FIT
         if len(stack) >= max_depth:  # fit's file_leaves says so
             return NO_FIT
-        stack.append([mask, n, 0])
-        if mask is None and n:  # all its children are leaves: their records at once
-            run = leaf_records()
-            stack[-1][2] = len(run)  # its kept values among them are passed over
+        if mask is not None or not n:
+            stack.append([mask, n, 0])
+            continue
+        # all its children are leaves: their records at once (its kept values among
+        # them passed over)
+        run = leaf_records()
+        stack.append([mask, n, len(run)])
+        if len(run) != n:
             if len(run) < n:
                 return NO_FIT  # a node where the template has a leaf, or the end
             run = run[:n]
-            tags = set(map(_TAG, run))
-            if tags == _ARRAY_TAGS:
-                values.extend(map(arrays.__getitem__, map(_DATA, run)))
-                arrays_at.extend(itertools.repeat(True, n))
-            elif tags == _SCALAR_TAGS:
-                values.extend(map(_DATA, run))
-                arrays_at.extend(itertools.repeat(False, n))
-            else:
-                for leaf in run:
-                    if _leaf_value(leaf, recs, arrays, add, add_at) is NO_FIT:
-                        return NO_FIT
+        tags = set(map(_TAG, run))
+        if tags == _ARRAY_TAGS:
+            values.extend(map(arrays.__getitem__, map(_DATA, run)))
+            arrays_at.extend(itertools.repeat(True, n))
+        elif tags == _SCALAR_TAGS:
+            values.extend(map(_DATA, run))
+            arrays_at.extend(itertools.repeat(False, n))
+        else:
+            for leaf in run:
+                if _leaf_value(leaf, recs, arrays, add, add_at) is NO_FIT:
+                    return NO_FIT
     if not cursor.complete or cursor.next_record < len(recs) or ti != n_templates:
         return NO_FIT
     return values, arrays_at
@@ -183,9 +194,8 @@ def _record_leaves(recs: Sequence[Any], t_records: list[Any], arrays: Any, limit
 
 def _same_node(rec: Any, kind: Any, aux: Any, n: int) -> bool:
     """Whether the file's node record ``rec`` holds the template's node ``(kind, aux,
-    n)``: a sequence of its length, a dict of its str keys in its order, a declared
-    container with its child fields, None; a register_node record never (keys of its
-    own)."""
+    n)`` (but for a container's, checked inline): a sequence of its length, a dict of
+    its str keys in its order, None; a register_node record never (keys of its own)."""
     tag = rec.tag
     if tag in ("T", "L", "Q"):
         return kind.type in (tuple, list, deque) and rec.n == n
@@ -199,13 +209,18 @@ def _same_node(rec: Any, kind: Any, aux: Any, n: int) -> bool:
             and not set(map(type, file_keys)) - {str}
             and tuple(file_keys) == tuple(keys)
         )
-    if tag == "C":
-        spec = kind.spec
-        kids = rec.data[2]
-        return spec is not None and tuple(kids) == tuple(spec.children) and len(kids) == n
     if tag == "N":
         return kind.type is type(None)
     return False
+
+
+def _child_fields(kind: Any) -> list[str]:
+    """A container kind's child fields as a file's record lists them (for another
+    kind: a list no record's equals)."""
+    return [_NOT_A_FIELD] if kind.spec is None else list(kind.spec.children)
+
+
+_NOT_A_FIELD: Any = object()
 
 
 def _leaf_value(rec: Any, recs: Sequence[Any], arrays: Any, add: Any, add_at: Any) -> Any:
