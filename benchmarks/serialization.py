@@ -4,7 +4,10 @@ Two trees (ISSUE 13):
 
 - big: 64 float32 arrays of 1M elements (256 MiB) in a dict;
 - many: a dict of 1,000 dicts of 100 float32[4] arrays (100,000 arrays) plus a dict of
-  10,000 Python floats.
+  10,000 Python floats;
+- classes: a list of 10,000 small declared containers (two float32[4] arrays and a
+  kept str each), the tree a file's class records rebuild one by one (issue #31); only
+  containers' own rows and pickle's (the peers' formats do not hold classes).
 
 Contenders, each saving to and loading from a file in a temp directory:
 
@@ -74,8 +77,17 @@ import containers as ct
 Case = tuple[Callable[[str], None], Callable[[str], Any]]  # (save, load)
 
 
+@ct.container(children=["w", "b"], keep=["activation"], name="benchmarks.serialization.Small")
+class Small:
+    """A small declared container: the classes tree holds 10,000."""
+
+    w: np.ndarray
+    b: np.ndarray
+    activation: str = "relu"
+
+
 def make_trees(quick: bool) -> dict[str, Any]:
-    """The big and many trees (smaller with --quick)."""
+    """The big, many and classes trees (smaller with --quick)."""
     rng = np.random.default_rng(0)
     n_big, size = (8, 1 << 16) if quick else (64, 1 << 20)
     big = {f"p{i:02d}": rng.standard_normal(size, dtype=np.float32) for i in range(n_big)}
@@ -85,7 +97,11 @@ def make_trees(quick: bool) -> dict[str, Any]:
         for i in range(groups)
     }
     many["scalars"] = {f"s{i:05d}": float(i) / 7 for i in range(scalars)}
-    return {"big": big, "many": many}
+    classes = [
+        Small(rng.standard_normal(4, dtype=np.float32), rng.standard_normal(4, dtype=np.float32))
+        for _ in range(1_000 if quick else 10_000)
+    ]
+    return {"big": big, "many": many, "classes": classes}
 
 
 def _fsync_write(path: str, data: bytes | memoryview) -> None:
@@ -103,6 +119,35 @@ def _write(path: str, data: bytes | memoryview) -> None:
 def _read(path: str) -> bytes:
     with open(path, "rb") as f:
         return f.read()
+
+
+def class_cases(tree: Any) -> dict[str, Case]:
+    """The contenders for a tree of declared containers: containers' loads (record by
+    record: a file's class records) and pickle's."""
+    memory: dict[str, bytes] = {}
+    return {
+        "containers": (lambda p: ct.save(p, tree), ct.load),
+        "containers verify=False": (
+            lambda p: ct.save(p, tree),
+            lambda p: ct.load(p, verify=False),
+        ),
+        "containers like=numpy tree": (
+            lambda p: ct.save(p, tree),
+            lambda p: ct.load(p, like=tree),
+        ),
+        "pickle 5 dump+fsync / load": (
+            lambda p: _fsync_write(p, pickle.dumps(tree, protocol=5)),
+            lambda p: pickle.loads(_read(p)),
+        ),
+        "containers serialize / deserialize (memory)": (
+            lambda p: memory.__setitem__(p, ct.serialize(tree)),
+            lambda p: ct.deserialize(memory.pop(p)),
+        ),
+        "pickle 5 dumps / loads (memory)": (
+            lambda p: memory.__setitem__(p, pickle.dumps(tree, protocol=5)),
+            lambda p: pickle.loads(memory.pop(p)),
+        ),
+    }
 
 
 def cases(tree: Any) -> dict[str, Case]:
@@ -321,7 +366,7 @@ def run(trees: dict[str, Any], rounds: int, tmp: str) -> dict[str, dict[str, lis
     results: dict[str, dict[str, list[float]]] = {}
     rng = random.Random(0)
     for tree_name, tree in trees.items():
-        table = cases(tree)
+        table = class_cases(tree) if tree_name == "classes" else cases(tree)
         cells: dict[str, list[float]] = {}
         for name in table:  # the table's rows in this order
             cells[f"{name} save"], cells[f"{name} load"] = [], []

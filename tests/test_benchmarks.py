@@ -196,7 +196,8 @@ def test_serialization_benchmark_quick_runs_and_every_contender_agrees(tmp_path:
     assert result.returncode == 0, result.stderr[-3000:]
     assert "all contenders agree with the original trees" in result.stdout
     cells = json.loads(out.read_text())
-    assert set(cells) == {"big", "many"}
+    assert set(cells) == {"big", "many", "classes"}
+    assert len(cells["classes"]["containers load"]) == 1
     for name in (
         "containers",
         "safetensors + tree",

@@ -12,13 +12,8 @@ import pytest
 import containers as ct
 from containers import AttrKey, DictKey, IndexKey, StructureError
 from containers._engine import _core
-from containers._engine._core import (
-    Cursor,
-    Frame,
-    Relocate,
-    leave_nothing,
-    traverse,
-)
+from containers._engine._core import Cursor, Frame, leave_nothing, traverse
+from containers._engine._relocate import Relocate
 from containers._registry import kind_of
 
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import containers as ct
 from containers._paths import keystr
 from containers._records import CLOSE, LEAF, OPEN
+from containers._serialize import _decode
 from containers._serialize._format import build_header, layout_of_bytes
 from containers._serialize._like import _child_keys, file_leaves
 from containers._serialize._recparse import _records
@@ -158,6 +159,82 @@ def test_an_alias_to_a_leaf_of_a_run_shows_the_leafs_path() -> None:
     assert f"same object as ['deep']{'[0]' * 11}...{'[0]' * 11}['v'] (depth 52)" in texts
 
 
+@settings(deadline=None)
+@given(trees_st)
+def test_leaf_records_read_what_the_steps_read(tree: Any) -> None:
+    """After OPEN and after each CLOSE, leaf_records passes over the open node's next
+    leaf records (up to a node record or its end), and shown_path(child=i) names each,
+    as stepping to each does: the same records, depths, parents and shown paths."""
+    records, _, _ = _file_records(tree)
+    recs = records.recs
+    cursor = file_cursor(recs, _row_keys)
+    fast = []
+
+    def take() -> None:
+        first = cursor.next_record
+        depth = len(cursor._frames)
+        parent = cursor._frames[-1][0]
+        child = cursor._frames[-1][3] + 1
+        for i, _ in enumerate(cursor.leaf_records()):
+            shown = cursor.shown_path(child=child + i)
+            fast.append((first + i, depth, parent, shown))
+
+    while (event := cursor.step()) is not None:
+        if event == CLOSE:
+            if cursor._frames:
+                take()
+            continue
+        depth, parent, _, _ = cursor.position()
+        fast.append((cursor.index, depth, parent, cursor.shown_path()))
+        if event == OPEN:
+            take()
+    assert cursor.complete and cursor.next_record == len(recs)
+    stepped = []
+    cursor = file_cursor(recs, _row_keys)
+    while (event := cursor.step()) is not None:
+        if event != CLOSE:
+            depth, parent, _, _ = cursor.position()
+            stepped.append((cursor.index, depth, parent, cursor.shown_path()))
+    assert fast == stepped
+
+
+def _built(tree: Any, exact: bool) -> Any:
+    """``tree`` saved and rebuilt by ``_decode.build`` from its records, with containers
+    at today's fields rebuilt at once (``exact``) or each through ``evolve``."""
+    records, tensors, limits = _file_records(tree)
+    arrays = {name: np.full(1, i) for i, name in enumerate(tensors)}
+    saved = _decode._exact_fields
+    _decode._exact_fields = exact
+    try:
+        return _decode.build(records, arrays, limits)
+    finally:
+        _decode._exact_fields = saved
+
+
+@settings(deadline=None)
+@given(trees_st)
+def test_containers_rebuilt_at_once_agree_with_evolve(tree: Any) -> None:
+    """build's rebuild of a container whose record has today's fields (_exact) gives
+    what evolve's fitting gives: the same structure, leaves and kept values."""
+    fast, plain = _built(tree, True), _built(tree, False)
+    assert ct.structure(fast) == ct.structure(plain)
+    for a, b in zip(ct.leaves(fast), ct.leaves(plain), strict=True):
+        assert type(a) is type(b) and np.array_equal(a, b)
+
+
+def test_containers_rebuilt_at_once_keep_sharing() -> None:
+    """A list and an array met twice (through a frozen container, written twice) are
+    one object in the rebuilt tree, whether the container is rebuilt at once or through
+    evolve; a kept value is kept."""
+    shared = np.ones(2, np.float32)
+    layer = Layer(shared, [shared, 1.0], "x")
+    for exact in (True, False):
+        got = _built({"a": layer, "b": [layer, Layer(2.0, shared)]}, exact)
+        assert got["a"] == got["b"][0] and got["a"].b is got["b"][0].b
+        assert got["a"].w is got["a"].b[0] is got["b"][1].b
+        assert got["a"].name == "x" and got["b"][1].name == "layer"
+
+
 def test_nodes_claiming_huge_counts_cost_linear_time() -> None:
     """A hostile file of 20,000 nested lists each claiming 2**62 values: the tree view
     and file_leaves read the keys of the values met only, and say the tree ends inside
@@ -176,3 +253,37 @@ def test_nodes_claiming_huge_counts_cost_linear_time() -> None:
         rows(records, layout.tensors, limits)
     with pytest.raises(ct.FormatError, match=message):
         file_leaves(records.recs, layout.tensors, {}, limits, max_path=3)
+    deep = re.escape(f"{'[0]' * 12}...{'[0]' * 11}[1] (depth 20000)")
+    with pytest.raises(ct.FormatError, match=f"ends inside a node at {deep}: records are"):
+        _decode.build(records, {}, limits)
+
+
+@settings(deadline=None)
+@given(trees_st)
+def test_leaves_by_position_are_the_trees_leaves(tree: Any) -> None:
+    """load(like=)'s reading by position (_positional._record_leaves, a cursor client)
+    takes a file's child leaves against the tree's own records: its leaves in order,
+    kept values passed over, arrays marked; a template of another shape gives NO_FIT."""
+    from containers._engine._flat import flatten_records
+    from containers._serialize._positional import NO_FIT, _record_leaves
+
+    records, tensors, limits = _file_records(tree)
+    arrays = {name: np.full(1, i) for i, name in enumerate(tensors)}
+    t_records: list[Any] = []
+    want = flatten_records(tree, None, False, "load", t_records)
+    got = _record_leaves(records.recs, t_records, arrays, limits)
+    int_keys = any(
+        type(key) is not str
+        for kind, aux, _, _ in t_records
+        if kind.type in (dict, OrderedDict)
+        for key in (aux if kind.type is OrderedDict else aux[0])
+    )
+    assert (got is NO_FIT) == int_keys  # dicts by their str keys only
+    if got is NO_FIT:
+        return
+    values, arrays_at = got
+    assert arrays_at == [isinstance(x, np.ndarray) for x in want]
+    for value, x in zip(values, want, strict=True):
+        assert value == x if not isinstance(x, np.ndarray) else type(value) is np.ndarray
+    if t_records:
+        assert _record_leaves(records.recs, t_records[:-1], arrays, limits) is NO_FIT

@@ -11,7 +11,7 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
-from containers._engine._core import Locate, add_note, path_note
+from containers._engine._relocate import Locate, add_note, path_note
 from containers._errors import counted, short_repr
 from containers._parallel_backends import Dask, Futures
 from containers._paths import KeyPath, where

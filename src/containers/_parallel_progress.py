@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from containers._engine._core import add_note
+from containers._engine._relocate import add_note
 from containers._errors import short_repr
 
 __all__ = ["Bar", "check_options"]

@@ -207,11 +207,12 @@ class RecordCursor:
     a record; by default a Structure's, ``(kind, aux, n, mask)``. Records of another
     format plug in with their own. A file's records are one per node or leaf: ``leaf``
     is the set of the first items (a file's tags) of the records that are leaves
-    (``leaf_run`` takes a node's leaf records at once), and a node's
-    shape is ``(count, True)``; a leaf record gives a ``LEAF`` whose ``index`` and
-    ``record`` are its record's, and ``next_leaf`` counts such leaves. Records that run out inside a node end the walk
-    (None) with ``complete`` False; records left after the root's end are at
-    ``next_record``.
+    (``leaf_run`` and ``leaf_records`` take a node's leaf records at once), and
+    ``shape(record)`` is a node's count of values (its children and their records
+    follow it); a leaf record gives a ``LEAF`` whose ``index`` and ``record`` are its
+    record's, and ``next_leaf`` counts such leaves. Records that run out inside a node
+    end the walk (None) with ``complete`` False; records left after the root's end are
+    at ``next_record``.
     """
 
     __slots__ = (
@@ -225,12 +226,13 @@ class RecordCursor:
         "next_record",
         "record",
         "records",
+        "step",
     )
 
     def __init__(
         self,
         records: Sequence[Any],
-        shape: Callable[[Any], tuple[int, Any]] = itemgetter(2, 3),
+        shape: Callable[[Any], Any] = itemgetter(2, 3),
         keys: Callable[[Any], Sequence[Any]] | None = None,
         leaf: AbstractSet[Any] | None = None,
     ) -> None:
@@ -246,9 +248,47 @@ class RecordCursor:
         self.index = -1
         self.next_record = 0
         self.next_leaf = 0
+        #: ``step()``: the next event (see the class), or None when the walk is done.
+        self.step: Callable[[], int | None] = (
+            self._step_records if leaf is None else self._step_file
+        )
 
-    def step(self) -> int | None:
-        """The next event (see the class), or None when the walk is done."""
+    def _step_file(self) -> int | None:
+        """``step`` over a file's records (``leaf``): the walk of ``_step_records``, a
+        node's count read by ``shape`` and every value a record of its own."""
+        frames = self._frames
+        if frames:
+            frame = frames[-1]
+            i = frame[3] = frame[3] + 1
+            if i < frame[1]:
+                j = self.next_record
+                records = self.records
+                if j >= len(records):
+                    self._event = _END  # run out inside a node
+                    return None
+                record = records[j]
+                self.next_record = j + 1
+                self.record, self.index = record, j
+                if record[0] in self._leaf:  # type: ignore[operator]
+                    self.next_leaf += 1
+                    self._event = LEAF
+                    return LEAF
+                frames.append([j, self._shape(record), True, -1, None, None])
+                self._event = OPEN
+                return OPEN
+            frames.pop()
+            self.index = j = frame[0]
+            self.record = self.records[j]
+            self._event = CLOSE
+            return CLOSE
+        if self._event is None:  # the start
+            return self._open()
+        self._event = _END  # done: step() stays None
+        return None
+
+    def _step_records(self) -> int | None:
+        """``step`` over a Structure's records (or records of another format without
+        leaf records)."""
         frames = self._frames
         while frames:
             frame = frames[-1]
@@ -261,29 +301,14 @@ class RecordCursor:
                     self.next_leaf += 1
                     self._event = LEAF
                     return LEAF
-                leaf = self._leaf
-                if leaf is None:
-                    return self._open()
-                # a file's records: a leaf record inline (one per leaf: most records)
-                j = self.next_record
-                if j >= len(self.records):
-                    self._event = _END  # run out inside a node
-                    return None
-                record = self.records[j]
-                if record[0] not in leaf:
-                    return self._open()
-                self.next_record = j + 1
-                self.record, self.index = record, j
-                self.next_leaf += 1
-                self._event = LEAF
-                return LEAF
+                return self._open()
             frames.pop()
             self.index = frame[0]
             self.record = self.records[frame[0]]
             self._event = CLOSE
             return CLOSE
         if self._event is None:  # the start
-            if not self.records and self._leaf is None:  # the structure of a leaf
+            if not self.records:  # the structure of a leaf
                 self.index, self.next_leaf = 0, 1
                 self._event = LEAF
                 return LEAF
@@ -301,11 +326,14 @@ class RecordCursor:
         record = records[j]
         self.record, self.index = record, j
         leaf = self._leaf
-        if leaf is not None and record[0] in leaf:
+        if leaf is None:
+            self._frames.append([j, *self._shape(record), -1, None, None])
+        elif record[0] in leaf:
             self.next_leaf += 1
             self._event = LEAF
             return LEAF
-        self._frames.append([j, *self._shape(record), -1, None, None])
+        else:
+            self._frames.append([j, self._shape(record), True, -1, None, None])
         self._event = OPEN
         return OPEN
 
@@ -326,9 +354,12 @@ class RecordCursor:
         while nodes:
             record = self.records[j]
             j += 1
-            if leaf is not None and record[0] in leaf:
-                nodes -= 1
-                leaves += 1
+            if leaf is not None:  # a file's record: a leaf, or a node of m values
+                if record[0] in leaf:
+                    nodes -= 1
+                    leaves += 1
+                else:
+                    nodes += shape(record) - 1
                 continue
             m, sub_mask = shape(record)
             sub = 0 if sub_mask is None else m if sub_mask is True else sum(sub_mask)
@@ -367,6 +398,36 @@ class RecordCursor:
         self.next_leaf += n
         frame[3] = n - 1
         return run
+
+    def leaf_records(self) -> Sequence[Any]:
+        """After ``OPEN`` or ``CLOSE``, in a file's records (``leaf``): the records of the
+        open node's next children while they are leaf records, passed over without
+        their events (``shown_path(child=i)`` names the i-th child); empty when its next
+        child is a node or it has none left. A node's values are read a run at a time
+        between its node children, not a step per leaf (``_serialize._decode.build``)."""
+        frame = self._frames[-1]
+        j = self.next_record
+        records = self.records
+        stop = min(len(records), j + frame[1] - frame[3] - 1)
+        leaf: Any = self._leaf
+        if j >= stop or records[j][0] not in leaf:
+            return ()
+        # chunks checked at once (in C), each up to twice the run so far, the one
+        # holding a node record a record at a time: a run costs linear time in the
+        # records it takes, a node next costs one test
+        k, size = j + 1, 4
+        while k < stop:
+            end = min(k + size, stop)
+            if leaf.issuperset(map(_FIRST, records[k:end])):
+                k, size = end, min(2 * size, _CHUNK)
+                continue
+            while records[k][0] in leaf:
+                k += 1
+            break
+        frame[3] += k - j
+        self.next_record = k
+        self.next_leaf += k - j
+        return records[j:k]
 
     def child_keys(self) -> Sequence[Any]:
         """After ``OPEN``: the keys of the node's children."""
@@ -431,15 +492,16 @@ class RecordCursor:
     def shown_path(self, render: Callable[[Any], str] = str, child: int | None = None) -> str:
         """The current position's path as messages show it (``_paths.shorten``: whole
         up to ``LONG_PATH`` keys, else both ends and the depth), each key rendered by
-        ``render``; with ``child``, after ``OPEN``, the path of the node's child at that
-        index (one of a ``leaf_run``). It reads only the frames it shows, so a line per
-        position of a deep structure costs linear time in all."""
+        ``render``; with ``child``, the path of the open node's child at that index
+        (after ``OPEN``, the node's: one of a ``leaf_run`` or ``leaf_records``). It
+        reads only the frames it shows, so a line per position of a deep structure
+        costs linear time in all."""
         frames = self._frames
         depth = self.depth
         last, index = -1, -1  # the frame whose index is child's, and child
-        if child is not None:
-            last, index = depth, child
-            depth += 1
+        if child is not None:  # the top open node's child (after OPEN: the node's)
+            last, index = len(frames) - 1, child
+            depth = len(frames)
 
         def key(k: int) -> str:
             frame = frames[k]

@@ -16,16 +16,7 @@ from collections.abc import Callable
 from types import CellType
 from typing import Any, NoReturn
 
-from containers._engine._core import (
-    MAX_FAST_DEPTH,
-    UNSET,
-    Align,
-    Memo,
-    Relocate,
-    map_tree,
-    noop,
-    trail_note,
-)
+from containers._engine._core import MAX_FAST_DEPTH, UNSET, Align, Memo, map_tree, noop
 from containers._engine._loops import (
     MAPPER_ARGS,
     PAIR_MAPPER_ARGS,
@@ -38,6 +29,7 @@ from containers._engine._loops import (
 )
 from containers._engine._mappers import mappers as class_mappers
 from containers._engine._mappers import node_plan
+from containers._engine._relocate import Relocate, trail_note
 from containers._errors import ContainerDefinitionError, StructureError
 from containers._registry import (
     IMMUTABLE_LEAVES,

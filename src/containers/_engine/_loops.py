@@ -90,7 +90,7 @@ UNROLLED_TUPLE_LENGTH = 4
 #: innermost level first, the index of the child each level was mapping (an int) and,
 #: from a subtree handed to ``traverse``, the path within it (a tuple of keys). Filled
 #: while the error unwinds (the fast tiers' ``except`` clauses and C's ``trail_index``:
-#: free until an error is raised); ``_core.trail_note`` turns it into the key path once,
+#: free until an error is raised); ``_relocate.trail_note`` turns it into the key path once,
 #: at the top.
 TRAIL = "_containers_trail"
 #: The comment marking a generated line that maps child (or tuple element) ``i``: the

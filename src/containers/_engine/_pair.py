@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from containers._engine._core import MAX_FAST_DEPTH, UNSET, Align, Relocate, map_tree, trail_note
+from containers._engine._core import MAX_FAST_DEPTH, UNSET, Align, map_tree
 from containers._engine._fast import relocate
 from containers._engine._loops import unwound
+from containers._engine._relocate import Relocate, trail_note
 from containers._errors import ContainerDefinitionError, StructureError
 from containers._paths import DictKey
 from containers._registry import LEAF_TYPES
@@ -71,7 +72,7 @@ def fast_pair(
             else:
                 for k, v in y.items():
                     out[k] = child(x, v, depth)
-        except Exception as err:  # the key, for the note's path (_core.trail_note)
+        except Exception as err:  # the key, for the note's path (_relocate.trail_note)
             unwound(err, (DictKey(k),))
             raise
         return out

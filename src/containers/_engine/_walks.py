@@ -17,17 +17,8 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from containers._engine._core import (
-    MISS,
-    UNSET,
-    Cursor,
-    Frame,
-    Memo,
-    add_note,
-    mismatch_error,
-    path_note,
-    resume,
-)
+from containers._engine._core import MISS, UNSET, Cursor, Frame, Memo, resume
+from containers._engine._relocate import add_note, mismatch_error, path_note
 from containers._errors import ContainersError, StructureError, not_callable_error
 from containers._paths import where
 from containers._registry import Mismatch, cacheable, kind_of

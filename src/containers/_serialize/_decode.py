@@ -1,17 +1,20 @@
 """Decode flat records back into a tree, applying schema evolution.
 
-This stage rebuilds a tree from the records ``_recparse`` validated, with an explicit
-stack, the pattern of ``_records.build``; types come from the registry by name and
-nothing else; fields are fitted to today's classes by ``_evolve``. It never reads
-bytes itself: ``_format`` hands it the parsed metadata and the arrays. The names of
-``_recparse`` and ``_rows`` (the tree view) are re-exported here.
+This stage rebuilds a tree from the records ``_recparse`` validated, as a client of
+``_records.RecordCursor`` (the one walk over records, which also builds the paths its
+messages name), or, for a tree of builtins, by ``Structure.unflatten``; types come
+from the registry by name and nothing else; fields are fitted to today's classes by
+``_evolve``. It never reads bytes itself: ``_format`` hands it the parsed metadata and
+the arrays. The names of ``_recparse`` and ``_rows`` (the tree view) are re-exported
+here.
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,7 +27,7 @@ from containers._errors import (
     UnknownTypeError,
     type_name,
 )
-from containers._paths import shorten
+from containers._records import CLOSE, OPEN, RecordCursor
 from containers._registry import (
     DEFAULT_DICT,
     DICT,
@@ -44,11 +47,18 @@ from containers._serialize._recparse import (
     _bad,
     _records_strict,
     _shown,
-    key_of,
     parse_records,
     printable,
 )
-from containers._serialize._rows import Row, RowPaths, dtype_name, row_path, rows
+from containers._serialize._rows import (
+    Row,
+    RowPaths,
+    _row_keys,
+    dtype_name,
+    file_cursor,
+    row_path,
+    rows,
+)
 
 __all__ = [
     "Rec",
@@ -65,20 +75,6 @@ __all__ = [
     "rows",
     "schema_message",
 ]
-
-
-def _path(recs: list[Rec], stack: list[list[Any]]) -> str:
-    """The path of the value that the open nodes of ``stack`` wait for, for messages.
-
-    Built only when a message needs it, so decoding stays linear in the depth, and
-    shown by the one rule for paths (``_paths.shorten``: past ``LONG_PATH`` levels only
-    both ends), so that a message about every node of a deep tree costs linear time.
-    """
-
-    def keys(start: int, stop: int) -> str:
-        return "".join([key_of(recs[fr[0]], len(fr[1])) for fr in stack[start:stop]])
-
-    return shorten(len(stack), keys) or "the root"
 
 
 def _kind_for(name: str, tag: str, where: Callable[[], str]) -> NodeKind:
@@ -158,76 +154,87 @@ def build(
     shared: dict[int, Any] = {}  # record index -> value, for arrays and mutable nodes
     used: set[str] = set()
     problems: list[Problem] = []
-    stack: list[list[Any]] = []  # [record index, values so far, kind or None]
+    # per open node (the cursor's frames, one to one): its kind (None for a builtin)
+    # and its values so far
+    kinds: list[Any] = []
+    # per class record seen, by (tag, name, version or count): its kind and _exact's
+    classes: dict[tuple[str, str, int], tuple[NodeKind, Any]] = {}
+    outs: list[list[Any]] = []
     result: Any = None
-    done = False
     max_depth = limits.max_depth
-    # The path of the record at hand, for messages: built only when one is written.
-    where = functools.partial(_path, recs, stack)
     targets = records.targets
-    for j, rec in enumerate(recs):
-        if done:
-            raise _bad(j, "follows the end of the tree")
-        tag = rec.tag
-        if tag == "S":
-            value = rec.data
-        elif tag == "A" and clean:
-            value = arrays[rec.data]
-            if j in targets:
-                shared[j] = value
-        elif tag == "A":
-            name = rec.data
-            if name not in arrays:
-                raise FormatError(
-                    f"the tree refers to a tensor {_shown(name)} at {where()} that the "
-                    f"file does not have. The file is corrupt."
-                )
-            if name in used:
-                raise FormatError(
-                    f"the tree refers to tensor {_shown(name)} twice (at {where()}); "
-                    f"shared arrays are stored once and referred to by alias records."
-                )
-            used.add(name)
-            value = arrays[name]
-            shared[j] = value
-        elif tag == "@":
-            k = rec.data
-            if k not in shared:
-                raise _bad(
-                    j,
-                    f"is an alias to record #{k}, which is not finished (an alias to an "
-                    f"enclosing node would make a cycle)",
-                )
-            value = shared[k]
-        else:
-            kind: NodeKind | None = None
+    cursor = file_cursor(recs, _row_keys)
+    step, leaf_records = cursor.step, cursor.leaf_records
+    # The path of the record at hand, for messages: built only when one is written.
+    where = cursor.shown_path
+    context = (arrays, clean, used, shared, targets, cursor)
+    value: Any
+    while (event := step()) is not None:
+        j = cursor.index
+        rec = cursor.record
+        if event == OPEN:
+            tag = rec.tag
+            kind: Any = None  # a NodeKind, or (kind, number of children): see _exact
             if tag in ("C", "R"):
-                kind = _kind_for(rec.data[0], tag, where)
-                if tag == "C":
-                    check_version(kind.spec, rec.data[1], where)  # type: ignore[arg-type]
-            if rec.n:
-                if len(stack) >= max_depth:
+                data = rec.data
+                key = (tag, data[0], data[1])
+                known = classes.get(key)
+                if known is None:  # a class's first record: its checks, once
+                    kind = _kind_for(data[0], tag, where)
+                    if tag == "C":
+                        check_version(kind.spec, data[1], where)
+                    known = classes[key] = (kind, _exact(kind, data[1]))
+                kind, exact = known
+                if exact is not None and data[2] == exact[1] and data[3] == exact[2]:
+                    kind = exact[0]
+            n = rec.n
+            out: list[Any] = []
+            kinds.append(kind)
+            outs.append(out)
+            if n:
+                if len(outs) > max_depth:
                     raise LimitError(
                         f"the tree is nested deeper than max_depth={max_depth} at record "
                         f"#{j}. Pass limits=Limits(max_depth=...) to accept it."
                     )
-                stack.append([j, [], kind])
-                continue
-            value = _make(recs, j, [], kind, where, problems, shared, targets)
-        while True:
-            if not stack:
-                result, done = value, True
-                break
-            top = stack[-1]
-            top[1].append(value)
-            if len(top[1]) < recs[top[0]].n:
-                break
-            stack.pop()
-            value = _make(recs, top[0], top[1], top[2], where, problems, shared, targets)
-    if not done:
+                # its first values, while they are leaf records: at once (all of a
+                # container of arrays)
+                run = leaf_records()
+                if run:
+                    out += _leaf_values(run, j + 1, 0, *context)
+            continue
+        if event == CLOSE:  # the node's values are all read
+            kind = kinds.pop()
+            if type(kind) is tuple:  # a container whose fields are today's: no evolve
+                value = _unflatten_exact(kind, outs.pop(), where)
+                if j in targets:
+                    shared[j] = value
+            else:
+                value = _make(recs, j, outs.pop(), kind, where, problems, shared, targets)
+        else:  # LEAF: a root that is a leaf record
+            tag = rec.tag
+            if tag == "S":
+                value = rec.data
+            elif tag == "A":
+                value = _array(rec.data, j, arrays, clean, used, shared, targets, where)
+            else:
+                value = _alias(rec.data, j, shared)
+        if not outs:
+            result = value
+            continue
+        out = outs[-1]
+        out.append(value)
+        # the leaf records that follow it in its parent: at once
+        first = cursor.next_record
+        run = leaf_records()
+        if run:
+            out += _leaf_values(run, first, len(out), *context)
+    if not cursor.complete:
         raise FormatError(
             f"the tree ends inside a node at {where()}: records are missing. The file is corrupt."
         )
+    if cursor.next_record < len(recs):
+        raise _bad(cursor.next_record, "follows the end of the tree")
     unused = set() if clean else set(arrays) - used
     if unused:
         raise FormatError(
@@ -239,6 +246,137 @@ def build(
         err.problems = [str(p) for p in problems]
         raise err
     return result
+
+
+def _exact(
+    kind: NodeKind, version: Any
+) -> tuple[tuple[NodeKind, int], list[str], list[str]] | None:
+    """For the records of a declared container at today's ``version`` whose fields no
+    ``renamed=`` or ``removed=`` name:
+    ``((kind, number of children), children, kept)``, the field names of a record that
+    ``evolve`` would give back as they are (today's version, today's names in today's
+    order), so that ``build`` rebuilds it at once (``_unflatten_exact``); else None.
+    ``_exact_fields = False`` sends every record through ``evolve``, its plain twin
+    (tests/test_serialize_schema.py holds the two to each other)."""
+    spec = kind.spec
+    if spec is None or version != spec.version or not _exact_fields:
+        return None
+    names = {*spec.children, *spec.keep}
+    if names & spec.renamed.keys() or names & set(spec.removed):
+        return None
+    return (kind, len(spec.children)), list(spec.children), list(spec.keep)
+
+
+#: Whether ``build`` rebuilds a container whose record has today's fields without
+#: ``evolve`` (``_exact``); False in the tests that compare the two.
+_exact_fields = True
+
+
+def _unflatten_exact(exact: tuple[NodeKind, int], out: list[Any], where: Callable[[], str]) -> Any:
+    """The container of ``out`` (its children, then its kept values): what ``_make``
+    makes of a record ``_exact`` vouches for, without ``evolve``."""
+    kind, nk = exact
+    try:
+        return kind.unflatten(tuple(out[nk:]), tuple(out[:nk]))
+    except Exception as err:  # a reset field's factory is user code
+        raise SchemaError(
+            f"rebuilding {type_name(kind.spec.cls)} at {where()} failed: "  # type: ignore[union-attr]
+            f"{type(err).__name__}: {err}."
+        ) from None
+
+
+def _array(
+    name: str,
+    j: int,
+    arrays: dict[str, Any],
+    clean: bool,
+    used: set[str],
+    shared: dict[int, Any],
+    targets: set[int],
+    where: Callable[[], str],
+) -> Any:
+    """The array of the array record ``j`` (tensor ``name``), checked to be in the file
+    and named once, unless ``clean`` (every tensor named exactly once, checked
+    already); kept in ``shared`` where an alias needs it."""
+    if clean:
+        value = arrays[name]
+        if j in targets:
+            shared[j] = value
+        return value
+    if name not in arrays:
+        raise FormatError(
+            f"the tree refers to a tensor {_shown(name)} at {where()} that the "
+            f"file does not have. The file is corrupt."
+        )
+    if name in used:
+        raise FormatError(
+            f"the tree refers to tensor {_shown(name)} twice (at {where()}); "
+            f"shared arrays are stored once and referred to by alias records."
+        )
+    used.add(name)
+    value = shared[j] = arrays[name]
+    return value
+
+
+def _alias(k: int, j: int, shared: dict[int, Any]) -> Any:
+    """The value of the finished record ``k`` that the alias record ``j`` points to."""
+    if k not in shared:
+        raise _bad(
+            j,
+            f"is an alias to record #{k}, which is not finished (an alias to an "
+            f"enclosing node would make a cycle)",
+        )
+    return shared[k]
+
+
+def _leaf_values(
+    run: Sequence[Rec],
+    first: int,
+    child: int,
+    arrays: dict[str, Any],
+    clean: bool,
+    used: set[str],
+    shared: dict[int, Any],
+    targets: set[int],
+    cursor: RecordCursor,
+) -> list[Any]:
+    """The values of a node's leaf records ``run`` (records ``first``, ``first + 1``,
+    ..., its children ``child``, ``child + 1``, ...), taken at once
+    (``RecordCursor.leaf_records``): a comprehension when all are array records of a
+    clean file (their names looked up in C) or scalars, else record by record, as the
+    cursor's steps would give them."""
+    if len(run) == 1:  # one leaf between nodes (a field of a container of nodes)
+        tag, _, data = run[0]
+        if tag == "S":
+            return [data]
+        if tag == "A" and clean and first not in targets:
+            return [arrays[data]]
+    tags = set(map(_TAG, run))
+    if tags == _SCALAR_TAGS:
+        return list(map(_DATA, run))
+    if clean and "@" not in tags and targets.isdisjoint(range(first, first + len(run))):
+        if tags == _ARRAY_TAGS:
+            return list(map(arrays.__getitem__, map(_DATA, run)))
+        get = arrays.__getitem__
+        return [get(data) if tag == "A" else data for tag, _, data in run]
+    out = []
+    for i, rec in enumerate(run):
+        j = first + i
+        tag = rec.tag
+        if tag == "S":
+            out.append(rec.data)
+        elif tag == "A":
+            where = functools.partial(cursor.shown_path, str, child + i)
+            out.append(_array(rec.data, j, arrays, clean, used, shared, targets, where))
+        else:
+            out.append(_alias(rec.data, j, shared))
+    return out
+
+
+_TAG = operator.itemgetter(0)  # Rec.tag
+_DATA = operator.itemgetter(2)  # Rec.data
+_SCALAR_TAGS = {"S"}
+_ARRAY_TAGS = {"A"}
 
 
 def _build_columns(columns: list[Any], arrays: dict[str, Any], in_order: bool) -> Any:

@@ -18,11 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from containers._records import CLOSE, LEAF, OPEN
+from containers._registry import DEFAULT_DICT, DICT, ORDERED_DICT
 from containers._serialize import _layout
 from containers._serialize._decode import column_leaves
 from containers._serialize._like import kind_of, like_leaf
 from containers._serialize._limits import Limits
 from containers._serialize._recparse import Records
+from containers._serialize._rows import file_cursor
 from containers._serialize._target import _TORCH_TO_NUMPY, _views
 
 __all__ = ["NO_FIT", "positional"]
@@ -185,109 +188,132 @@ def _column_leaves(
 
 
 def _record_leaves(recs: Sequence[Any], t_records: list[Any], arrays: Any, limits: Limits) -> Any:
-    """``(values, arrays_at)``: the file's child leaves, by position, read record by
-    record against the template's records, or ``NO_FIT``."""
-    from containers._registry import DEFAULT_DICT, DICT, ORDERED_DICT
-
-    dicts = {DICT: "D", ORDERED_DICT: "O", DEFAULT_DICT: "DD"}
+    """``(values, arrays_at)``: the file's child leaves, by position, read against the
+    template's records, or ``NO_FIT``. A client of ``_records.RecordCursor`` (the one
+    walk over a file's records): a container's kept values are passed over whole
+    (``skip``), the leaf records of a node whose children are all leaves in the
+    template are taken at once (``leaf_records``)."""
     values: list[Any] = []
     arrays_at: list[bool] = []
     add, add_at = values.append, arrays_at.append
-    # per open node: [children left, kept values left, template mask, child index]
+    # per open node: [template mask, its children (its kept values follow), next value]
     stack: list[list[Any]] = []
     ti = 0
-    j, n_recs = 0, len(recs)
-    while j < n_recs:
-        rec = recs[j]
+    n_templates = len(t_records)
+    max_depth = limits.max_depth
+    fields: dict[Any, Any] = {}  # a container kind's child fields, as a file lists them
+    cursor = file_cursor(recs, _no_keys)
+    step, skip, leaf_records = cursor.step, cursor.skip, cursor.leaf_records
+    while (event := step()) is not None:
+        if event == CLOSE:
+            stack.pop()
+            continue
+        rec = cursor.record
         if stack:
             top = stack[-1]
-            if not top[0]:  # a kept value of a container: not a child, skipped whole
-                j = _subtree_end(recs, j)
-                if j < 0:
-                    return NO_FIT
-                top[1] -= 1
-                _close(stack)
+            i = top[2]
+            top[2] = i + 1
+            if i >= top[1]:  # a kept value of a container: not a child
+                if event == OPEN:
+                    skip()
                 continue
-            mask = top[2]
-            i = top[3]
+            mask = top[0]
             child_is_node = mask is not None and (mask is True or mask[i])
         else:
-            child_is_node = ti < len(t_records)  # the root: a leaf when no record
-        tag = rec.tag
-        j += 1
-        if tag in _LEAF_TAGS:
-            if child_is_node:
+            child_is_node = ti < n_templates  # the root: a leaf when no record
+        if event == LEAF:
+            if child_is_node or _leaf_value(rec, recs, arrays, add, add_at) is NO_FIT:
                 return NO_FIT
-            if tag == "A":
-                add(arrays[rec.data])
-                add_at(True)
-            elif tag == "S":
-                add(rec.data)
-                add_at(False)
-            else:  # an alias: to an array only (a node's leaves are under its first path)
-                target = recs[rec.data]
-                if target.tag != "A":
-                    return NO_FIT
-                add(arrays[target.data])
-                add_at(True)
-            if stack:
-                stack[-1][0] -= 1
-                stack[-1][3] += 1
-                _close(stack)
             continue
-        if not child_is_node or ti >= len(t_records):
+        if not child_is_node or ti >= n_templates:
             return NO_FIT
         kind, aux, n, mask = t_records[ti]
         ti += 1
-        kept = 0
-        if tag in ("T", "L", "Q"):
-            if kind.type not in (tuple, list, deque) or rec.n != n:
+        if rec.tag == "C":  # a container: its child fields, the template's (inline)
+            children = fields.get(kind)
+            if children is None:
+                children = fields[kind] = _child_fields(kind)
+            if rec.data[2] != children or len(children) != n:
                 return NO_FIT
-        elif tag in ("D", "O", "DD"):
-            if dicts.get(kind) is None:
-                return NO_FIT
-            keys = aux if kind is ORDERED_DICT else aux[0]
-            file_keys = rec.data[0]
-            if (
-                len(file_keys) != n
-                or set(map(type, file_keys)) - {str}
-                or tuple(file_keys) != tuple(keys)
-            ):
-                return NO_FIT
-        elif tag == "C":
-            spec = kind.spec
-            kids = rec.data[2]
-            if spec is None or tuple(kids) != tuple(spec.children) or len(kids) != n:
-                return NO_FIT
-            kept = len(rec.data[3])
-        elif tag == "N":
-            if kind.type is not type(None):
-                return NO_FIT
-        else:  # a register_node record: keys of its own
+        elif not _same_node(rec, kind, aux, n):
             return NO_FIT
-        if stack:
-            stack[-1][0] -= 1
-            stack[-1][3] += 1
-        if len(stack) >= limits.max_depth:  # fit's file_leaves says so
+        if len(stack) >= max_depth:  # fit's file_leaves says so
             return NO_FIT
-        if mask is None and n:  # all its children are leaves: a run of records at once
-            run = recs[j : j + n]
-            tags = set(map(_TAG, run))
-            if tags == _ARRAY_TAGS:
-                values.extend(map(arrays.__getitem__, map(_DATA, run)))
-                arrays_at.extend(itertools.repeat(True, n))
-                j += n
-                n = 0
-            elif tags == _SCALAR_TAGS:
-                values.extend(map(_DATA, run))
-                arrays_at.extend(itertools.repeat(False, n))
-                j += n
-                n = 0
-        stack.append([n, kept, mask, 0])
-        _close(stack)
-    if stack or ti != len(t_records):
+        if mask is not None or not n:
+            stack.append([mask, n, 0])
+            continue
+        # all its children are leaves: their records at once (its kept values among
+        # them passed over)
+        run = leaf_records()
+        stack.append([mask, n, len(run)])
+        if len(run) != n:
+            if len(run) < n:
+                return NO_FIT  # a node where the template has a leaf, or the end
+            run = run[:n]
+        tags = set(map(_TAG, run))
+        if tags == _ARRAY_TAGS:
+            values.extend(map(arrays.__getitem__, map(_DATA, run)))
+            arrays_at.extend(itertools.repeat(True, n))
+        elif tags == _SCALAR_TAGS:
+            values.extend(map(_DATA, run))
+            arrays_at.extend(itertools.repeat(False, n))
+        else:
+            for leaf in run:
+                if _leaf_value(leaf, recs, arrays, add, add_at) is NO_FIT:
+                    return NO_FIT
+    if not cursor.complete or cursor.next_record < len(recs) or ti != n_templates:
         return NO_FIT
     return values, arrays_at
+
+
+def _same_node(rec: Any, kind: Any, aux: Any, n: int) -> bool:
+    """Whether the file's node record ``rec`` holds the template's node ``(kind, aux,
+    n)`` (but for a container's, checked inline): a sequence of its length, a dict of
+    its str keys in its order, None; a register_node record never (keys of its own)."""
+    tag = rec.tag
+    if tag in ("T", "L", "Q"):
+        return kind.type in (tuple, list, deque) and rec.n == n
+    if tag in ("D", "O", "DD"):
+        if _DICTS.get(kind) is None:
+            return False
+        keys = aux if kind is ORDERED_DICT else aux[0]
+        file_keys = rec.data[0]
+        return (
+            len(file_keys) == n
+            and not set(map(type, file_keys)) - {str}
+            and tuple(file_keys) == tuple(keys)
+        )
+    if tag == "N":
+        return kind.type is type(None)
+    return False
+
+
+def _child_fields(kind: Any) -> list[str]:
+    """A container kind's child fields as a file's record lists them (for another
+    kind: a list no record's equals)."""
+    return [_NOT_A_FIELD] if kind.spec is None else list(kind.spec.children)
+
+
+_NOT_A_FIELD: Any = object()
+
+
+def _leaf_value(rec: Any, recs: Sequence[Any], arrays: Any, add: Any, add_at: Any) -> Any:
+    """Append the value of the leaf record ``rec`` and whether it is an array; NO_FIT
+    for an alias to a node (a node's leaves are under its first path only)."""
+    tag = rec.tag
+    if tag == "A":
+        add(arrays[rec.data])
+        add_at(True)
+    elif tag == "S":
+        add(rec.data)
+        add_at(False)
+    else:  # an alias: to an array only
+        target = recs[rec.data]
+        if target.tag != "A":
+            return NO_FIT
+        add(arrays[target.data])
+        add_at(True)
+    return None
 
 
 def _framework_leaves(
@@ -332,29 +358,13 @@ def _framework_leaves(
 
 #: What ``positional`` gives when the file's tree does not have the template's shape.
 NO_FIT: Any = object()
-_LEAF_TAGS = frozenset({"A", "S", "@"})
 _ARRAY_TAGS = {"A"}
 _SCALAR_TAGS = {"S"}
 _TAG = operator.itemgetter(0)  # Rec.tag
 _DATA = operator.itemgetter(2)  # Rec.data
+_DICTS = {DICT: "D", ORDERED_DICT: "O", DEFAULT_DICT: "DD"}
 
 
-def _close(stack: list[list[Any]]) -> None:
-    """Pop the nodes whose children and kept values are all read."""
-    while stack and not stack[-1][0] and not stack[-1][1]:
-        stack.pop()
-
-
-def _subtree_end(recs: Sequence[Any], j: int) -> int:
-    """The index after the subtree of the record at ``j`` (-1: the records end first)."""
-    left = 1
-    n = len(recs)
-    while left:
-        if j >= n:
-            return -1
-        rec = recs[j]
-        j += 1
-        left -= 1
-        if rec.tag not in _LEAF_TAGS:
-            left += rec.n
-    return j
+def _no_keys(rec: Any) -> Any:
+    """The cursor's keys of a node record: never asked for here (no path is built)."""
+    raise AssertionError("positional builds no path")

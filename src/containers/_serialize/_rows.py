@@ -9,6 +9,7 @@ file's leaves by path with too). Split from ``_decode``.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -134,11 +135,10 @@ def rows(records: Records, tensors: dict[str, Any], limits: Limits) -> list[Row]
 def file_cursor(recs: Sequence[Rec], keys: Callable[[Rec], Sequence[Any]]) -> RecordCursor:
     """The cursor over a file's records: one per node (``n`` values follow it) or
     leaf (an array, a scalar, an alias), each node's values keyed by ``keys``."""
-    return RecordCursor(recs, _file_shape, keys, _LEAF_TAGS)
+    return RecordCursor(recs, _COUNT, keys, _LEAF_TAGS)
 
 
-def _file_shape(rec: Rec) -> tuple[int, bool]:
-    return rec.n, True
+_COUNT = operator.itemgetter(1)  # Rec.n: a node's count of values
 
 
 def _row_keys(rec: Rec) -> Any:
