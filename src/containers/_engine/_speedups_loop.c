@@ -165,7 +165,7 @@ map_cached(const Run *run, PyObject *x, PyObject *y)
 /* The index of the child (or tuple element) whose mapping raised, appended to
    the trail of the exception being raised (its attribute `_containers_trail`, a list:
    _loops.TRAIL), as the Python fast tiers' `except` clauses do; fmap's fast path turns
-   the trail into the key path of its note once, at the top (_core.trail_note). Called
+   the trail into the key path of its note once, at the top (_relocate.trail_note). Called
    only on the error path: nothing is paid until f raises. A failure here is dropped
    (the note is then missing or shorter), never raised instead of the error. */
 void

@@ -468,7 +468,7 @@ _CLASSIFY = classifier(_Encoder().node_record, _Encoder, file_bools, _SCALARS, _
 
 
 def _cycle(path: str, first: str) -> StructureError:
-    """The engine's cycle error (``_core.cycle_error``) for paths already rendered."""
+    """The engine's cycle error (``_relocate.cycle_error``) for paths already rendered."""
     return StructureError(
         f"save: the tree has a reference cycle: the object at {path!r} is the same "
         f"object as its ancestor at {first!r}. Trees must be acyclic; break the cycle, or "
