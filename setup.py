@@ -19,7 +19,7 @@ SPEEDUPS = ["", "_idtable", "_loop", "_mapnode", "_flatten", "_paths", "_build",
 speedups = Extension(
     "containers._engine._speedups",
     [f"{ENGINE}_speedups{part}.c" for part in SPEEDUPS],
-    depends=[f"{ENGINE}_speedups.h"],
+    depends=[f"{ENGINE}_speedups.h", "src/containers/_sorted_keys.h"],
     optional=True,
 )
 crc32 = Extension("containers._crc32", ["src/containers/_crc32.c"], optional=True)
@@ -32,7 +32,7 @@ scan = Extension(
 encoder = Extension(
     "containers._encoder",
     ["src/containers/_encoder.c", "src/containers/_encoder_text.c"],
-    depends=["src/containers/_encoder.h"],
+    depends=["src/containers/_encoder.h", "src/containers/_sorted_keys.h"],
     optional=True,
 )
 built = [speedups, crc32, scan, encoder]

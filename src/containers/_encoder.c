@@ -33,6 +33,7 @@
    code (classify) and so keeps the GIL. */
 
 #include "_encoder.h"
+#include "_sorted_keys.h"
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -440,20 +441,14 @@ sequence(Enc *e, PyObject *x, PyObject *path, int depth, int is_list)
 static int
 str_dict(Enc *e, PyObject *x, PyObject *path, int depth)
 {
-    PyObject *keys = PyDict_Keys(x);
-    if (keys == NULL) {
-        return -1;
+    PyObject *keys, *order, *kids = NULL, *rec = NULL;
+    int r = sorted_str_keys(x, &keys, &order);
+    if (r != 0) {
+        return r;
     }
+    r = -1;
     Py_ssize_t n = PyList_GET_SIZE(keys);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!PyUnicode_CheckExact(PyList_GET_ITEM(keys, i))) {
-            Py_DECREF(keys);
-            return 1;
-        }
-    }
-    PyObject *order = PyList_GetSlice(keys, 0, n), *kids = NULL, *rec = NULL;
-    int r = -1;
-    if (order == NULL || PyList_Sort(order) < 0 || (kids = PyList_New(n)) == NULL) {
+    if ((kids = PyList_New(n)) == NULL) {
         goto done;
     }
     int same = 1;

@@ -1,4 +1,5 @@
 #include "_speedups.h"
+#include "../_sorted_keys.h"
 
 /* --- flatten's sharing check: `flatten(x, kind, leaf_types, records, context, immutable)`
 
@@ -702,23 +703,12 @@ flat_children(Flat *w, PyObject *x, PyObject *kind, PyObject *kids, PyObject *au
 static int
 flat_dict_split(PyObject *x, PyObject **kids, PyObject **aux)
 {
-    PyObject *keys = PyDict_Keys(x);
-    if (keys == NULL) {
-        return -1;
+    PyObject *keys, *order;
+    int r = sorted_str_keys(x, &keys, &order);
+    if (r != 0) {
+        return r;
     }
     Py_ssize_t n = PyList_GET_SIZE(keys);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!PyUnicode_CheckExact(PyList_GET_ITEM(keys, i))) {
-            Py_DECREF(keys);
-            return 1;
-        }
-    }
-    PyObject *order = PyList_GetSlice(keys, 0, n);
-    if (order == NULL || PyList_Sort(order) < 0) {
-        Py_XDECREF(order);
-        Py_DECREF(keys);
-        return -1;
-    }
     int same = 1;
     for (Py_ssize_t i = 0; i < n && same; i++) {
         same = PyList_GET_ITEM(order, i) == PyList_GET_ITEM(keys, i);
