@@ -10,7 +10,6 @@ import io
 import itertools
 import mmap
 import operator
-import os
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
@@ -19,7 +18,7 @@ import numpy as np
 
 from containers._errors import FormatError
 from containers._serialize._layout import Layout, Tensor
-from containers._serialize._strictjson import _shown
+from containers._serialize._strictjson import _shown, load_extension
 
 __all__ = ["Wants", "crc32", "map_file", "read_arrays", "view_arrays"]
 
@@ -29,13 +28,8 @@ def _load_crc32() -> Callable[..., int]:
     about ten times zlib's speed) when it was built and this CPU has the instructions,
     else ``zlib.crc32``, its plain twin; also zlib when ``CONTAINERS_PURE_PYTHON`` is
     set. Both compute CRC-32/ISO-HDLC and agree on every input (tests/test_crc32.py)."""
-    if os.environ.get("CONTAINERS_PURE_PYTHON"):
-        return zlib.crc32
-    try:
-        from containers import _crc32
-    except ImportError:
-        return zlib.crc32
-    return _crc32.crc32 if _crc32.ACCELERATED else zlib.crc32
+    crc32 = load_extension("_crc32")
+    return crc32.crc32 if crc32 is not None and crc32.ACCELERATED else zlib.crc32
 
 
 #: ``crc32(buffer, value=0) -> int``, as ``zlib.crc32``. Read at each call (tests switch it).

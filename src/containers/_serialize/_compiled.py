@@ -19,7 +19,6 @@ both walks to byte-identical files on Hypothesis trees.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -30,25 +29,14 @@ from containers._registry import DICT, KINDS, LEAF_TYPES, kind_of
 from containers._serialize._format import DTYPES
 from containers._serialize._limits import DEFAULT_LIMITS
 from containers._serialize._storable import to_numpy
+from containers._serialize._strictjson import load_extension
 from containers._serialize._values import encode_scalar
 
-__all__ = ["classifier", "encode_compiled", "format_codes", "load_encoder", "render"]
-
-
-def load_encoder() -> Any:
-    """``containers._encoder`` where it is built, else None (always None when
-    ``CONTAINERS_PURE_PYTHON`` is set)."""
-    if os.environ.get("CONTAINERS_PURE_PYTHON"):
-        return None
-    try:
-        from containers import _encoder
-    except ImportError:  # pragma: no cover - built in the test environment
-        return None
-    return _encoder
+__all__ = ["classifier", "encode_compiled", "format_codes", "render"]
 
 
 #: ``containers._encoder``, or None. Read at each call (tests switch it off).
-_encoder = load_encoder()
+_encoder = load_extension("_encoder")
 
 
 class _Fallback(Exception):

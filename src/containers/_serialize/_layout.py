@@ -31,7 +31,7 @@ from containers._serialize._strictjson import (
     _int,
     _shown,
     bound_json,
-    load_scan,
+    load_extension,
     strict_json,
 )
 
@@ -123,7 +123,7 @@ _ENTRY_KEYS = frozenset({"dtype", "shape", "data_offsets"})
 
 #: ``containers._scan`` (the header and tree parsed in C), or None. Read at each call
 #: (tests switch it off).
-_scan = load_scan()
+_scan = load_extension("_scan")
 
 
 def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Layout:

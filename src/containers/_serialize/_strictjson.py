@@ -9,6 +9,7 @@ refused; ``bound_json`` bounds the objects a text would build before it is parse
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import math
 import os
@@ -21,25 +22,24 @@ import numpy as np
 
 from containers._errors import FormatError, LimitError, short_repr
 
-__all__ = ["PARSE_FACTOR", "bound_json", "json_array_chunks", "load_scan", "strict_json"]
+__all__ = ["PARSE_FACTOR", "bound_json", "json_array_chunks", "load_extension", "strict_json"]
 
 
-def load_scan() -> Any:
-    """``containers._scan`` (a header's counts, layout and tree parsed in C) when it
-    was built, else None, and then its plain twins run (``str.count``,
-    ``_layout._column_layout``, ``_recparse._records_usual``); also None when
+def load_extension(name: str) -> Any:
+    """The optional C extension ``containers.<name>`` (``_scan``: a header's counts,
+    layout and tree parsed in C; ``_encoder``: save's walk and text; ``_crc32``) when it
+    was built, else None, and then its plain twins run; also None when
     ``CONTAINERS_PURE_PYTHON`` is set."""
     if os.environ.get("CONTAINERS_PURE_PYTHON"):
         return None
     try:
-        from containers import _scan
+        return importlib.import_module(f"containers.{name}")
     except ImportError:  # pragma: no cover - built in the test environment
         return None
-    return _scan
 
 
 #: ``containers._scan``, or None. Read at each call (tests switch it off).
-_scan = load_scan()
+_scan = load_extension("_scan")
 
 
 def _shown(value: Any) -> str:
