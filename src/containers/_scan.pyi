@@ -1,5 +1,5 @@
 # The header and tree of a containers file parsed in C (_scan.c); optional, see
-# _serialize._strictjson.load_scan. Each function returns None where its plain twin decides.
+# _serialize._strictjson.load_extension. Each function returns None where its plain twin decides.
 from typing import Any
 
 def header(

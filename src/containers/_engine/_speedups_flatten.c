@@ -692,13 +692,11 @@ flat_children(Flat *w, PyObject *x, PyObject *kind, PyObject *kids, PyObject *au
 }
 
 /* DICT's flatten (`_kinds._dict_flatten`) of x, an exact dict whose keys are all exact
-   strs: kids and aux as it makes them (its values in sorted key order; aux
-   `(sorted keys, None)`, or `(sorted keys, keys in insertion order)` when the two orders
-   differ), 0; 1 with nothing made when a key is not an exact str (the kind's flatten
-   decides, with its fallback order for keys that do not compare); -1 on error. No
-   Python code runs: exact strs sort, hash and compare in C, and the distinct keys of a
-   dict sort strictly, as `sort_keys` checks. The Python flatten costs a 100-key dict
-   about 8 us: most of a template's flatten in load(like=) (benchmarks/serialization.py,
+   strs (`sorted_str_keys`): kids and aux as it makes them (its values in sorted key
+   order; aux `(sorted keys, None)`, or `(sorted keys, keys in insertion order)` when
+   the two orders differ), 0; 1 with nothing made when a key is not an exact str (the
+   kind's flatten decides); -1 on error. The Python flatten costs a 100-key dict about
+   8 us: most of a template's flatten in load(like=) (benchmarks/serialization.py,
    "many"). */
 static int
 flat_dict_split(PyObject *x, PyObject **kids, PyObject **aux)

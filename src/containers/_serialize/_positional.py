@@ -156,9 +156,9 @@ _NO_DTYPE = object()  # a torch dtype from_numpy does not make
 def _wrapped(torch: Any) -> dict[Any, Any]:
     """torch dtype -> numpy dtype, for the dtypes ``torch.from_numpy`` wraps (the others
     go through an integer view: ``_target``)."""
-    if not _WRAPPED:
+    if not _WRAPPED:  # filled by one update (no thread sees it half made)
         views = _views(torch)  # fills _TORCH_TO_NUMPY
-        _WRAPPED.update((t, n) for t, n in _TORCH_TO_NUMPY.items() if n not in views)
+        _WRAPPED.update({t: n for t, n in _TORCH_TO_NUMPY.items() if n not in views})
     return _WRAPPED
 
 
