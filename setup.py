@@ -25,7 +25,7 @@ speedups = Extension(
 crc32 = Extension("containers._crc32", ["src/containers/_crc32.c"], optional=True)
 scan = Extension(
     "containers._scan",
-    ["src/containers/_scan.c", "src/containers/_scan_records.c"],
+    ["src/containers/_scan.c", "src/containers/_scan_records.c", "src/containers/_scan_fit.c"],
     depends=["src/containers/_scan.h"],
     optional=True,
 )

@@ -33,7 +33,9 @@ Contenders, each saving to and loading from a file in a temp directory:
   followed by the framework's own conversion, which the issue bounds them by (1.1x):
   `ct.load(to="torch")` vs `ct.load` then `torch.from_numpy` over the leaves,
   `ct.load(to="jax")` vs `ct.load` then `jax.device_put`, and `ct.load(like=tree)`
-  with a numpy and a torch template (saved by `ct.save`, as the others).
+  with a numpy and a torch template (saved by `ct.save`, as the others); their ratios
+  come from paired rounds (each round loads one file with both, back to back, in
+  alternating order), loads to JAX timed until the arrays are ready.
 
 Every contender's loaded tree is checked against the original (arrays equal, scalars
 equal) before timing; the script exits with status 1 if one disagrees. Times are
@@ -289,11 +291,16 @@ def _target_cases(tree: Any, torch_tree: Any) -> dict[str, Case]:
     def to_jax(x: Any) -> Any:
         return jax.device_put(x) if isinstance(x, np.ndarray) else x
 
+    # JAX copies to its device in the background: a load to JAX is done when its
+    # arrays are (block_until_ready), for both rows
     return {
         "containers to=torch": (save, lambda p: ct.load(p, to="torch")),
         "containers load + torch.from_numpy": (save, lambda p: ct.fmap(to_torch, ct.load(p))),
-        "containers to=jax": (save, lambda p: ct.load(p, to="jax")),
-        "containers load + jax.device_put": (save, lambda p: ct.fmap(to_jax, ct.load(p))),
+        "containers to=jax": (save, lambda p: jax.block_until_ready(ct.load(p, to="jax"))),
+        "containers load + jax.device_put": (
+            save,
+            lambda p: jax.block_until_ready(ct.fmap(to_jax, ct.load(p))),
+        ),
         "containers like=numpy tree": (save, lambda p: ct.load(p, like=tree)),
         "containers like=torch tree": (save, lambda p: ct.load(p, like=torch_tree)),
     }
@@ -398,9 +405,39 @@ def run(trees: dict[str, Any], rounds: int, tmp: str) -> dict[str, dict[str, lis
                 _remove(path)
                 cells.setdefault(f"{name} save", []).append(t1 - t0)
                 cells.setdefault(f"{name} load", []).append(t2 - t1)
+        if tree_name != "classes":
+            cells.update(paired_ratios(table, 3 * rounds, tmp))
         results[tree_name] = cells
         results[tree_name]["leaves"] = [float(len(ct.leaves(tree)))]
     return results
+
+
+def paired_ratios(contenders: dict[str, Case], rounds: int, tmp: str) -> dict[str, list[float]]:
+    """``{"pair: ours / plain": [ratio per round]}`` for each of TARGET_PAIRS: the two
+    loads read one saved file back to back, in alternating order, and each round gives
+    the ratio of their times. Two loads timed side by side give a steadier ratio than
+    two medians taken apart: a load of 256 MiB costs more or less with what the call
+    before it freed."""
+    path = os.path.join(tmp, "pair")
+    contenders["containers"][0](path)
+    out: dict[str, list[float]] = {}
+    for k in range(rounds):
+        for ours, plain in TARGET_PAIRS:
+            times = {}
+            for name in (ours, plain) if k % 2 == 0 else (plain, ours):
+                load = contenders[name][1]
+                gc.collect()
+                gc.disable()
+                try:
+                    t0 = time.perf_counter()
+                    loaded = load(path)
+                    times[name] = time.perf_counter() - t0
+                finally:
+                    gc.enable()
+                del loaded
+            out.setdefault(f"pair: {ours} / {plain}", []).append(times[ours] / times[plain])
+    _remove(path)
+    return out
 
 
 def _remove(path: str) -> None:
@@ -686,12 +723,13 @@ TARGET_PAIRS = [
 
 
 def target_ratios(medians: dict[str, dict[str, float]]) -> str:
-    """The load-time ratio of each target load to its plain twin (bound: 1.1)."""
+    """The load-time ratio of each target load to its plain twin (bound: 1.1): the
+    median of the paired rounds' ratios (``paired_ratios``)."""
     lines = ["\n**to= and like= loads over the plain load + conversion** (bound 1.1)\n"]
     for tree_name, cells in medians.items():
         for ours, plain in TARGET_PAIRS:
-            if f"{ours} load" in cells and f"{plain} load" in cells:
-                ratio = cells[f"{ours} load"] / cells[f"{plain} load"]
+            ratio = cells.get(f"pair: {ours} / {plain}")
+            if ratio is not None:
                 lines.append(f"- {tree_name}: {ours} / {plain}: {ratio:.2f}")
     return "\n".join(lines)
 

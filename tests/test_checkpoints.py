@@ -1067,12 +1067,14 @@ def test_arrays_fit_agrees_with_its_plain_twin():
         pass
 
     def leaf(rng: random.Random) -> Any:
-        shape = rng.choice([(), (2,), (3,), (2, 3)])
-        dtype = rng.choice([np.float32, np.float64, np.int8, ">f4"])
+        shape = rng.choice([(), (0,), (2,), (3,), (6,), (2, 3), (3, 2), (1, 2, 3)])
+        # equal dtypes that are distinct objects too: ">f4", "U3", a structured one
+        dtype = rng.choice([np.float32, np.float64, np.int8, ">f4", "U3", [("a", "<f4")]])
         tdtype = rng.choice([torch.float32, torch.float64, torch.bfloat16])
         return rng.choice(
             [
                 lambda: np.zeros(shape, dtype),
+                lambda: np.zeros((*shape, 2), dtype)[..., 0],  # a strided view
                 lambda: np.zeros(shape, dtype).view(Sub),
                 lambda: torch.zeros(shape, dtype=tdtype),
                 lambda: torch.zeros(shape, device="meta"),
@@ -1085,7 +1087,9 @@ def test_arrays_fit_agrees_with_its_plain_twin():
     def like_file(v: Any, w: Any) -> Any:  # a template leaf that fits the file's v
         if type(v) is not np.ndarray or v.dtype.byteorder == ">":
             return w
-        return torch.from_numpy(v.copy()) if isinstance(w, torch.Tensor) else np.zeros_like(v)
+        if isinstance(w, torch.Tensor) and v.dtype.kind in "fiu":
+            return torch.from_numpy(v.copy())
+        return np.zeros_like(v)
 
     rng = random.Random(3)
     outcomes = set()
@@ -1110,3 +1114,34 @@ def test_arrays_fit_agrees_with_its_plain_twin():
         _layout._scan.arrays_fit((), [], np.ndarray)
     with pytest.raises(TypeError, match="a tensor type needs dtypes and convert"):
         _layout._scan.arrays_fit([], [], np.ndarray, torch.Tensor)
+    with pytest.raises(TypeError, match=r"ndarray must be numpy\.ndarray, got Sub"):
+        _layout._scan.arrays_fit([], [], Sub)
+
+
+def test_array_head_reads_what_numpy_says():
+    """containers._scan.array_head, what arrays_fit reads of a numpy array from the
+    array object, gives ``(a.shape, a.dtype)`` (the dtype object itself) on arrays of
+    every dtype kind, 0 to 32 dimensions, views and empty ones; load(like=) uses the C
+    check only when that holds (``_reads_numpy``)."""
+    import random
+
+    from containers._serialize import _layout
+    from containers._serialize._positional import _reads_numpy
+
+    scan = _layout._scan
+    if scan is None:
+        pytest.skip("containers._scan is not built")
+    rng = random.Random(5)
+    dtypes = ["f4", ">f8", "i1", "u8", "?", "c16", "U5", "S2", "M8[s]", [("a", "<i2")]]
+    for _ in range(500):
+        shape = tuple(rng.randrange(0, 3) for _ in range(rng.choice([0, 1, 2, 5, 32])))
+        a = np.zeros(shape, rng.choice(dtypes))
+        if a.ndim and rng.random() < 0.5:
+            a = a[..., ::2] if rng.random() < 0.5 else a.T
+        got_shape, got_dtype = scan.array_head(a, np.ndarray)
+        assert got_shape == a.shape and got_dtype is a.dtype
+    assert _reads_numpy(scan) is True
+    with pytest.raises(TypeError, match=r"array_head: expected a numpy\.ndarray, got list"):
+        scan.array_head([], np.ndarray)
+    with pytest.raises(TypeError, match=r"ndarray must be numpy\.ndarray, got list"):
+        scan.array_head(np.zeros(1), list)

@@ -76,6 +76,7 @@ C_SOURCES = [
     "_encoder_text.c",
     "_scan.c",
     "_scan_records.c",
+    "_scan_fit.c",
 ]
 
 

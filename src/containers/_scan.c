@@ -15,8 +15,8 @@
    targets)`, the fields of `Records`, or None for anything else, which the Python
    tiers then decide.
 
-   `arrays_fit(values, wants, ndarray)` checks a file's leaves against a template's
-   arrays for load(like=) (`_positional`).
+   `arrays_fit` and `array_head` (_scan_fit.c) check a file's leaves against a
+   template's arrays for load(like=) (`_positional`).
 
    The two parsers accept a subset of what their plain twins accept and build equal
    results: tests/test_serialize_fuzz.py compares them on valid, unusual and 20,000
@@ -392,120 +392,6 @@ scan_counts(PyObject *Py_UNUSED(self), PyObject *args)
     return Py_BuildValue("(nnnn)", counts[0], counts[1], counts[2], counts[3]);
 }
 
-/* --- a template's arrays ----------------------------------------------------------------- */
-
-/* 1 if a.name == b.name, 0 if not, -1 on error. */
-static int
-same_attr(PyObject *a, PyObject *b, PyObject *name)
-{
-    PyObject *x = PyObject_GetAttr(a, name);
-    PyObject *y = x == NULL ? NULL : PyObject_GetAttr(b, name);
-    int same = y == NULL ? -1 : PyObject_RichCompareBool(x, y, Py_EQ);
-    Py_XDECREF(x);
-    Py_XDECREF(y);
-    return same;
-}
-
-/* 1 if the template leaf w (an exact tensor) fits the file's array v as
-   torch.from_numpy(v): `w.is_cpu`, `dtypes.get(w.dtype) == v.dtype` (dtypes: the torch
-   dtypes from_numpy makes, to numpy's) and `w.shape == v.shape`; 0 if not, -1 on
-   error. */
-static int
-tensor_fits(PyObject *v, PyObject *w, PyObject *dtypes, PyObject *const *names)
-{
-    PyObject *cpu = PyObject_GetAttr(w, names[2]);
-    int fit = cpu == NULL ? -1 : cpu == Py_True;
-    Py_XDECREF(cpu);
-    if (fit == 1) {
-        PyObject *wd = PyObject_GetAttr(w, names[1]);
-        PyObject *want = wd == NULL ? NULL : PyDict_GetItemWithError(dtypes, wd);
-        Py_XDECREF(wd); /* want is borrowed from dtypes, which the caller holds */
-        PyObject *vd = want == NULL ? NULL : PyObject_GetAttr(v, names[1]);
-        fit = vd != NULL                       ? PyObject_RichCompareBool(vd, want, Py_EQ)
-              : want == NULL && !PyErr_Occurred() ? 0
-                                                  : -1;
-        Py_XDECREF(vd);
-    }
-    return fit == 1 ? same_attr(v, w, names[0]) : fit;
-}
-
-/* `arrays_fit(values, wants, ndarray[, tensor, dtypes, convert])`, whose plain twin is
-   `_positional.arrays_fit_plain`: for a file's leaves and a template's, taken by
-   position, the set of the types of the template leaves where the file has no exact
-   ndarray, when every template leaf that is an exact ndarray has one there of an equal
-   `shape` and `dtype` (read as attributes and compared with ==, as Python compares
-   them), every one that is an exact `tensor` (torch.Tensor) has one that
-   torch.from_numpy takes as it (`tensor_fits`), and no other template leaf has one;
-   else None. When it fits, each file array facing a tensor is replaced in values by
-   `convert(array)` (torch.from_numpy); nothing is replaced when it does not. One loop
-   instead of a Python pass per attribute: the reads of 100,000 pairs cost about a
-   tenth of a load of them (benchmarks/serialization.py, "many"). */
-static PyObject *
-scan_arrays_fit(PyObject *Py_UNUSED(module), PyObject *args)
-{
-    PyObject *values, *wants, *ndarray, *tensor = NULL, *dtypes = NULL, *convert = NULL;
-    if (!PyArg_ParseTuple(args, "O!O!O!|O!O!O:arrays_fit", &PyList_Type, &values,
-                          &PyList_Type, &wants, &PyType_Type, &ndarray, &PyType_Type,
-                          &tensor, &PyDict_Type, &dtypes, &convert))
-        return NULL;
-    if (tensor != NULL && (dtypes == NULL || convert == NULL)) {
-        PyErr_SetString(PyExc_TypeError, "arrays_fit: a tensor type needs dtypes and convert");
-        return NULL;
-    }
-    PyObject *names[3] = {PyUnicode_InternFromString("shape"),
-                          PyUnicode_InternFromString("dtype"),
-                          PyUnicode_InternFromString("is_cpu")};
-    PyObject *others = PySet_New(NULL);
-    int fit = names[0] && names[1] && names[2] && others ? 1 : -1;
-    Py_ssize_t tensors = 0;
-    for (Py_ssize_t i = 0; fit == 1; i++) {
-        /* lengths read at each step: a metaclass's __hash__ may run Python code */
-        if (i >= PyList_GET_SIZE(values) || i >= PyList_GET_SIZE(wants)) {
-            fit = PyList_GET_SIZE(values) == PyList_GET_SIZE(wants) ? 2 : 0;
-            break;
-        }
-        PyObject *v = Py_NewRef(PyList_GET_ITEM(values, i));
-        PyObject *w = Py_NewRef(PyList_GET_ITEM(wants, i));
-        int file_array = Py_IS_TYPE(v, (PyTypeObject *)ndarray);
-        if (Py_IS_TYPE(w, (PyTypeObject *)ndarray)) {
-            fit = !file_array ? 0 : same_attr(v, w, names[0]);
-            fit = fit == 1 ? same_attr(v, w, names[1]) : fit;
-        }
-        else if (tensor != NULL && Py_IS_TYPE(w, (PyTypeObject *)tensor)) {
-            fit = !file_array ? 0 : tensor_fits(v, w, dtypes, names);
-            tensors++;
-        }
-        else if (file_array) {
-            fit = 0;
-        }
-        else {
-            fit = PySet_Add(others, (PyObject *)Py_TYPE(w)) < 0 ? -1 : 1;
-        }
-        Py_DECREF(v);
-        Py_DECREF(w);
-    }
-    /* then the conversions, in order, of the arrays facing tensors */
-    for (Py_ssize_t i = 0; fit == 2 && tensors && i < PyList_GET_SIZE(values); i++) {
-        if (i < PyList_GET_SIZE(wants) &&
-            Py_IS_TYPE(PyList_GET_ITEM(wants, i), (PyTypeObject *)tensor)) {
-            PyObject *made = PyObject_CallOneArg(convert, PyList_GET_ITEM(values, i));
-            if (made == NULL || PyList_SetItem(values, i, made) < 0) {
-                fit = -1; /* PyList_SetItem stole made */
-            }
-        }
-    }
-    for (int k = 0; k < 3; k++) {
-        Py_XDECREF(names[k]);
-    }
-    if (fit != 2) {
-        Py_XDECREF(others);
-        if (fit < 0)
-            return NULL;
-        Py_RETURN_NONE;
-    }
-    return others;
-}
-
 static PyMethodDef scan_methods[] = {
     {"tree_span", scan_tree_span, METH_O, "tree_span(text) -> (a, b) | None"},
     {"counts", scan_counts, METH_VARARGS,
@@ -519,6 +405,8 @@ static PyMethodDef scan_methods[] = {
      "columns) | None"},
     {"arrays_fit", scan_arrays_fit, METH_VARARGS,
      "arrays_fit(values, wants, ndarray[, tensor, dtypes, convert]) -> set of types | None"},
+    {"array_head", scan_array_head, METH_VARARGS,
+     "array_head(a, ndarray) -> (shape, dtype) read from numpy's array struct"},
     {NULL, NULL, 0, NULL},
 };
 

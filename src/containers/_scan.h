@@ -1,6 +1,7 @@
-/* The cursor over ASCII text and the helpers that containers._scan's two files share
+/* The cursor over ASCII text and the helpers that containers._scan's files share
    (_scan.c: the header, the counts, the write side and the module; _scan_records.c:
-   the tree string). See _scan.c for what the module parses and accepts. */
+   the tree string; _scan_fit.c: a template's arrays). See _scan.c for what the module
+   parses and accepts. */
 
 #ifndef CONTAINERS_SCAN_H
 #define CONTAINERS_SCAN_H
@@ -176,5 +177,9 @@ named(PyTypeObject *type, Py_ssize_t n, PyObject **items)
 
 /* _scan_records.c: `records(text, max_nodes, ctx)`, the tree string in one pass. */
 SCAN_HIDDEN PyObject *scan_records(PyObject *self, PyObject *args);
+
+/* _scan_fit.c: a file's leaves against a template's arrays (load(like=)). */
+SCAN_HIDDEN PyObject *scan_arrays_fit(PyObject *self, PyObject *args);
+SCAN_HIDDEN PyObject *scan_array_head(PyObject *self, PyObject *args);
 
 #endif /* CONTAINERS_SCAN_H */

@@ -9,6 +9,7 @@ tuples at once); then each leaf's path is the same on both sides. Anything else 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import sys
@@ -71,7 +72,7 @@ def positional(template: Any, records: Records, arrays: Any, limits: Limits) -> 
     # The usual case, in one pass (in C): numpy arrays where the file has arrays, of
     # the same shapes and dtypes, and scalars where it has scalars.
     scan = _layout._scan  # read per call: tests switch it
-    fits = scan.arrays_fit if scan is not None else arrays_fit_plain
+    fits = scan.arrays_fit if scan is not None and _reads_numpy(scan) else arrays_fit_plain
     torch = sys.modules.get("torch")
     if torch is None:
         others = fits(values, wants, np.ndarray)
@@ -151,6 +152,26 @@ def arrays_fit_plain(
 
 
 _NO_DTYPE = object()  # a torch dtype from_numpy does not make
+
+
+@functools.cache
+def _reads_numpy(scan: Any) -> bool:
+    """Whether ``scan.arrays_fit`` reads numpy arrays as numpy does: it reads a shape
+    and dtype from the array object (numpy's ABI, as numpy's C macros read them); this
+    checks, once per process, that those are what ``.shape`` and ``.dtype`` say, on
+    arrays of every number of dimensions, a view, a big-endian and an empty one."""
+    samples: list[np.ndarray[Any, Any]] = [
+        np.zeros((), np.float64),
+        np.zeros((2, 3), np.float32)[:, ::2],
+        np.zeros(5, ">i2"),
+        np.zeros((0, 4, 1), np.bool_),
+        np.zeros((1,) * 32, np.uint8),
+    ]
+    for a in samples:
+        shape, dtype = scan.array_head(a, np.ndarray)
+        if shape != a.shape or dtype is not a.dtype:
+            return False
+    return True
 
 
 def _wrapped(torch: Any) -> dict[Any, Any]:
