@@ -20,8 +20,8 @@ import numpy as np
 
 from containers._errors import FormatError, SerializationError
 from containers._serialize import _format
-from containers._serialize._arrays import named
-from containers._serialize._format import Layout, Tensor, Wants, _check_all, _mismatch, _views
+from containers._serialize._arrays import _check_group, named
+from containers._serialize._format import Layout, Tensor, Wants, _mismatch, _views
 from containers._serialize._lazy import Progress, default_workers
 
 __all__ = ["read_parallel", "run_tasks", "write_parallel"]
@@ -184,7 +184,7 @@ def _read_group(
             if want is not None and value != want:
                 raise _mismatch(first, want, value)
         else:
-            _check_all(group, arrays, wants)
+            _check_group(buf, first.begin, group, arrays, wants)
     return n
 
 
