@@ -679,6 +679,8 @@ def _scan_check(data: bytes) -> tuple[bool, bool, bool]:
     plain = _recparse._records_usual(items, limits)
     assert plain is not None
     assert repr(records[:4]) == repr(plain[:4])  # repr: -0.0 and 0.0, types
+    known = _recparse._scanned_records(tree, limits, False, layout.tensors)
+    assert known is not None and repr(known[:4]) == repr(plain[:4])  # the layout's names
     if records.columns is None:
         return scanned is not None, True, False
     arrays = _format.read_arrays(io.BytesIO(data), layout, None)
@@ -777,3 +779,42 @@ def test_scan_agrees_on_random_trees(tree, rnd):
     _scan_check(data)
     for _ in range(5):
         _scan_check(_mutate(data, random.Random(rnd.random())))
+
+
+_NAME_CHARS = st.sampled_from(["a", "b", "'", '"', "\\", "/", "\n", "\x7f", "é", "[", "]", "0"])
+
+
+@pytest.mark.skipif(_layout._scan is None, reason="containers._scan is not built")
+@settings(max_examples=200, deadline=None)
+@given(
+    keys=st.lists(st.text(_NAME_CHARS, max_size=6), min_size=1, max_size=8, unique=True),
+    others=st.lists(st.text(_NAME_CHARS, max_size=12), max_size=8),
+    order=st.randoms(),
+)
+def test_scanned_records_reuse_only_equal_names(keys, others, order):
+    """The C parse of a tree given the file's tensor names (``known``) makes the same
+    records as without them, whatever names it is handed (the layout's in file order,
+    reordered, names holding quotes, backslashes, control characters, any text that
+    may stand in the tree's text as it is): it takes a known name's object only where
+    the tree names that very string, and then every name of a file in order is the
+    layout's object."""
+    limits = ct.Limits()
+    data = ct.serialize({k: np.zeros(1, np.float32) for k in keys})
+    layout = _format.parse_header(
+        data[8 : 8 + int.from_bytes(data[:8], "little")], len(data), limits
+    )
+    tree = layout.metadata[_format.TREE_KEY]
+    alone = _recparse._scanned_records(tree, limits, False)
+    if alone is None:
+        return
+    shuffled = list(layout.tensors) + others
+    order.shuffle(shuffled)
+    for known in (layout.tensors, dict.fromkeys(shuffled), dict.fromkeys(others), {}):
+        got = _recparse._scanned_records(tree, limits, False, known)
+        assert got is not None and repr(got[:4]) == repr(alone[:4])
+    got = _recparse._scanned_records(tree, limits, False, layout.tensors)
+    assert got is not None
+    if got.names == list(layout.tensors):
+        plain = all(" " <= c <= "~" and c not in '"\\' for k in layout.tensors for c in k)
+        if plain:
+            assert all(a is b for a, b in zip(got.names, layout.tensors))

@@ -9,11 +9,12 @@
    `Layout`'s two dicts, the entries made as `tensor` tuples) or None for anything
    else, valid or not, which the Python tiers then decide (and report).
 
-   `records(text, max_nodes, ctx)` is `_recparse._records_usual` in C for a tree
-   string as `_encode` writes it (no whitespace; the records A, S with a plain JSON
-   value, N, L, T, D with string keys, C, and @): it returns `(recs, names, crcs,
+   `records(text, max_nodes, ctx[, known])` is `_recparse._records_usual` in C for a
+   tree string as `_encode` writes it (no whitespace; the records A, S with a plain
+   JSON value, N, L, T, D with string keys, C, and @): it returns `(recs, names, crcs,
    targets)`, the fields of `Records`, or None for anything else, which the Python
-   tiers then decide.
+   tiers then decide. An A record's name equal to the next of `known`'s keys (the
+   layout's tensor names in file order) is that key's object.
 
    `arrays_fit(values, wants, ndarray)` checks a file's leaves against a template's
    arrays for load(like=) (`_positional`).
@@ -515,8 +516,8 @@ static PyMethodDef scan_methods[] = {
      "tensors) | None"},
     {"records", scan_records, METH_VARARGS,
      "records(text, max_nodes, (Rec, none_rec, seq_recs, empty_dict_rec, few_keys, dict_kind, "
-     "list_kind, tuple_kind, none_kind, max_depth, columns)) -> (recs, names, crcs, targets, "
-     "columns) | None"},
+     "list_kind, tuple_kind, none_kind, max_depth, columns)[, known]) -> (recs, names, crcs, "
+     "targets, columns) | None"},
     {"arrays_fit", scan_arrays_fit, METH_VARARGS,
      "arrays_fit(values, wants, ndarray[, tensor, dtypes, convert]) -> set of types | None"},
     {NULL, NULL, 0, NULL},
