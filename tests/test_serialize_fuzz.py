@@ -665,6 +665,17 @@ def _scan_check(data: bytes) -> tuple[bool, bool, bool]:
     scanned = _layout._scanned_layout(text, 8 + n, len(data), limits)
     if scanned is not None:  # a subset of what the columnar path reads, the same layout
         assert scanned == _layout._column_layout(text, 8 + n, len(data), limits)
+    if scan is not None and text.isascii():  # ASCII bytes are read as their str
+        raw = data[8 : 8 + n]
+        assert scan.tree_span(raw) == scan.tree_span(text)
+        assert scan.counts(raw, 3, n // 2) == scan.counts(text, 3, n // 2)
+    # the same scan of the header's bytes, before any str is made: the same layout
+    from_bytes = _layout._scanned_ascii(data[8 : 8 + n], 8 + n, len(data), limits)
+    assert from_bytes is None or from_bytes == scanned
+    assert (from_bytes is None) == (
+        scanned is None
+        or not _strictjson.counts_fit(text, _strictjson.PARSE_FACTOR * n, _layout._tree_span(text))
+    )
     try:
         layout = _format.parse_header(data[8 : 8 + n], len(data), limits)
     except ct.SerializationError:

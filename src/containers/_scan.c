@@ -7,7 +7,9 @@
    them (no whitespace, keys in order, offsets contiguous in header order, no empty
    tensor), then `}` and at most 64 spaces. It returns `(metadata, tensors)` (the
    `Layout`'s two dicts, the entries made as `tensor` tuples) or None for anything
-   else, valid or not, which the Python tiers then decide (and report).
+   else, valid or not, which the Python tiers then decide (and report). The text may
+   be the header's bytes (every byte outside ASCII is refused where it is read), so
+   that a usual header is never decoded into a str (`_layout._scanned_ascii`).
 
    `records(text, max_nodes, ctx[, known])` is `_recparse._records_usual` in C for a
    tree string as `_encode` writes it (no whitespace; the records A, S with a plain
@@ -190,16 +192,17 @@ scan_header(PyObject *Py_UNUSED(self), PyObject *args)
     PyTypeObject *tensor;
     long long data_size;
     Py_ssize_t max_tensors, max_ndim;
-    if (!PyArg_ParseTuple(args, "ULnnO!O!:header", &text, &data_size, &max_tensors, &max_ndim,
+    if (!PyArg_ParseTuple(args, "OLnnO!O!:header", &text, &data_size, &max_tensors, &max_ndim,
                           &PyDict_Type, &dtypes, &PyType_Type, &tensor))
         return NULL;
     if (!PyType_IsSubtype(tensor, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "header: tensor must be a tuple subclass");
         return NULL;
     }
-    if (!PyUnicode_IS_ASCII(text))
-        Py_RETURN_NONE;
-    Cur c = {PyUnicode_1BYTE_DATA(text), 0, PyUnicode_GET_LENGTH(text)};
+    Cur c = {NULL, 0, 0};
+    int ok = text_of(text, &c.s, &c.n, "header");
+    if (ok <= 0)
+        return ok < 0 ? NULL : Py_NewRef(Py_None);
     /* the closing brace, then at most 64 spaces */
     Py_ssize_t close = c.n;
     while (close > 0 && c.s[close - 1] == ' ')
@@ -320,19 +323,17 @@ no:
 /* `_layout._tree_span` in one pass: the span of the tree string's content in a header
    (between `"containers.tree":"` and the first `]"` after it, kept only when every
    quote in it is escaped and no backslash is escaped before a quote), or (0, 0);
-   None for a text outside ASCII (the plain twin decides). */
+   None for a str outside ASCII (the plain twin decides). Bytes are read as they are
+   (`text_of`: the caller checked that they are ASCII). */
 static PyObject *
 scan_tree_span(PyObject *Py_UNUSED(self), PyObject *arg)
 {
     static const char at_text[] = "\"containers.tree\":\"";
-    if (!PyUnicode_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "tree_span: a str");
-        return NULL;
-    }
-    if (!PyUnicode_IS_ASCII(arg))
-        Py_RETURN_NONE;
-    const unsigned char *s = PyUnicode_1BYTE_DATA(arg);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(arg), m = (Py_ssize_t)sizeof(at_text) - 1;
+    const unsigned char *s;
+    Py_ssize_t n, m = (Py_ssize_t)sizeof(at_text) - 1;
+    int ok = text_of(arg, &s, &n, "tree_span");
+    if (ok <= 0)
+        return ok < 0 ? NULL : Py_NewRef(Py_None);
     const unsigned char *hit = memmem(s, (size_t)n, at_text, (size_t)m);
     if (hit == NULL)
         return Py_BuildValue("(nn)", (Py_ssize_t)0, (Py_ssize_t)0);
@@ -358,18 +359,19 @@ scan_tree_span(PyObject *Py_UNUSED(self), PyObject *arg)
 
 /* The counts of `[` and `{`, `,`, `:` and `"` in a text outside [a, b): what
    `_strictjson.bound_json` first counts with `str.count` (its plain twin), in one
-   pass. None for a text outside ASCII. */
+   pass. None for a str outside ASCII; bytes as `tree_span` reads them. */
 static PyObject *
 scan_counts(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *text;
     Py_ssize_t a, b;
-    if (!PyArg_ParseTuple(args, "Unn:counts", &text, &a, &b))
+    if (!PyArg_ParseTuple(args, "Onn:counts", &text, &a, &b))
         return NULL;
-    if (!PyUnicode_IS_ASCII(text))
-        Py_RETURN_NONE;
-    const unsigned char *s = PyUnicode_1BYTE_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    const unsigned char *s;
+    Py_ssize_t n;
+    int ok = text_of(text, &s, &n, "counts");
+    if (ok <= 0)
+        return ok < 0 ? NULL : Py_NewRef(Py_None);
     if (a < 0) a = 0;
     if (a > n) a = n;
     if (b < a) b = a;
