@@ -1,5 +1,6 @@
 # CRC-32 by carry-less multiplication (_crc32.c); optional, see _serialize._format._load_crc32.
 from typing import Any
+
 from typing_extensions import Buffer
 
 IMPLEMENTATION: str

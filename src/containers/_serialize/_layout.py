@@ -447,7 +447,9 @@ def _column_layout(text: str, data_start: int, file_size: int, limits: Limits) -
     return Layout(by_name, metadata, data_start, file_size)
 
 
-def _scanned_layout(text: str | bytes, data_start: int, file_size: int, limits: Limits) -> Layout | None:
+def _scanned_layout(
+    text: str | bytes, data_start: int, file_size: int, limits: Limits
+) -> Layout | None:
     """``_column_layout``'s result, parsed in C (``containers._scan.header``: one pass
     over the header, the entries made as ``Tensor`` tuples, every number bounded to 18
     digits before it is read), or None to let ``_column_layout`` decide: the fast path
