@@ -289,7 +289,7 @@ def test_first_mismatch_refuses_what_is_not_a_group():
 def test_small_tensors_are_checked_in_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A flipped byte in any of many small tensors read as one group is an
     IntegrityError naming that tensor, with first_mismatch and with its plain twin, by
-    load, load(workers=1) and deserialize."""
+    load, load(workers=1), load(mmap=True) (a map's offsets) and deserialize."""
     tree = {f"a{i:03d}": np.full(4, i, np.float32) for i in range(300)}
     path = tmp_path / "f.safetensors"
     ct.save(path, tree)
@@ -304,6 +304,8 @@ def test_small_tensors_are_checked_in_groups(tmp_path: Path, monkeypatch: pytest
                 ct.load(path)
             with pytest.raises(ct.IntegrityError, match=message):
                 ct.load(path, workers=1)
+            with pytest.raises(ct.IntegrityError, match=message):
+                ct.load(path, mmap=True)
             with pytest.raises(ct.IntegrityError, match=message):
                 ct.deserialize(path.read_bytes())
             path.write_bytes(saved)
