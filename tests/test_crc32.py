@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import containers as ct
-from containers._serialize import _format
+from containers._serialize import _arrays, _format
 
 try:
     from containers import _crc32
@@ -222,3 +222,91 @@ def test_files_agree_between_implementations(tmp_path: Path, crc_impl: str):
 
 def _crc32_or_zlib() -> Callable[..., int]:
     return _crc32.crc32 if _crc32 is not None else zlib.crc32
+
+
+def _check_plain(tensors: list[Any], arrays: list[Any], wants: list[Any]) -> int:
+    """The index ``_arrays._check_all`` (the plain twin) refuses, or -1."""
+    try:
+        _arrays._check_all(tensors, arrays, wants)
+    except ct.IntegrityError as err:
+        name = re.search(r"tensor '([^']*)'", str(err))
+        assert name is not None
+        return [t.name for t in tensors].index(name.group(1))
+    return -1
+
+
+@compiled
+@settings(max_examples=300, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 200), min_size=1, max_size=40),
+    base=st.integers(-5, 5),
+    seed=st.integers(0, 2**32 - 1),
+    wrong=st.lists(st.sampled_from(["none", "ok", "off", "big", "negative"]), max_size=40),
+)
+def test_first_mismatch_agrees_with_check_all(
+    sizes: list[int], base: int, seed: int, wrong: list[str]
+):
+    """first_mismatch (one C loop over a buffer) finds the tensor the plain _check_all
+    refuses first, for groups of any sizes (empty ones too), offsets, None wants and
+    wrong ones (off by one, past 32 bits, negative)."""
+    data = random.Random(seed).randbytes(sum(sizes) + 10)
+    buf = np.frombuffer(data, np.uint8)
+    tensors, arrays, wants = [], [], []
+    pos = base + 5  # the first tensor's offset: at index 5 of the buffer
+    for k, n in enumerate(sizes):
+        t = _format.Tensor(pos, pos + n, f"t{k}", "U8", (n,), np.dtype("u1"))
+        tensors.append(t)
+        arrays.append(buf[pos - base : pos - base + n])
+        kind = wrong[k] if k < len(wrong) else "ok"
+        value = zlib.crc32(arrays[-1])
+        wants.append(
+            {
+                "none": None,
+                "ok": value,
+                "off": value ^ 1,
+                "big": value + 2**32,
+                "negative": -value - 1,
+            }[kind]
+        )
+        pos += n
+    assert _crc32.first_mismatch(buf, tensors, base, wants) == _check_plain(tensors, arrays, wants)
+
+
+@compiled
+def test_first_mismatch_refuses_what_is_not_a_group():
+    """first_mismatch says what it takes: lists of one length, tensors inside the data."""
+    t = _format.Tensor(0, 4, "t", "U8", (4,), np.dtype("u1"))
+    with pytest.raises(TypeError, match="two lists"):
+        _crc32.first_mismatch(b"abcd", (t,), 0, [None])
+    with pytest.raises(ValueError, match="differ in length"):
+        _crc32.first_mismatch(b"abcd", [t], 0, [])
+    with pytest.raises(ValueError, match="outside data"):
+        _crc32.first_mismatch(b"abc", [t], 0, [0])
+    with pytest.raises(TypeError, match="an int or None"):
+        _crc32.first_mismatch(b"abcd", [t], 0, ["0"])
+
+
+def test_small_tensors_are_checked_in_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A flipped byte in any of many small tensors read as one group is an
+    IntegrityError naming that tensor, with first_mismatch and with its plain twin, by
+    load, load(workers=1), load(mmap=True) (a map's offsets) and deserialize."""
+    tree = {f"a{i:03d}": np.full(4, i, np.float32) for i in range(300)}
+    path = tmp_path / "f.safetensors"
+    ct.save(path, tree)
+    start, offsets = _offsets(path)
+    for twin in (_arrays._first_mismatch, None):
+        monkeypatch.setattr(_arrays, "_first_mismatch", twin)
+        for name in ("a000", "a137", "a299"):
+            saved = path.read_bytes()
+            _flip(path, start + offsets[f"['{name}']"][0] + 2)
+            message = rf"tensor \"\['{name}'\]\": CRC32 mismatch"
+            with pytest.raises(ct.IntegrityError, match=message):
+                ct.load(path)
+            with pytest.raises(ct.IntegrityError, match=message):
+                ct.load(path, workers=1)
+            with pytest.raises(ct.IntegrityError, match=message):
+                ct.load(path, mmap=True)
+            with pytest.raises(ct.IntegrityError, match=message):
+                ct.deserialize(path.read_bytes())
+            path.write_bytes(saved)
+        assert ct.load(path)["a137"][0] == 137

@@ -665,6 +665,17 @@ def _scan_check(data: bytes) -> tuple[bool, bool, bool]:
     scanned = _layout._scanned_layout(text, 8 + n, len(data), limits)
     if scanned is not None:  # a subset of what the columnar path reads, the same layout
         assert scanned == _layout._column_layout(text, 8 + n, len(data), limits)
+    if scan is not None and text.isascii():  # ASCII bytes are read as their str
+        raw = data[8 : 8 + n]
+        assert scan.tree_span(raw) == scan.tree_span(text)
+        assert scan.counts(raw, 3, n // 2) == scan.counts(text, 3, n // 2)
+    # the same scan of the header's bytes, before any str is made: the same layout
+    from_bytes = _layout._scanned_ascii(data[8 : 8 + n], 8 + n, len(data), limits)
+    assert from_bytes is None or from_bytes == scanned
+    assert (from_bytes is None) == (
+        scanned is None
+        or not _strictjson.counts_fit(text, _strictjson.PARSE_FACTOR * n, _layout._tree_span(text))
+    )
     try:
         layout = _format.parse_header(data[8 : 8 + n], len(data), limits)
     except ct.SerializationError:
@@ -679,6 +690,8 @@ def _scan_check(data: bytes) -> tuple[bool, bool, bool]:
     plain = _recparse._records_usual(items, limits)
     assert plain is not None
     assert repr(records[:4]) == repr(plain[:4])  # repr: -0.0 and 0.0, types
+    known = _recparse._scanned_records(tree, limits, False, layout.tensors)
+    assert known is not None and repr(known[:4]) == repr(plain[:4])  # the layout's names
     if records.columns is None:
         return scanned is not None, True, False
     arrays = _format.read_arrays(io.BytesIO(data), layout, None)

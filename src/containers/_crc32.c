@@ -362,6 +362,72 @@ crc32_using(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return crc_call(impl, args + 1, nargs - 1, "crc32_using");
 }
 
+/* first_mismatch(data, tensors, base, wants, /): the index of the first tensor whose
+   bytes data[t[0] - base : t[1] - base] have a CRC-32 other than wants[k] (None: not
+   checked), or -1. `tensors` and `wants` are lists of one length, each tensor a tuple
+   whose items 0 and 1 are ints (its offsets); one loop over a group of small tensors
+   instead of a call per array (_serialize._arrays._check_group; plain twin:
+   _check_all over the views). */
+static PyObject *
+crc32_first_mismatch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    Py_ssize_t base, found = -1;
+    Impl impl = best_impl();
+
+    (void)module;
+    if (nargs != 4 || !PyList_Check(args[1]) || !PyList_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "first_mismatch(data, tensors, base, wants): two lists");
+        return NULL;
+    }
+    base = PyLong_AsSsize_t(args[2]);
+    if (base == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (PyList_GET_SIZE(args[1]) != PyList_GET_SIZE(args[3])) {
+        PyErr_SetString(PyExc_ValueError, "first_mismatch(): tensors and wants differ in length");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(args[1]); k++) {
+        PyObject *t = PyList_GET_ITEM(args[1], k), *want = PyList_GET_ITEM(args[3], k);
+        if (want == Py_None) {
+            continue;
+        }
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 2 || !PyLong_Check(want)) {
+            PyErr_SetString(PyExc_TypeError,
+                            "first_mismatch(): a tensor is a tuple (begin, end, ...), a want "
+                            "an int or None");
+            goto error;
+        }
+        Py_ssize_t a = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 0));
+        Py_ssize_t b = PyErr_Occurred() ? 0 : PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 1));
+        int overflow = 0;
+        long long w = PyErr_Occurred() ? 0 : PyLong_AsLongLongAndOverflow(want, &overflow);
+        if (PyErr_Occurred()) {
+            goto error;
+        }
+        if (a < base || b < a || b - base > view.len) {
+            PyErr_SetString(PyExc_ValueError, "first_mismatch(): a tensor lies outside data");
+            goto error;
+        }
+        uint32_t got = crc_run(impl, 0, (const unsigned char *)view.buf + (a - base),
+                               (size_t)(b - a));
+        if (overflow || w != (long long)got) {
+            found = k;
+            break;
+        }
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(found);
+error:
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 static PyMethodDef crc32_methods[] = {
     {"crc32", (PyCFunction)(void (*)(void))crc32_crc32, METH_FASTCALL,
      PyDoc_STR("crc32(data, value=0, /)\n--\n\n"
@@ -371,6 +437,11 @@ static PyMethodDef crc32_methods[] = {
      PyDoc_STR("crc32_using(implementation, data, value=0, /)\n--\n\n"
                "crc32 with a named implementation (for tests): 'table',\n"
                "'pclmulqdq' or 'avx512-vpclmulqdq'; ValueError if the CPU lacks it.")},
+    {"first_mismatch", (PyCFunction)(void (*)(void))crc32_first_mismatch, METH_FASTCALL,
+     PyDoc_STR("first_mismatch(data, tensors, base, wants, /)\n--\n\n"
+               "The index of the first tensor (begin, end, ...) whose bytes\n"
+               "data[begin - base:end - base] have a CRC-32 other than its want\n"
+               "(None: not checked), or -1.")},
     {NULL, NULL, 0, NULL},
 };
 

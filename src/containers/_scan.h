@@ -150,6 +150,29 @@ string(Cur *c)
     return out;
 }
 
+/* The characters of a text: an ASCII str's, or bytes' (taken as they are: the caller
+   has checked that they are ASCII, or each byte outside it is refused where it is
+   read). 1, or 0 for a str outside ASCII (the caller gives up); -1 with TypeError for
+   anything else. */
+static inline int
+text_of(PyObject *o, const unsigned char **s, Py_ssize_t *n, const char *fname)
+{
+    if (PyBytes_Check(o)) {
+        *s = (const unsigned char *)PyBytes_AS_STRING(o);
+        *n = PyBytes_GET_SIZE(o);
+        return 1;
+    }
+    if (!PyUnicode_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s: a str or bytes", fname);
+        return -1;
+    }
+    if (!PyUnicode_IS_ASCII(o))
+        return 0;
+    *s = PyUnicode_1BYTE_DATA(o);
+    *n = PyUnicode_GET_LENGTH(o);
+    return 1;
+}
+
 /* Give up (None) unless an error is set. */
 static inline PyObject *
 give_up(void)

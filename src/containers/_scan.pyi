@@ -3,7 +3,7 @@
 from typing import Any
 
 def header(
-    text: str,
+    text: str | bytes,
     data_size: int,
     max_tensors: int,
     max_ndim: int,
@@ -12,10 +12,10 @@ def header(
     /,
 ) -> tuple[dict[str, str], dict[str, Any]] | None: ...
 def records(
-    text: str, max_nodes: int, context: tuple[Any, ...], /
+    text: str, max_nodes: int, context: tuple[Any, ...], known: dict[str, Any] | None = None, /
 ) -> tuple[list[Any], list[str], list[int], set[int], list[Any] | None] | None: ...
-def tree_span(text: str, /) -> tuple[int, int] | None: ...
-def counts(text: str, a: int, b: int, /) -> tuple[int, int, int, int] | None: ...
+def tree_span(text: str | bytes, /) -> tuple[int, int] | None: ...
+def counts(text: str | bytes, a: int, b: int, /) -> tuple[int, int, int, int] | None: ...
 def arrays_fit(
     values: list[Any],
     wants: list[Any],

@@ -341,22 +341,57 @@ plain_value(Plain *p, PyObject *kind, PyObject *aux, Py_ssize_t n, PyObject *lea
     return 0;
 }
 
+/* The name of an A record at the cursor (its opening quote not consumed), taken from
+   `known` (a dict whose keys are the file's tensor names in file order; `*pos` its
+   PyDict_Next position) when the next key's text is there as it stands (no escape,
+   quote or control character in it, a quote after it): the same str object as the
+   layout's, so that comparing the tree's names to the file's (`_wants`, `build`) and
+   looking them up find identical objects. Else `string`'s answer. */
+static PyObject *
+tensor_name(Cur *c, PyObject *known, Py_ssize_t *pos)
+{
+    PyObject *key;
+    if (known != NULL && c->i < c->n && c->s[c->i] == '"' && PyDict_Next(known, pos, &key, NULL) &&
+        PyUnicode_Check(key) && PyUnicode_IS_ASCII(key)) {
+        Py_ssize_t len = PyUnicode_GET_LENGTH(key), at = c->i + 1;
+        const unsigned char *k = PyUnicode_1BYTE_DATA(key);
+        if (c->n - at > len && c->s[at + len] == '"' && memcmp(c->s + at, k, (size_t)len) == 0) {
+            Py_ssize_t i = 0;
+            while (i < len && k[i] >= 0x20 && k[i] != '"' && k[i] != '\\')
+                i++;
+            if (i == len) {
+                c->i = at + len + 1;
+                return Py_NewRef(key);
+            }
+        }
+    }
+    return string(c);
+}
+
 /* ctx: (Rec, none_rec, seq_recs, empty_dict_rec, few_keys, dict_kind, list_kind,
    tuple_kind, none_kind, max_depth, columns): with `columns` false, no Structure
-   records are made (inspect and the template loads read the records only). */
+   records are made (inspect and the template loads read the records only). `known`
+   (optional): a dict whose keys are the file's tensor names in file order, or None
+   (`tensor_name`). */
 SCAN_HIDDEN PyObject *
 scan_records(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *text, *none_rec, *seq_recs, *empty_dict_rec;
-    PyObject *dict_kind, *list_kind, *tuple_kind, *none_kind;
+    PyObject *dict_kind, *list_kind, *tuple_kind, *none_kind, *known = Py_None;
     PyTypeObject *rec_type;
-    Py_ssize_t max_nodes, few, max_depth;
+    Py_ssize_t max_nodes, few, max_depth, known_pos = 0;
     int want_columns;
-    if (!PyArg_ParseTuple(args, "Un(O!OO!OnOOOOnp):records", &text, &max_nodes, &PyType_Type,
+    if (!PyArg_ParseTuple(args, "Un(O!OO!OnOOOOnp)|O:records", &text, &max_nodes, &PyType_Type,
                           &rec_type, &none_rec, &PyDict_Type, &seq_recs, &empty_dict_rec, &few,
                           &dict_kind, &list_kind, &tuple_kind, &none_kind, &max_depth,
-                          &want_columns))
+                          &want_columns, &known))
         return NULL;
+    if (known != Py_None && !PyDict_CheckExact(known)) {
+        PyErr_SetString(PyExc_TypeError, "records: known must be a dict or None");
+        return NULL;
+    }
+    if (known == Py_None)
+        known = NULL;
     if (!PyType_IsSubtype(rec_type, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "records: Rec must be a tuple subclass");
         return NULL;
@@ -395,7 +430,7 @@ scan_records(PyObject *Py_UNUSED(self), PyObject *args)
         if (tag == 'A') {
             PyObject *name = NULL;
             if (ch(&c, ','))
-                name = string(&c);
+                name = tensor_name(&c, known, &known_pos);
             if (name == NULL)
                 goto no;
             if (!LIT(&c, ",\"") || c.n - c.i < 10 || c.s[c.i + 8] != '"' || c.s[c.i + 9] != ']') {

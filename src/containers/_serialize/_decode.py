@@ -402,10 +402,15 @@ def column_leaves(
     slot per leaf, a tenth of a tree of floats' file): a second build of the same
     records goes record by record. When the tree names the tensors in the file's order
     (``in_order``: as save writes a tree of one dtype) and no alias repeats one, the
-    arrays go to their places in that order, no name looked up."""
+    arrays go to their places in that order, no name looked up: at once when they are
+    consecutive leaves (``at`` increases, so its ends tell), as in a dict of arrays
+    (benchmarks/serialization.py, "many": 100,000 arrays)."""
     _, leaves, at = columns
     columns[1] = None
     if in_order and len(at) == len(arrays):
+        if at and at[-1] - at[0] == len(at) - 1:
+            leaves[at[0] : at[-1] + 1] = arrays.values()
+            return leaves, at
         for k, value in zip(at, arrays.values()):
             leaves[k] = value
     else:

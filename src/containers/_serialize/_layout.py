@@ -31,6 +31,7 @@ from containers._serialize._strictjson import (
     _int,
     _shown,
     bound_json,
+    counts_fit,
     load_extension,
     strict_json,
 )
@@ -143,6 +144,9 @@ def parse_header(raw: bytes | memoryview, file_size: int, limits: Limits) -> Lay
     raw = bytes(raw)
     if raw[:1] != b"{":
         raise FormatError("the header does not start with '{': this is not a safetensors file.")
+    usual = _scanned_ascii(raw, data_start, file_size, limits)
+    if usual is not None:
+        return usual
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -443,7 +447,9 @@ def _column_layout(text: str, data_start: int, file_size: int, limits: Limits) -
     return Layout(by_name, metadata, data_start, file_size)
 
 
-def _scanned_layout(text: str, data_start: int, file_size: int, limits: Limits) -> Layout | None:
+def _scanned_layout(
+    text: str | bytes, data_start: int, file_size: int, limits: Limits
+) -> Layout | None:
     """``_column_layout``'s result, parsed in C (``containers._scan.header``: one pass
     over the header, the entries made as ``Tensor`` tuples, every number bounded to 18
     digits before it is read), or None to let ``_column_layout`` decide: the fast path
@@ -466,6 +472,23 @@ def _scanned_layout(text: str, data_start: int, file_size: int, limits: Limits) 
         return None
     metadata, tensors = got
     return Layout(tensors, metadata, data_start, file_size)
+
+
+def _scanned_ascii(raw: bytes, data_start: int, file_size: int, limits: Limits) -> Layout | None:
+    """``parse_header``'s result for an ASCII header that ``_scanned_layout`` reads,
+    from its bytes (``containers._scan`` reads ASCII bytes as their str), or None to
+    let ``parse_header`` decode it and decide: a header as containers writes it is
+    never copied into a str (13 MB for the "many" file of benchmarks/serialization.py,
+    a page fault per 4 KB). The same steps in the same order: the tree's span, the
+    counts' bound that ``bound_json`` checks first (``counts_fit``; past it,
+    ``bound_json`` decides on the str), then the C header scan."""
+    scan = _scan
+    if scan is None or not raw.isascii():
+        return None
+    span: tuple[int, int] | None = scan.tree_span(raw)
+    if span is None or not counts_fit(raw, PARSE_FACTOR * len(raw), span):
+        return None
+    return _scanned_layout(raw, data_start, file_size, limits)
 
 
 _CODE = operator.itemgetter(0)

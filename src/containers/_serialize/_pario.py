@@ -10,6 +10,7 @@ reads a validated ``Layout`` and writes arrays at offsets it is given.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -20,8 +21,8 @@ import numpy as np
 
 from containers._errors import FormatError, SerializationError
 from containers._serialize import _format
-from containers._serialize._arrays import named
-from containers._serialize._format import Layout, Tensor, Wants, _check_all, _mismatch, _views
+from containers._serialize._arrays import _check_group
+from containers._serialize._format import Layout, Tensor, Wants, _mismatch, _views
 from containers._serialize._lazy import Progress, default_workers
 
 __all__ = ["read_parallel", "run_tasks", "write_parallel"]
@@ -111,23 +112,23 @@ def read_parallel(
     ``read_arrays`` does; a ``SerializationError`` starts with the file's path (unless
     it is None: the caller names the file)."""
     tasks: list[Callable[[], int]] = []
-    groups: list[list[Tensor]] = []
-    results: list[list[np.ndarray[Any, Any]]] = []  # each group's arrays, when read
+    results: list[list[list[np.ndarray[Any, Any]]]] = []  # per file, each group's arrays
     total = 0
     for path, fd, layout, wants in sources:
         tensors = list(layout.tensors.values())
+        results.append([])
         for i, j in _format._groups(tensors):
             out: list[np.ndarray[Any, Any]] = []
-            results.append(out)
+            results[-1].append(out)
             group = tensors[i:j]
-            groups.append(group)
             total += group[-1].end - group[0].begin
             w = None if wants is None else wants[i:j]
             tasks.append(_reader(path, fd, layout.data_start, group, w, out))
     run_tasks(tasks, workers, progress, total)
     arrays: dict[str, np.ndarray[Any, Any]] = {}
-    for group, out in zip(groups, results, strict=True):  # in file order, whoever read
-        named(arrays, group, out)
+    for (_, _, layout, _), outs in zip(sources, results, strict=True):
+        # in file order, whoever read: each file's names and arrays zipped once
+        arrays.update(zip(layout.tensors, itertools.chain.from_iterable(outs)))
     return arrays
 
 
@@ -184,7 +185,7 @@ def _read_group(
             if want is not None and value != want:
                 raise _mismatch(first, want, value)
         else:
-            _check_all(group, arrays, wants)
+            _check_group(buf, first.begin, group, arrays, wants)
     return n
 
 

@@ -237,7 +237,9 @@ _TREE_FACTOR = 18
 _SCAN_CONTEXT = (Rec, _NONE_REC, _SEQ_RECS, _EMPTY_DICT_REC, _FEW_KEYS, DICT, LIST, TUPLE, NONE)
 
 
-def parse_records(text: str, limits: Limits, *, columns: bool = False) -> Records:
+def parse_records(
+    text: str, limits: Limits, *, columns: bool = False, known: dict[str, Any] | None = None
+) -> Records:
     """Parse and validate the tree string of a file into records.
 
     The records are parsed a chunk at a time (``_format.json_array_chunks``) and each is
@@ -245,7 +247,8 @@ def parse_records(text: str, limits: Limits, *, columns: bool = False) -> Record
     list per record, 10 times the text) is never held whole. Errors come in the order
     of parsing the whole text first: a JSON error anywhere, then too many records, then
     the first bad record. With ``columns``, the records of a plain tree also come as a
-    ``Structure``'s, for ``build`` (``Records.columns``).
+    ``Structure``'s, for ``build`` (``Records.columns``). ``known``: the file's tensors
+    by name, in file order, whose name objects the C tier reuses (``_scanned_records``).
 
     Raises:
         FormatError: the string is not a list of valid records.
@@ -257,7 +260,7 @@ def parse_records(text: str, limits: Limits, *, columns: bool = False) -> Record
     if not _ARRAY(text):
         strict_json(text, "the tree")  # its JSON error, or not a list
         raise FormatError(_NOT_A_LIST)
-    records = _scanned_records(text, limits, columns)
+    records = _scanned_records(text, limits, columns, known)
     if records is None:
         items = itertools.chain.from_iterable(json_array_chunks(text, "the tree"))
         records = _records_usual(items, limits)
@@ -327,14 +330,20 @@ def _check_expansion(records: Records, limits: Limits) -> None:
                 sizes[k] = size
 
 
-def _scanned_records(text: str, limits: Limits, columns: bool = True) -> Records | None:
+def _scanned_records(
+    text: str, limits: Limits, columns: bool = True, known: dict[str, Any] | None = None
+) -> Records | None:
     """``_records_usual``'s result, parsed in C (``containers._scan.records``: one pass
     over the text, no JSON object per record), or None to let the Python tiers decide:
     the fast path of a tree as containers writes it (benchmarks/serialization.py,
     "many": 110,000 records). It reads the records A, S (a plain JSON value), N, L, T,
     D (string keys), C and @, without whitespace, and gives up on anything else, valid
     or not, and on any record the Python tiers would refuse (so they say why); the
-    records it builds are theirs (tests/test_serialize_fuzz.py compares them)."""
+    records it builds are theirs (tests/test_serialize_fuzz.py compares them). An array
+    record naming the next of the ``known`` tensors (the file's, in file order) as it
+    stands gets that name's str object, equal to the one it would make: the tree's
+    names are then compared with the file's (``_wants``, ``build``) by identity, and
+    hashed once (benchmarks/serialization.py, "many": 100,000 names)."""
     scan = _layout._scan
     if scan is None:
         return None
@@ -342,6 +351,7 @@ def _scanned_records(text: str, limits: Limits, columns: bool = True) -> Records
         text,
         min(limits.max_nodes, sys.maxsize),
         (*_SCAN_CONTEXT, min(limits.max_depth, sys.maxsize), columns),
+        known,
     )
     return None if got is None else Records(*got)
 
@@ -480,10 +490,16 @@ def key_of(rec: Rec, i: int) -> str:
 
 
 def _records(layout: Layout, limits: Limits, *, columns: bool = False) -> Records:
-    return _records_of(layout.metadata, limits, columns=columns)
+    return _records_of(layout.metadata, limits, columns=columns, known=layout.tensors)
 
 
-def _records_of(meta: dict[str, str], limits: Limits, *, columns: bool = False) -> Records:
+def _records_of(
+    meta: dict[str, str],
+    limits: Limits,
+    *,
+    columns: bool = False,
+    known: dict[str, Any] | None = None,
+) -> Records:
     """The validated records of a file's (or a sharded checkpoint's index's) metadata
     (with ``columns``, for ``build``: the ``Structure`` records too, where ``_scan``
     makes them)."""
@@ -501,7 +517,7 @@ def _records_of(meta: dict[str, str], limits: Limits, *, columns: bool = False) 
                 f"(format {FORMAT_VERSION}). Upgrade containers to load it."
             )
         raise FormatError(f"unknown containers format {fmt[:20]!r}. The file is corrupt.")
-    return parse_records(meta[TREE_KEY], limits, columns=columns)
+    return parse_records(meta[TREE_KEY], limits, columns=columns, known=known)
 
 
 def _wants(records: Records, layout: Layout) -> Wants:

@@ -268,6 +268,19 @@ def bound_json(text: str, what: str, budget: int, *, skip: tuple[int, int] = (0,
         )
 
 
+def counts_fit(text: str | bytes, budget: int, skip: tuple[int, int]) -> bool:
+    """Whether ``bound_json``'s first bound, from counts made in C
+    (``containers._scan.counts``, one pass), keeps ``text`` within ``budget``: then
+    ``bound_json`` returns at once. False when the extension is not built or the text
+    is a str outside ASCII; ASCII bytes are counted as their str would be (a header
+    read by ``_layout._scanned_ascii`` before it is decoded)."""
+    counted = None if _scan is None else _scan.counts(text, *skip)
+    if counted is None:
+        return False
+    opens, commas, colons, quotes = counted
+    return _cost(opens, commas, colons, quotes // 2, len(text)) <= budget
+
+
 def _counts_plain(text: str, a: int, b: int) -> tuple[int, int, int, int]:
     """``[`` and ``{``, ``,``, ``:`` and strings (quotes halved) outside ``[a, b)``:
     the plain twin of ``containers._scan.counts``."""
