@@ -617,6 +617,28 @@ def test_table_spaces_its_slots_by_its_first_keys() -> None:
 
 
 @compiled
+def test_table_finds_keys_stored_from_two_regions_in_turn() -> None:
+    """Keys stored alternately from two regions of memory (two arrays, then the dict
+    holding them, as fmap stores a tree of dicts of arrays), on a heap with holes, take
+    their spacing in address order: every key is found with its value, by the same
+    table and by the next one taking its cleared slots, and ids never stored are not."""
+    junk = [np.zeros(4) for _ in range(20_000)]
+    del junk[::3]  # holes the next arrays and dicts fill first
+    tree = {f"layer{i:05d}": {"b": np.zeros(4), "w": np.zeros((4, 4))} for i in range(20_000)}
+    order = [obj for layer in tree.values() for obj in (layer["b"], layer["w"], layer)]
+    for table in (_table(), _table()):
+        for i, obj in enumerate(order):
+            table.store(obj, i)
+        assert all(table.get(id(obj)) == i for i, obj in enumerate(order))
+        assert not any(id(obj) in table for obj in junk)
+        table.clear()
+    out = ct.fmap(lambda a: a, {"x": tree, "y": tree})
+    assert out["x"] is out["y"] and all(
+        out["x"][k]["w"] is v["w"] and out["x"][k] is not v for k, v in tree.items()
+    )
+
+
+@compiled
 def test_a_node_stored_after_its_children_keeps_every_entry() -> None:
     """A mutable node is looked up before its children are mapped and stored after them,
     in the slot its lookup found if that slot is still empty: a child stored in between
