@@ -2010,6 +2010,24 @@ def _swap_first_key(tree: Any, n: int) -> None:
         tree["c"] = 3.0
 
 
+_REPLACEMENT = np.full(1, -5)
+
+
+def _replace_later(tree: Any, n: int) -> None:
+    if n == 1:  # the loop read the old value's address ahead, as a hint
+        tree["k05"] = _REPLACEMENT
+
+
+def _pop_later(tree: Any, n: int) -> None:
+    if n == 1:
+        del tree["k09"]
+
+
+def _many() -> dict[str, Any]:
+    """More than SMALL_DICT values."""
+    return {f"k{i:02d}": a for i, a in enumerate(_ARRAYS)}
+
+
 @compiled
 @pytest.mark.parametrize(
     ("make", "f_step"),
@@ -2019,6 +2037,8 @@ def _swap_first_key(tree: Any, n: int) -> None:
         (lambda: {"b": _A, "c": _C, "a": _B}, _pop_a),  # by key: KeyError('a')
         (lambda: {"a": _A, "b": _B}, _pop_a),
         (lambda: {"a": _A, "b": _B}, _swap_first_key),  # "keys changed"
+        (_many, _replace_later),  # a later value replaced: the new one is mapped
+        (_many, _pop_later),  # "dictionary changed size"
     ],
 )
 def test_dicts_f_changes_agree_with_map_dict(make: Any, f_step: Any) -> None:
