@@ -618,6 +618,28 @@ def test_table_spaces_its_slots_by_its_first_keys() -> None:
 
 
 @compiled
+def test_table_finds_keys_stored_from_two_regions_in_turn() -> None:
+    """Keys stored alternately from two regions of memory (two arrays, then the dict
+    holding them, as fmap stores a tree of dicts of arrays), on a heap with holes, take
+    their spacing in address order: every key is found with its value, by the same
+    table and by the next one taking its cleared slots, and ids never stored are not."""
+    junk = [np.zeros(4) for _ in range(20_000)]
+    del junk[::3]  # holes the next arrays and dicts fill first
+    tree = {f"layer{i:05d}": {"b": np.zeros(4), "w": np.zeros((4, 4))} for i in range(20_000)}
+    order = [obj for layer in tree.values() for obj in (layer["b"], layer["w"], layer)]
+    for table in (_table(), _table()):
+        for i, obj in enumerate(order):
+            table.store(obj, i)
+        assert all(table.get(id(obj)) == i for i, obj in enumerate(order))
+        assert not any(id(obj) in table for obj in junk)
+        table.clear()
+    out = ct.fmap(lambda a: a, {"x": tree, "y": tree})
+    assert out["x"] is out["y"] and all(
+        out["x"][k]["w"] is v["w"] and out["x"][k] is not v for k, v in tree.items()
+    )
+
+
+@compiled
 def test_a_node_stored_after_its_children_keeps_every_entry() -> None:
     """A mutable node is looked up before its children are mapped and stored after them,
     in the slot its lookup found if that slot is still empty: a child stored in between
@@ -1989,6 +2011,24 @@ def _swap_first_key(tree: Any, n: int) -> None:
         tree["c"] = 3.0
 
 
+_REPLACEMENT = np.full(1, -5)
+
+
+def _replace_later(tree: Any, n: int) -> None:
+    if n == 1:  # the loop read the old value's address ahead, as a hint
+        tree["k05"] = _REPLACEMENT
+
+
+def _pop_later(tree: Any, n: int) -> None:
+    if n == 1:
+        del tree["k09"]
+
+
+def _many() -> dict[str, Any]:
+    """More than SMALL_DICT values."""
+    return {f"k{i:02d}": a for i, a in enumerate(_ARRAYS)}
+
+
 @compiled
 @pytest.mark.parametrize(
     ("make", "f_step"),
@@ -1998,6 +2038,8 @@ def _swap_first_key(tree: Any, n: int) -> None:
         (lambda: {"b": _A, "c": _C, "a": _B}, _pop_a),  # by key: KeyError('a')
         (lambda: {"a": _A, "b": _B}, _pop_a),
         (lambda: {"a": _A, "b": _B}, _swap_first_key),  # "keys changed"
+        (_many, _replace_later),  # a later value replaced: the new one is mapped
+        (_many, _pop_later),  # "dictionary changed size"
     ],
 )
 def test_dicts_f_changes_agree_with_map_dict(make: Any, f_step: Any) -> None:

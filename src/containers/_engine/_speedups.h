@@ -219,9 +219,9 @@ table_home(const IdTableObject *self, const void *key)
        (a tree's leaves, usually) take nearby slots, so a walk reads the slots nearly
        in order instead of missing the CPU cache at each probe (benchmarks/run.py, W3id
        at 100k: a multiplicative hash made each store a cache miss, as slow as the
-       dict). The shift is the keys' spacing (table_respace): objects 96 bytes apart
-       (numpy arrays) take every slot or every other one rather than one in six, so a
-       walk reads a quarter as many cache lines of slots. Higher bits are folded in so
+       dict). The shift follows the keys' spacing (table_respace): objects 96 bytes apart
+       (numpy arrays) take every third slot rather than one in six, so a walk reads
+       half as many cache lines of slots. Higher bits are folded in so
        that objects a power of two apart (page-aligned ones) still spread over the
        slots. */
     uintptr_t h = (uintptr_t)key >> self->shift;

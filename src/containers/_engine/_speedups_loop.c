@@ -399,16 +399,20 @@ map_str_dict(const Run *run, PyObject *x, PyObject *depth)
     Py_ssize_t n = PyDict_GET_SIZE(x), pos = 0, i;
     PyObject *small[2 * SMALL_DICT], **keys = small, *key, *value, *out = NULL;
     if (n > SMALL_DICT) {
-        keys = PyMem_New(PyObject *, 2 * n);
+        keys = PyMem_New(PyObject *, 3 * n);
         if (keys == NULL) {
             return PyErr_NoMemory();
         }
     }
     /* keys[0:n]: x's keys in its order (held, as `list(x)`); keys[n:2n]: the same
-       keys in sorted order (borrowed from the first half) */
-    PyObject **order = keys + n;
+       keys in sorted order (borrowed from the first half); in a larger dict,
+       keys[2n:3n]: its values as they are now (neither held nor read: addresses for
+       table_prefetch, which reads nothing) */
+    PyObject **order = keys + n, **ahead = n > SMALL_DICT ? keys + 2 * n : NULL;
     /* the values' home slots are hinted here in a small dict, one child ahead in a
-       larger one (table_prefetch) */
+       larger one (table_prefetch), from the addresses read here: a second pass over
+       the dict's entries to read the next one at each child cost more than the hint
+       saved (benchmarks/run.py, W6id's dict of 50,000 layers at 100k) */
     const IdTableObject *hint = table == Py_None ? NULL : (const IdTableObject *)table;
     for (i = 0; PyDict_Next(x, &pos, &key, &value); i++) {
         if (!PyUnicode_CheckExact(key)) {
@@ -416,7 +420,10 @@ map_str_dict(const Run *run, PyObject *x, PyObject *depth)
         }
         Py_INCREF(key);
         keys[i] = order[i] = key;
-        if (hint != NULL && n <= SMALL_DICT) {
+        if (ahead != NULL) {
+            ahead[i] = value;
+        }
+        else if (hint != NULL) {
             table_prefetch(hint, value);
         }
     }
@@ -489,10 +496,8 @@ map_str_dict(const Run *run, PyObject *x, PyObject *depth)
                 PyErr_SetString(PyExc_RuntimeError, "dictionary keys changed during iteration");
                 break;
             }
-            PyObject *next;
-            Py_ssize_t ahead = pos;
-            if (hint != NULL && n > SMALL_DICT && PyDict_Next(x, &ahead, NULL, &next)) {
-                table_prefetch(hint, next); /* a hint: next is not read */
+            if (hint != NULL && ahead != NULL && i + 1 < n) {
+                table_prefetch(hint, ahead[i + 1]); /* a hint: ahead[i + 1] is not read */
             }
             Py_INCREF(value);
             PyObject *r = map_child(run, value, NULL, kid_depth);
