@@ -401,6 +401,31 @@ plain_value(Plain *p, PyObject *kind, PyObject *aux, Py_ssize_t n, PyObject *lea
     return 0;
 }
 
+/* A record's text after its tag, up to its closing bracket: where it starts, its length. */
+typedef struct {
+    Py_ssize_t at, len;
+} Text;
+
+/* Whether the text at the cursor repeats `t` (then passed over): a record with the same
+   text after the same tag is the same record, so it shares that record's objects, as
+   equal scalars do (a list of containers: one C record and one kept str for all).
+   Texts are self-delimiting: the one parse of `t` ended at its closing bracket. */
+static inline int
+repeats(Cur *c, Text t)
+{
+    if (t.len == 0 || c->n - c->i < t.len || memcmp(c->s + c->i, c->s + t.at, (size_t)t.len) != 0)
+        return 0;
+    c->i += t.len;
+    return 1;
+}
+
+/* An S record made new, its text and value: a later S record of that text is it. */
+#define RECENT 8
+typedef struct {
+    Text text;
+    PyObject *value, *rec;
+} Recent;
+
 /* A class record (its data: name, version, children, kept) as a node of the
    Structure, when `resolve` vouches for its fields (see Plain); else no columns.
    -1: an error is set. */
@@ -523,6 +548,10 @@ scan_records(PyObject *Py_UNUSED(self), PyObject *args)
     PyObject *targets = PySet_New(NULL);
     PyObject *tags[7] = {NULL};
     PyObject *last = NULL, *last_rec = NULL;  /* borrowed: the previous plain scalar */
+    PyObject *last_class = NULL;              /* borrowed: the previous new C record */
+    Text class_text = {0, 0};                 /* its text (after the tag) */
+    Recent recent[RECENT];                    /* the last new S records (borrowed) */
+    int n_recent = 0, next_recent = 0;
     static const char *tag_text[7] = {"A", "S", "N", "L", "T", "D", "C"};
     for (int k = 0; k < 7; k++)
         tags[k] = PyUnicode_InternFromString(tag_text[k]);
@@ -582,25 +611,42 @@ scan_records(PyObject *Py_UNUSED(self), PyObject *args)
             rec = named(rec_type, 3, items);
         }
         else if (tag == 'S') {
-            PyObject *v = NULL;
-            if (ch(&c, ','))
-                v = scalar(&c);
-            if (v == NULL || !ch(&c, ']') || plain_value(&plain, NULL, NULL, 0, v, 0, -1) < 0) {
-                Py_XDECREF(v);
-                goto no;
-            }
-            if (v == last) {
-                Py_DECREF(v);
-                Py_INCREF(last_rec);
-                rec = last_rec;
+            Py_ssize_t at = c.i;
+            int k = 0;
+            while (k < n_recent && !repeats(&c, recent[k].text))
+                k++;
+            if (k < n_recent) {  /* the text of a recent S record: that record */
+                if (plain_value(&plain, NULL, NULL, 0, recent[k].value, 0, -1) < 0)
+                    goto no;
+                rec = Py_NewRef(recent[k].rec);
             }
             else {
-                PyObject *zero = PyLong_FromLong(0);
-                Py_INCREF(tags[1]);
-                PyObject *items[3] = {tags[1], zero, v};
-                rec = named(rec_type, 3, items);
-                last = v;  /* held by rec */
-                last_rec = rec;
+                PyObject *v = NULL;
+                if (ch(&c, ','))
+                    v = scalar(&c);
+                if (v == NULL || !ch(&c, ']') ||
+                    plain_value(&plain, NULL, NULL, 0, v, 0, -1) < 0) {
+                    Py_XDECREF(v);
+                    goto no;
+                }
+                if (v == last) {
+                    Py_DECREF(v);
+                    Py_INCREF(last_rec);
+                    rec = last_rec;
+                }
+                else {
+                    PyObject *zero = PyLong_FromLong(0);
+                    Py_INCREF(tags[1]);
+                    PyObject *items[3] = {tags[1], zero, v};
+                    rec = named(rec_type, 3, items);
+                    last = v;  /* held by rec */
+                    last_rec = rec;
+                    if (rec != NULL) {
+                        recent[next_recent] = (Recent){{at, c.i - at}, v, rec};
+                        next_recent = (next_recent + 1) % RECENT;
+                        n_recent += n_recent < RECENT;
+                    }
+                }
             }
         }
         else if (tag == 'N') {
@@ -697,7 +743,14 @@ scan_records(PyObject *Py_UNUSED(self), PyObject *args)
                 rec = named(rec_type, 3, items);
             }
         }
+        else if (tag == 'C' && last_class != NULL && repeats(&c, class_text)) {
+            /* the last class record's text: its record (a list of containers) */
+            if (plain_class(&plain, PyTuple_GET_ITEM(last_class, 2)) < 0)
+                goto no;
+            rec = Py_NewRef(last_class);
+        }
         else if (tag == 'C') {
+            Py_ssize_t at = c.i;
             PyObject *name = NULL, *kids = NULL, *kept = NULL;
             int64_t version = 0;
             if (ch(&c, ','))
@@ -736,6 +789,8 @@ scan_records(PyObject *Py_UNUSED(self), PyObject *args)
             Py_INCREF(tags[6]);
             PyObject *items[3] = {tags[6], count, data};
             rec = named(rec_type, 3, items);
+            last_class = rec;  /* held by recs */
+            class_text = (Text){at, c.i - at};
         }
         else if (tag == '@') {
             int64_t k;
