@@ -6,8 +6,9 @@ Two trees (ISSUE 13):
 - many: a dict of 1,000 dicts of 100 float32[4] arrays (100,000 arrays) plus a dict of
   10,000 Python floats;
 - classes: a list of 10,000 small declared containers (two float32[4] arrays and a
-  kept str each), the tree a file's class records rebuild one by one (issue #31); only
-  containers' own rows and pickle's (the peers' formats do not hold classes).
+  kept str each), a file of class records (issue #31), rebuilt in one compiled pass
+  from its `Structure` records (issue #33); only containers' own rows and pickle's (the
+  peers' formats do not hold classes).
 
 Contenders, each saving to and loading from a file in a temp directory:
 
@@ -124,8 +125,8 @@ def _read(path: str) -> bytes:
 
 
 def class_cases(tree: Any) -> dict[str, Case]:
-    """The contenders for a tree of declared containers: containers' loads (record by
-    record: a file's class records) and pickle's."""
+    """The contenders for a tree of declared containers: containers' loads (of class
+    records at today's fields: from the file's ``Structure`` records) and pickle's."""
     memory: dict[str, bytes] = {}
     return {
         "containers": (lambda p: ct.save(p, tree), ct.load),

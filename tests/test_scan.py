@@ -87,3 +87,37 @@ def test_scanned_records_reuse_only_equal_names(keys, others, order):
         plain = all(" " <= c <= "~" and c not in '"\\' for k in layout.tensors for c in k)
         if plain:
             assert all(a is b for a, b in zip(got.names, layout.tensors))
+
+
+@ct.container(children=["w"], keep=["act", "scale"], name="tests.scan.Unit")
+class Unit:
+    w: np.ndarray
+    act: str = "relu"
+    scale: float = 1.0
+
+
+@scanned
+def test_scanned_records_share_a_repeated_records_objects():
+    """The C parse gives a class record or scalar record whose text repeats the last
+    one's that same record (a list of containers: one C record and one kept str for
+    all), which the plain parse gives as equal records; a different text breaks the
+    run."""
+    limits = ct.Limits()
+    units = [Unit(np.zeros(1, np.float32)) for _ in range(3)]
+    units += [Unit(np.zeros(1, np.float32), "tanh"), Unit(np.zeros(1, np.float32), scale=2.0)]
+    data = ct.serialize(units)
+    layout = _format.parse_header(
+        data[8 : 8 + int.from_bytes(data[:8], "little")], len(data), limits
+    )
+    tree = layout.metadata[_format.TREE_KEY]
+    got = _recparse._scanned_records(tree, limits)
+    assert got is not None
+    classes = [r for r in got.recs if r.tag == "C"]
+    assert len(classes) == 5 and all(r is classes[0] for r in classes)
+    acts = [got.recs[j] for j in range(len(got.recs)) if got.recs[j - 2].tag == "C"]
+    assert [r.data for r in acts] == ["relu"] * 3 + ["tanh", "relu"]
+    assert acts[0] is acts[1] is acts[2] and acts[3] is not acts[4]
+    items = _strictjson.json_array_chunks(tree, "the tree")
+    plain = _recparse._records_usual((r for chunk in items for r in chunk), limits)
+    assert plain is not None and repr(plain[:4]) == repr(got[:4])
+    assert [u.act for u in ct.deserialize(data)] == ["relu"] * 3 + ["tanh", "relu"]

@@ -35,6 +35,13 @@ class Layer:
     shape: tuple[int, ...] = (1,)
 
 
+@ct.container(children=["x"], keep=["k", "j"], name="tests.compiled.Kept")
+class Kept:
+    x: Any
+    k: Any = None
+    j: Any = "j"
+
+
 @ct.container(name="tests.compiled.Frozen")
 class Frozen:
     a: Any
@@ -115,8 +122,8 @@ def _array(draw: Any) -> Any:
 
 @st.composite
 def trees(draw: Any) -> Any:
-    """Nodes of every builtin kind, containers, register_node kinds, namedtuples; shared
-    arrays and nodes, now and then a cycle."""
+    """Nodes of every builtin kind, containers (kept values of every kind),
+    register_node kinds, namedtuples; shared arrays and nodes, now and then a cycle."""
     pool: list[Any] = []  # arrays and mutable nodes made so far
     keys = st.one_of(st.text(max_size=2), st.integers(-3, 9), st.just("é"), st.just((1, "a")))
 
@@ -155,6 +162,9 @@ def trees(draw: Any) -> Any:
             made = Frozen(kids[0])
         elif kind == 9:
             made = None
+        elif kind == 11:  # kept scalars (written by classify itself), or other kept values
+            kept = st.one_of(_SCALARS, st.none(), st.sampled_from([(1,), [2], {"a": 3}]))
+            made = Kept(kids[0], draw(kept), draw(kept))
         elif kind == 10:  # str keys alone, inserted in any order (the C walk's dicts)
             names = st.text(max_size=3)
             made = dict(zip(draw(st.lists(names, min_size=len(kids), max_size=len(kids))), kids))

@@ -617,7 +617,7 @@ def test_mutated_index_files_of_the_sharded_corpus_read_nothing_outside(tmp_path
 
 def _plain_seeds() -> list[bytes]:
     """Valid files of the trees ``_scan`` reads whole (dicts, lists, tuples, None,
-    arrays, plain scalars), with shared arrays and shared nodes, and a class record."""
+    arrays, plain scalars), with shared arrays and shared nodes, and class records."""
     a = np.arange(4, dtype=np.float32)
     inner = {"x": a, "y": [1, 2]}
     trees = [
@@ -629,6 +629,12 @@ def _plain_seeds() -> list[bytes]:
         [Layer(a, np.zeros(2), "l", (1,)), {"s": [a, a]}],
         {"deep": [[[[[[a]]]]]], "n": None, "t": (1.5, 'q\\"', [])},
         {"\u00e9": a},  # a key outside ASCII: left to the Python tiers
+        # classes at today's fields with scalar kept values: in the Structure's records
+        [
+            Layer(a, [np.zeros(2), None], "l", None),
+            {"s": Layer(1, a, "m", 3)},
+            Layer(a, a, "n", -0.0),
+        ],
     ]
     return [ct.serialize(t, metadata={"note": 'a "b"\t'}) for t in trees]
 
@@ -712,8 +718,9 @@ def test_scan_agrees_with_its_plain_twins():
     counts = Counter()
     # which parts read each plain seed whole: not an empty tensor (1) or a file of no
     # tensor (4) in the header, nor a key outside ASCII (7: its escapes); not a shared
-    # node (1) or a class record (5) in the rebuild
+    # node (1) or a class record with a kept tuple (5) in the rebuild
     ran = [(1, 1, 1), (0, 1, 0), (1, 1, 1), (1, 1, 1), (0, 1, 1), (1, 1, 0), (1, 1, 1), (0, 0, 0)]
+    ran += [(1, 1, 1)]  # 8: classes with scalar kept values, rebuilt from the columns
     for i, data in enumerate(_plain_seeds()):
         assert _scan_check(data) == tuple(map(bool, ran[i])), i
     for data in seeds + [_mutate(rng.choice(seeds), rng) for _ in range(20_000)]:

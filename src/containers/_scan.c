@@ -11,12 +11,14 @@
    be the header's bytes (every byte outside ASCII is refused where it is read), so
    that a usual header is never decoded into a str (`_layout._scanned_ascii`).
 
-   `records(text, max_nodes, ctx[, known])` is `_recparse._records_usual` in C for a
-   tree string as `_encode` writes it (no whitespace; the records A, S with a plain
-   JSON value, N, L, T, D with string keys, C, and @): it returns `(recs, names, crcs,
-   targets)`, the fields of `Records`, or None for anything else, which the Python
-   tiers then decide. An A record's name equal to the next of `known`'s keys (the
-   layout's tensor names in file order) is that key's object.
+   `records(text, max_nodes, ctx[, known, resolve])` is `_recparse._records_usual` in
+   C for a tree string as `_encode` writes it (no whitespace; the records A, S with a
+   plain JSON value, N, L, T, D with string keys, C, and @): it returns `(recs, names,
+   crcs, targets)`, the fields of `Records`, or None for anything else, which the
+   Python tiers then decide. An A record's name equal to the next of `known`'s keys
+   (the layout's tensor names in file order) is that key's object. `resolve`
+   (`_evolve.exact_kind`) is called once per class name, to put declared containers
+   in a tree's `Structure` records (_scan_records.c, Plain).
 
    `arrays_fit` and `array_head` (_scan_fit.c) check a file's leaves against a
    template's arrays for load(like=) (`_positional`).
@@ -424,7 +426,7 @@ static PyMethodDef scan_methods[] = {
      "tensors) | None"},
     {"records", scan_records, METH_VARARGS,
      "records(text, max_nodes, (Rec, none_rec, seq_recs, empty_dict_rec, few_keys, dict_kind, "
-     "list_kind, tuple_kind, none_kind, max_depth, columns)[, known]) -> (recs, names, crcs, "
+     "list_kind, tuple_kind, none_kind, max_depth, columns)[, known, resolve]) -> (recs, names, crcs, "
      "targets, columns) | None"},
     {"arrays_fit", scan_arrays_fit, METH_VARARGS,
      "arrays_fit(values, wants, ndarray[, tensor, dtypes, convert]) -> set of types | None"},

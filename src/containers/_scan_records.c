@@ -155,10 +155,19 @@ hexval(unsigned char h)
 /* --- the tree's structure, for `_records.build` --------------------------------------
 
    While the records are parsed, a tree of dicts, lists, tuples, Nones, arrays and
-   scalars (no class record, no alias to a node, which `_decode.build` handles) is also
-   turned into the records of a `Structure` (`(kind, aux, n, mask)` in pre-order) and
-   its leaves: a tensor's name where an array goes (`at`: those positions), else the
-   scalar. One stack of open nodes, each with its children's node bits. */
+   scalars (no alias to a node, which `_decode.build` handles) is also turned into the
+   records of a `Structure` (`(kind, aux, n, mask)` in pre-order) and its leaves: a
+   tensor's name where an array goes (`at`: those positions), else the scalar. One
+   stack of open nodes, each with its children's node bits.
+
+   Declared containers too, when the caller passes `resolve` (`_evolve.exact_kind`):
+   called once per class name met, with the first record's (name, version, children,
+   kept), it gives the class's NodeKind when `_decode.build` would rebuild such a
+   record at once (`_exact`: a registered container at today's version and fields),
+   else None. A class record then makes a node of its children whose aux is the tuple
+   of its kept values, which must be scalars (a kept node or array, a record of the
+   name with other fields, or None from `resolve`: no columns, `_decode.build` goes
+   record by record and says what is wrong). */
 
 typedef struct {
     Py_ssize_t index;  /* its record in srecs */
@@ -166,6 +175,7 @@ typedef struct {
     PyObject *kind, *aux;  /* borrowed kind, owned aux */
     char *bits;
     Py_ssize_t cap;
+    Py_ssize_t kept;  /* a class: its last `kept` values are its aux; else -1 */
 } Frame;
 
 typedef struct {
@@ -174,13 +184,32 @@ typedef struct {
     Frame *stack;
     PyObject *srecs, *leaves, *at;
     PyObject *last;  /* the last record made (borrowed from srecs), or NULL */
+    PyObject *resolve;  /* borrowed: `_evolve.exact_kind`, or NULL (a class: no columns) */
+    PyObject *classes;  /* name -> (version, children, kept, kind or None), or NULL */
 } Plain;
+
+/* Whether the kept values `a` and `b` (tuples) are the same for a rebuild: item by
+   item the same object, or equal str (1 == True == 1.0 and 0.0 == -0.0 are not). */
+static int
+same_kept(PyObject *a, PyObject *b)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(a);
+    if (PyTuple_GET_SIZE(b) != n)
+        return 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *x = PyTuple_GET_ITEM(a, k), *y = PyTuple_GET_ITEM(b, k);
+        if (x != y && !(PyUnicode_CheckExact(x) && PyUnicode_CheckExact(y) &&
+                        PyUnicode_Compare(x, y) == 0))
+            return 0;
+    }
+    return 1;
+}
 
 /* The record (kind, aux, n, mask), stolen aux and mask: the last one made when it is
    equal (a list of Nones, of empty lists or of 1-tuples shares one record, as the
    parsed records share theirs: memory of the order of the file), else a new one. */
 static PyObject *
-plain_record(Plain *p, PyObject *kind, PyObject *aux, Py_ssize_t n, PyObject *mask)
+plain_record(Plain *p, PyObject *kind, PyObject *aux, Py_ssize_t n, PyObject *mask, int is_class)
 {
     PyObject *last = p->last;
     if (last != NULL && PyTuple_GET_ITEM(last, 0) == kind &&
@@ -188,7 +217,9 @@ plain_record(Plain *p, PyObject *kind, PyObject *aux, Py_ssize_t n, PyObject *ma
         PyLong_AsSsize_t(PyTuple_GET_ITEM(last, 2)) == n) {
         PyObject *was = PyTuple_GET_ITEM(last, 1);
         int same = was == aux;
-        if (!same && PyTuple_Check(was) && PyTuple_Check(aux)) {
+        if (!same && is_class)
+            same = same_kept(was, aux);
+        else if (!same && PyTuple_Check(was) && PyTuple_Check(aux)) {
             same = PyObject_RichCompareBool(was, aux, Py_EQ);
             if (same < 0) {
                 Py_DECREF(aux);
@@ -240,10 +271,12 @@ grow(void *items, Py_ssize_t *cap, Py_ssize_t first, size_t size)
 }
 
 /* A value of the tree: a leaf (kind NULL: `leaf` goes to the leaves, `is_array` says
-   whether it is a tensor's name), or a node (`kind`, `aux` stolen, `n` children). -1:
-   an error is set. */
+   whether it is a tensor's name), or a node (`kind`, `aux` stolen, `n` children, of
+   which the last `kept` are a class's kept values, or -1: not a class). -1: an error
+   is set. */
 static int
-plain_value(Plain *p, PyObject *kind, PyObject *aux, Py_ssize_t n, PyObject *leaf, int is_array)
+plain_value(Plain *p, PyObject *kind, PyObject *aux, Py_ssize_t n, PyObject *leaf, int is_array,
+            Py_ssize_t kept)
 {
     if (!p->ok) {
         Py_XDECREF(aux);
@@ -284,27 +317,27 @@ plain_value(Plain *p, PyObject *kind, PyObject *aux, Py_ssize_t n, PyObject *lea
         Py_ssize_t index = PyList_GET_SIZE(p->srecs);
         if (n) {
             if (p->depth >= p->max_depth) {  /* too deep: _decode.build says so */
-                Py_DECREF(aux);
+                Py_XDECREF(aux);
                 plain_stop(p);
                 return 0;
             }
             if (p->depth == p->cap) {
                 Frame *stack = grow(p->stack, &p->cap, 16, sizeof(Frame));
                 if (stack == NULL) {
-                    Py_DECREF(aux);
+                    Py_XDECREF(aux);
                     return -1;
                 }
                 p->stack = stack;
             }
             if (PyList_Append(p->srecs, Py_None) < 0) {
-                Py_DECREF(aux);
+                Py_XDECREF(aux);
                 return -1;
             }
-            Frame f = {index, n, 0, 0, kind, aux, NULL, 0};
+            Frame f = {index, n, 0, 0, kind, aux, NULL, 0, kept};
             p->stack[p->depth++] = f;
             return 0;
         }
-        PyObject *rec = plain_record(p, kind, aux, 0, Py_NewRef(Py_None));
+        PyObject *rec = plain_record(p, kind, aux, 0, Py_NewRef(Py_None), kept >= 0);
         if (rec == NULL || PyList_Append(p->srecs, rec) < 0) {
             Py_XDECREF(rec);
             return -1;
@@ -316,21 +349,48 @@ plain_value(Plain *p, PyObject *kind, PyObject *aux, Py_ssize_t n, PyObject *lea
         Frame *top = &p->stack[p->depth - 1];
         if (top->seen < top->n)
             return 0;
+        Py_ssize_t n = top->n;
+        if (top->kept >= 0) {  /* a class: its kept values, the last leaves, are its aux */
+            Py_ssize_t kept = top->kept, end = PyList_GET_SIZE(p->leaves);
+            n -= kept;
+            Py_ssize_t n_at = PyList_GET_SIZE(p->at);
+            int scalars = 1;
+            for (Py_ssize_t k = n; k < top->n; k++)
+                scalars &= !top->bits[k];
+            if (scalars && kept && n_at) {  /* no array among them */
+                Py_ssize_t last = PyLong_AsSsize_t(PyList_GET_ITEM(p->at, n_at - 1));
+                if (last == -1 && PyErr_Occurred())
+                    return -1;
+                scalars = last < end - kept;
+            }
+            if (!scalars) {
+                plain_stop(p);
+                return 0;
+            }
+            PyObject *values = PyList_GetSlice(p->leaves, end - kept, end);
+            PyObject *aux = values == NULL ? NULL : PyList_AsTuple(values);
+            Py_XDECREF(values);
+            if (aux == NULL || PyList_SetSlice(p->leaves, end - kept, end, NULL) < 0) {
+                Py_XDECREF(aux);
+                return -1;
+            }
+            Py_XSETREF(top->aux, aux);
+        }
         PyObject *mask;
         if (top->nodes == 0)
             mask = Py_NewRef(Py_None);
-        else if (top->nodes == top->n)
+        else if (top->nodes == n)
             mask = Py_NewRef(Py_True);
         else {
-            mask = PyTuple_New(top->n);
+            mask = PyTuple_New(n);
             if (mask == NULL)
                 return -1;
-            for (Py_ssize_t k = 0; k < top->n; k++)
+            for (Py_ssize_t k = 0; k < n; k++)
                 PyTuple_SET_ITEM(mask, k, Py_NewRef(top->bits[k] ? Py_True : Py_False));
         }
         PyObject *aux = top->aux;
         top->aux = NULL;
-        PyObject *rec = plain_record(p, top->kind, aux, top->n, mask);
+        PyObject *rec = plain_record(p, top->kind, aux, n, mask, top->kept >= 0);
         if (rec == NULL)
             return -1;
         PyList_SetItem(p->srecs, top->index, rec);  /* steals rec */
@@ -339,6 +399,87 @@ plain_value(Plain *p, PyObject *kind, PyObject *aux, Py_ssize_t n, PyObject *lea
     }
     p->done = 1;
     return 0;
+}
+
+/* A record's text after its tag, up to its closing bracket: where it starts, its length. */
+typedef struct {
+    Py_ssize_t at, len;
+} Text;
+
+/* Whether the text at the cursor repeats `t` (then passed over): a record with the same
+   text after the same tag is the same record, so it shares that record's objects, as
+   equal scalars do (a list of containers: one C record and one kept str for all).
+   Texts are self-delimiting: the one parse of `t` ended at its closing bracket. */
+static inline int
+repeats(Cur *c, Text t)
+{
+    if (t.len == 0 || c->n - c->i < t.len || memcmp(c->s + c->i, c->s + t.at, (size_t)t.len) != 0)
+        return 0;
+    c->i += t.len;
+    return 1;
+}
+
+/* An S record made new, its text and value: a later S record of that text is it. */
+#define RECENT 8
+typedef struct {
+    Text text;
+    PyObject *value, *rec;
+} Recent;
+
+/* A class record (its data: name, version, children, kept) as a node of the
+   Structure, when `resolve` vouches for its fields (see Plain); else no columns.
+   -1: an error is set. */
+static int
+plain_class(Plain *p, PyObject *data)
+{
+    if (!p->ok)
+        return 0;
+    if (p->resolve == NULL) {  /* a class: _decode.build fits its fields */
+        plain_stop(p);
+        return 0;
+    }
+    PyObject *name = PyTuple_GET_ITEM(data, 0), *version = PyTuple_GET_ITEM(data, 1);
+    PyObject *kids = PyTuple_GET_ITEM(data, 2), *kept = PyTuple_GET_ITEM(data, 3);
+    if (p->classes == NULL && (p->classes = PyDict_New()) == NULL)
+        return -1;
+    PyObject *known = PyDict_GetItemWithError(p->classes, name);  /* borrowed */
+    if (known == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        PyObject *kind = PyObject_CallFunctionObjArgs(p->resolve, name, version, kids, kept, NULL);
+        if (kind == NULL)
+            return -1;
+        known = PyTuple_Pack(4, version, kids, kept, kind);
+        Py_DECREF(kind);
+        if (known == NULL)
+            return -1;
+        int bad = PyDict_SetItem(p->classes, name, known);
+        Py_DECREF(known);  /* held by classes */
+        if (bad < 0)
+            return -1;
+    }
+    else {  /* only one set of fields can be today's */
+        for (int k = 0; k < 3; k++) {
+            int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(known, k),
+                                                PyTuple_GET_ITEM(data, k + 1), Py_EQ);
+            if (same < 0)
+                return -1;
+            if (!same) {
+                plain_stop(p);
+                return 0;
+            }
+        }
+    }
+    PyObject *kind = PyTuple_GET_ITEM(known, 3);
+    if (kind == Py_None) {
+        plain_stop(p);
+        return 0;
+    }
+    Py_ssize_t nk = PyList_GET_SIZE(kids), nkept = PyList_GET_SIZE(kept);
+    PyObject *aux = nk + nkept ? NULL : PyTuple_New(0);
+    if (nk + nkept == 0 && aux == NULL)
+        return -1;
+    return plain_value(p, kind, aux, nk + nkept, NULL, 0, nkept);
 }
 
 /* The name of an A record at the cursor (its opening quote not consumed), taken from
@@ -372,19 +513,21 @@ tensor_name(Cur *c, PyObject *known, Py_ssize_t *pos)
    tuple_kind, none_kind, max_depth, columns): with `columns` false, no Structure
    records are made (inspect and the template loads read the records only). `known`
    (optional): a dict whose keys are the file's tensor names in file order, or None
-   (`tensor_name`). */
+   (`tensor_name`). `resolve` (optional): `_evolve.exact_kind`, for the columns of a
+   tree of declared containers (see Plain), or None. */
 SCAN_HIDDEN PyObject *
 scan_records(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *text, *none_rec, *seq_recs, *empty_dict_rec;
     PyObject *dict_kind, *list_kind, *tuple_kind, *none_kind, *known = Py_None;
+    PyObject *resolve = Py_None;
     PyTypeObject *rec_type;
     Py_ssize_t max_nodes, few, max_depth, known_pos = 0;
     int want_columns;
-    if (!PyArg_ParseTuple(args, "Un(O!OO!OnOOOOnp)|O:records", &text, &max_nodes, &PyType_Type,
+    if (!PyArg_ParseTuple(args, "Un(O!OO!OnOOOOnp)|OO:records", &text, &max_nodes, &PyType_Type,
                           &rec_type, &none_rec, &PyDict_Type, &seq_recs, &empty_dict_rec, &few,
                           &dict_kind, &list_kind, &tuple_kind, &none_kind, &max_depth,
-                          &want_columns, &known))
+                          &want_columns, &known, &resolve))
         return NULL;
     if (known != Py_None && !PyDict_CheckExact(known)) {
         PyErr_SetString(PyExc_TypeError, "records: known must be a dict or None");
@@ -405,12 +548,16 @@ scan_records(PyObject *Py_UNUSED(self), PyObject *args)
     PyObject *targets = PySet_New(NULL);
     PyObject *tags[7] = {NULL};
     PyObject *last = NULL, *last_rec = NULL;  /* borrowed: the previous plain scalar */
+    PyObject *last_class = NULL;              /* borrowed: the previous new C record */
+    Text class_text = {0, 0};                 /* its text (after the tag) */
+    Recent recent[RECENT];                    /* the last new S records (borrowed) */
+    int n_recent = 0, next_recent = 0;
     static const char *tag_text[7] = {"A", "S", "N", "L", "T", "D", "C"};
     for (int k = 0; k < 7; k++)
         tags[k] = PyUnicode_InternFromString(tag_text[k]);
     PyObject *at_tag = PyUnicode_InternFromString("@");
     Plain plain = {want_columns, 0, 0, 0, max_depth, NULL, PyList_New(0), PyList_New(0),
-                   PyList_New(0), NULL};
+                   PyList_New(0), NULL, resolve == Py_None ? NULL : resolve, NULL};
     if (plain.srecs == NULL || plain.leaves == NULL || plain.at == NULL)
         goto no;
     if (recs == NULL || names == NULL || crcs == NULL || targets == NULL || at_tag == NULL)
@@ -454,7 +601,7 @@ scan_records(PyObject *Py_UNUSED(self), PyObject *args)
                 goto no;
             }
             Py_DECREF(crc);
-            if (plain_value(&plain, NULL, NULL, 0, name, 1) < 0) {
+            if (plain_value(&plain, NULL, NULL, 0, name, 1, -1) < 0) {
                 Py_DECREF(name);
                 goto no;
             }
@@ -464,29 +611,54 @@ scan_records(PyObject *Py_UNUSED(self), PyObject *args)
             rec = named(rec_type, 3, items);
         }
         else if (tag == 'S') {
-            PyObject *v = NULL;
-            if (ch(&c, ','))
-                v = scalar(&c);
-            if (v == NULL || !ch(&c, ']') || plain_value(&plain, NULL, NULL, 0, v, 0) < 0) {
-                Py_XDECREF(v);
-                goto no;
-            }
-            if (v == last) {
-                Py_DECREF(v);
-                Py_INCREF(last_rec);
-                rec = last_rec;
+            Py_ssize_t at = c.i;
+            int k = 0;
+            while (k < n_recent && !repeats(&c, recent[k].text))
+                k++;
+            if (k < n_recent) {  /* the text of a recent S record: that record */
+                if (plain_value(&plain, NULL, NULL, 0, recent[k].value, 0, -1) < 0)
+                    goto no;
+                rec = Py_NewRef(recent[k].rec);
             }
             else {
-                PyObject *zero = PyLong_FromLong(0);
-                Py_INCREF(tags[1]);
-                PyObject *items[3] = {tags[1], zero, v};
-                rec = named(rec_type, 3, items);
-                last = v;  /* held by rec */
-                last_rec = rec;
+                PyObject *v = NULL;
+                if (ch(&c, ','))
+                    v = scalar(&c);
+                if (v == NULL || !ch(&c, ']') ||
+                    plain_value(&plain, NULL, NULL, 0, v, 0, -1) < 0) {
+                    Py_XDECREF(v);
+                    goto no;
+                }
+                if (v == last) {
+                    Py_DECREF(v);
+                    Py_INCREF(last_rec);
+                    rec = last_rec;
+                }
+                else {
+                    PyObject *zero = PyLong_FromLong(0);
+                    Py_INCREF(tags[1]);
+                    PyObject *items[3] = {tags[1], zero, v};
+                    rec = named(rec_type, 3, items);
+                    last = v;  /* held by rec */
+                    last_rec = rec;
+                    if (rec != NULL) {
+                        recent[next_recent] = (Recent){{at, c.i - at}, v, rec};
+                        next_recent = (next_recent + 1) % RECENT;
+                        n_recent += n_recent < RECENT;
+                    }
+                }
             }
         }
         else if (tag == 'N') {
-            if (!ch(&c, ']') || plain_value(&plain, none_kind, Py_NewRef(Py_None), 0, NULL, 0) < 0)
+            if (!ch(&c, ']'))
+                goto no;
+            Frame *top = plain.ok && plain.depth ? &plain.stack[plain.depth - 1] : NULL;
+            if (top != NULL && top->kept >= 0 && top->seen >= top->n - top->kept) {
+                /* a class's kept None: a value of its aux */
+                if (plain_value(&plain, NULL, NULL, 0, Py_None, 0, -1) < 0)
+                    goto no;
+            }
+            else if (plain_value(&plain, none_kind, Py_NewRef(Py_None), 0, NULL, 0, -1) < 0)
                 goto no;
             Py_INCREF(none_rec);
             rec = none_rec;
@@ -500,7 +672,7 @@ scan_records(PyObject *Py_UNUSED(self), PyObject *args)
                 plain_stop(&plain);
             }
             else if (plain_value(&plain, tag == 'L' ? list_kind : tuple_kind, Py_NewRef(Py_None),
-                                 (Py_ssize_t)n, NULL, 0) < 0)
+                                 (Py_ssize_t)n, NULL, 0, -1) < 0)
                 goto no;
             PyObject *count = PyLong_FromLongLong(n);
             if (count == NULL)
@@ -542,7 +714,7 @@ scan_records(PyObject *Py_UNUSED(self), PyObject *args)
                 PyObject *aux = kt == NULL ? NULL : PyTuple_Pack(2, kt, Py_None);
                 Py_XDECREF(kt);
                 if (aux == NULL ||
-                    plain_value(&plain, dict_kind, aux, PyList_GET_SIZE(keys), NULL, 0) < 0) {
+                    plain_value(&plain, dict_kind, aux, PyList_GET_SIZE(keys), NULL, 0, -1) < 0) {
                     Py_DECREF(keys);
                     goto no;
                 }
@@ -571,7 +743,14 @@ scan_records(PyObject *Py_UNUSED(self), PyObject *args)
                 rec = named(rec_type, 3, items);
             }
         }
+        else if (tag == 'C' && last_class != NULL && repeats(&c, class_text)) {
+            /* the last class record's text: its record (a list of containers) */
+            if (plain_class(&plain, PyTuple_GET_ITEM(last_class, 2)) < 0)
+                goto no;
+            rec = Py_NewRef(last_class);
+        }
         else if (tag == 'C') {
+            Py_ssize_t at = c.i;
             PyObject *name = NULL, *kids = NULL, *kept = NULL;
             int64_t version = 0;
             if (ch(&c, ','))
@@ -602,10 +781,16 @@ scan_records(PyObject *Py_UNUSED(self), PyObject *args)
                 Py_XDECREF(count);
                 goto no;
             }
-            plain_stop(&plain);  /* a class: _decode.build fits its fields */
+            if (plain_class(&plain, data) < 0) {
+                Py_DECREF(data);
+                Py_XDECREF(count);
+                goto no;
+            }
             Py_INCREF(tags[6]);
             PyObject *items[3] = {tags[6], count, data};
             rec = named(rec_type, 3, items);
+            last_class = rec;  /* held by recs */
+            class_text = (Text){at, c.i - at};
         }
         else if (tag == '@') {
             int64_t k;
@@ -617,7 +802,7 @@ scan_records(PyObject *Py_UNUSED(self), PyObject *args)
             if (ttag == tags[1] || ttag == tags[4] || ttag == tags[2] || ttag == at_tag)
                 goto no;
             if (ttag == tags[0]) {  /* a shared array: the same name, the same array */
-                if (plain_value(&plain, NULL, NULL, 0, PyTuple_GET_ITEM(target, 2), 1) < 0)
+                if (plain_value(&plain, NULL, NULL, 0, PyTuple_GET_ITEM(target, 2), 1, -1) < 0)
                     goto no;
             }
             else  /* a shared node: _decode.build keeps it shared */
@@ -665,6 +850,7 @@ scan_records(PyObject *Py_UNUSED(self), PyObject *args)
     Py_DECREF(plain.srecs);
     Py_DECREF(plain.leaves);
     Py_DECREF(plain.at);
+    Py_XDECREF(plain.classes);
     if (columns == NULL)
         goto no_plain;
     PyObject *out = PyTuple_Pack(5, recs, names, crcs, targets, columns);
@@ -683,6 +869,7 @@ no:
     Py_XDECREF(plain.srecs);
     Py_XDECREF(plain.leaves);
     Py_XDECREF(plain.at);
+    Py_XDECREF(plain.classes);
 no_plain:
     Py_XDECREF(recs);
     Py_XDECREF(names);

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from containers._kinds import _dict_flatten
-from containers._registry import DICT, KINDS, LEAF_TYPES, kind_of
+from containers._registry import DICT, KINDS, LEAF_TYPES, NodeKind, kind_of, name_of
 from containers._serialize._format import DTYPES
 from containers._serialize._limits import DEFAULT_LIMITS
 from containers._serialize._storable import to_numpy
@@ -98,12 +98,43 @@ def classifier(
     itself: a node's ``(kids, record, mutable, keys, tail)``, a scalar's record, or the
     array to store (as the Python walk normalizes it); ``_Fallback`` for anything else.
     It makes the Python walk's calls, given by ``_encode`` (which imports this module):
-    ``_Encoder.node_record``, a new ``_Encoder`` (kept values), ``file_bools``."""
+    ``_Encoder.node_record``, a new ``_Encoder`` (kept values), ``file_bools``.
+
+    A declared container's record and keys are made once per class, registered name
+    and number of children (``plans``, dropped past ``_MAX_PLANS`` classes), and kept
+    values that are str, int, float, bool or None are written as the kept values' walk
+    writes them (``_plain_kept``), without one (benchmarks/serialization.py, "classes":
+    10,000 containers); the Python walk writes the same bytes
+    (tests/test_serialize_compiled.py), and ``_per_class = False`` makes every call."""
+    # per declared container kind: (its registered name, n, its record, its keys)
+    plans: dict[NodeKind, tuple[Any, int, list[Any], list[str]]] = {}
+
+    def container(x: Any, kind: NodeKind) -> Any:
+        """``classify``'s answer for the declared container ``x`` (of ``kind``)."""
+        kids, aux = kind.flatten(x)
+        if type(kids) is not list and type(kids) is not tuple:
+            kids = list(kids)
+        n = len(kids)
+        name = name_of(kind.type)  # as node_record names it
+        plan = plans.get(kind)
+        if plan is None or plan[0] != name or plan[1] != n:
+            if len(plans) >= _MAX_PLANS:
+                plans.clear()
+            record = node_record(kind, aux, n, _nowhere, False)
+            plan = plans[kind] = (name, n, record, [str(k) for k in kind.keys(aux, n)])
+        tail = _plain_kept(aux) if aux else None
+        if aux and tail is None:
+            sub = encoder()  # kept values: plain data, no sharing
+            sub.tail(kind, aux, _nowhere)
+            tail = sub.plan.records
+        return kids, plan[2].copy(), kind.mutable, plan[3], tail
 
     def classify(x: Any) -> Any:
         try:
             t = type(x)
             kind = None if t in LEAF_TYPES else KINDS.get(t) or kind_of(x)
+            if kind is not None and kind.spec is not None and _per_class:
+                return container(x, kind)
             if kind is None:
                 if t in scalars or (isinstance(x, np.generic) and not isinstance(x, np.ndarray)):
                     return ["S", encode_scalar(x)]
@@ -136,6 +167,30 @@ def classifier(
             raise _Fallback from None
 
     return classify
+
+
+#: Whether ``classify`` makes a declared container's record once per class and writes
+#: its scalar kept values itself; False in the tests that compare it with its twin.
+_per_class = True
+
+#: How many classes' plans ``classify`` keeps (classes made on the fly stay bounded).
+_MAX_PLANS = 1024
+
+
+def _plain_kept(values: Any) -> list[Any] | None:
+    """The records of the kept values ``values`` as ``_Encoder.tail`` writes them, when
+    each is a str, int, float, bool (``["S", encode_scalar(v)]``) or None (``["N"]``);
+    else None (the kept values' walk decides, and says what is wrong)."""
+    out: list[Any] = []
+    for v in values:
+        t = type(v)
+        if t is str or t is int or t is float or t is bool:
+            out.append(["S", encode_scalar(v)])
+        elif v is None:
+            out.append(["N"])
+        else:
+            return None
+    return out
 
 
 _CONTEXTS: dict[int, tuple[Any, ...]] = {}

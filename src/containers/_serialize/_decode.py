@@ -38,6 +38,7 @@ from containers._registry import (
     class_by_name,
     kind_for_type,
 )
+from containers._serialize import _evolve
 from containers._serialize._evolve import Default, Problem, check_version, evolve, schema_message
 from containers._serialize._limits import Limits
 from containers._serialize._recparse import (
@@ -150,14 +151,17 @@ def build(
     in_order = len(names) == len(arrays) and names == list(arrays)
     clean = in_order or (len(names) == len(arrays) and arrays.keys() == set(names))
     if clean and records.columns is not None and records.columns[1] is not None:
-        return _build_columns(records.columns, arrays, in_order)
+        try:
+            return _build_columns(records.columns, arrays, in_order)
+        except Exception:  # a container's unflatten raised: record by record says where
+            pass
     shared: dict[int, Any] = {}  # record index -> value, for arrays and mutable nodes
     used: set[str] = set()
     problems: list[Problem] = []
     # per open node (the cursor's frames, one to one): its kind (None for a builtin)
     # and its values so far
     kinds: list[Any] = []
-    # per class record seen, by (tag, name, version or count): its kind and _exact's
+    # per class record seen, by (tag, name, version or count): its kind and exact's
     classes: dict[tuple[str, str, int], tuple[NodeKind, Any]] = {}
     outs: list[list[Any]] = []
     result: Any = None
@@ -174,7 +178,7 @@ def build(
         rec = cursor.record
         if event == OPEN:
             tag = rec.tag
-            kind: Any = None  # a NodeKind, or (kind, number of children): see _exact
+            kind: Any = None  # a NodeKind, or (kind, number of children): see exact
             if tag in ("C", "R"):
                 data = rec.data
                 key = (tag, data[0], data[1])
@@ -183,7 +187,7 @@ def build(
                     kind = _kind_for(data[0], tag, where)
                     if tag == "C":
                         check_version(kind.spec, data[1], where)
-                    known = classes[key] = (kind, _exact(kind, data[1]))
+                    known = classes[key] = (kind, _evolve.exact(kind, data[1]))
                 kind, exact = known
                 if exact is not None and data[2] == exact[1] and data[3] == exact[2]:
                     kind = exact[0]
@@ -248,33 +252,9 @@ def build(
     return result
 
 
-def _exact(
-    kind: NodeKind, version: Any
-) -> tuple[tuple[NodeKind, int], list[str], list[str]] | None:
-    """For the records of a declared container at today's ``version`` whose fields no
-    ``renamed=`` or ``removed=`` name:
-    ``((kind, number of children), children, kept)``, the field names of a record that
-    ``evolve`` would give back as they are (today's version, today's names in today's
-    order), so that ``build`` rebuilds it at once (``_unflatten_exact``); else None.
-    ``_exact_fields = False`` sends every record through ``evolve``, its plain twin
-    (tests/test_serialize_schema.py holds the two to each other)."""
-    spec = kind.spec
-    if spec is None or version != spec.version or not _exact_fields:
-        return None
-    names = {*spec.children, *spec.keep}
-    if names & spec.renamed.keys() or names & set(spec.removed):
-        return None
-    return (kind, len(spec.children)), list(spec.children), list(spec.keep)
-
-
-#: Whether ``build`` rebuilds a container whose record has today's fields without
-#: ``evolve`` (``_exact``); False in the tests that compare the two.
-_exact_fields = True
-
-
 def _unflatten_exact(exact: tuple[NodeKind, int], out: list[Any], where: Callable[[], str]) -> Any:
     """The container of ``out`` (its children, then its kept values): what ``_make``
-    makes of a record ``_exact`` vouches for, without ``evolve``."""
+    makes of a record ``_evolve.exact`` vouches for, without ``evolve``."""
     kind, nk = exact
     try:
         return kind.unflatten(tuple(out[nk:]), tuple(out[:nk]))
@@ -381,11 +361,14 @@ _ARRAY_TAGS = {"A"}
 
 def _build_columns(columns: list[Any], arrays: dict[str, Any], in_order: bool) -> Any:
     """The tree of a file whose records ``containers._scan`` also gave as a
-    ``Structure``'s (a tree of dicts, lists, tuples, Nones, arrays and scalars, checked
-    whole: one root, no record after it, not deeper than ``max_depth``): its leaves
-    (``column_leaves``) rebuilt by ``Structure.unflatten`` (the compiled
+    ``Structure``'s (a tree of dicts, lists, tuples, Nones, arrays, scalars and declared
+    containers at today's fields with scalar kept values, ``_evolve.exact_kind``;
+    checked whole: one root, no record after it, not deeper than ``max_depth``): its
+    leaves (``column_leaves``) rebuilt by ``Structure.unflatten`` (the compiled
     ``_records.build`` where the extension is built), as ``build`` would rebuild them
-    record by record (tests/test_serialize_fuzz.py compares the two)."""
+    record by record (tests/test_serialize_fuzz.py and tests/test_records.py compare
+    the two). Should a container's unflatten raise (a field's factory is user code),
+    ``build`` goes record by record, which says where."""
     from containers._structure import Structure
 
     leaves, _ = column_leaves(columns, arrays, in_order)

@@ -19,9 +19,63 @@ from containers._errors import (
     short_repr,
     type_name,
 )
+from containers._registry import NodeKind, class_by_name, kind_for_type
 from containers._spec import ContainerSpec
 
-__all__ = ["Default", "Problem", "check_version", "evolve", "schema_message"]
+__all__ = [
+    "Default",
+    "Problem",
+    "check_version",
+    "evolve",
+    "exact",
+    "exact_kind",
+    "schema_message",
+]
+
+
+def exact(
+    kind: NodeKind, version: Any
+) -> tuple[tuple[NodeKind, int], list[str], list[str]] | None:
+    """For the records of a declared container at today's ``version`` whose fields no
+    ``renamed=`` or ``removed=`` name:
+    ``((kind, number of children), children, kept)``, the field names of a record that
+    ``evolve`` would give back as they are (today's version, today's names in today's
+    order), so that ``_decode.build`` rebuilds it at once; else None.
+    ``exact_fields = False`` sends every record through ``evolve``, its plain twin
+    (tests/test_records.py holds the two to each other)."""
+    spec = kind.spec
+    if spec is None or version != spec.version or not exact_fields:
+        return None
+    names = {*spec.children, *spec.keep}
+    if names & spec.renamed.keys() or names & set(spec.removed):
+        return None
+    return (kind, len(spec.children)), list(spec.children), list(spec.keep)
+
+
+#: Whether a container whose record has today's fields is rebuilt without ``evolve``
+#: (``exact``); False in the tests that compare the two.
+exact_fields = True
+
+
+def exact_kind(name: Any, version: Any, children: Any, kept: Any) -> NodeKind | None:
+    """The kind of the class registered as ``name`` when a container record of it with
+    ``version``, ``children`` and ``kept`` (field names) is one ``exact`` vouches for,
+    else None (an unknown name, a register_node type, another version or other fields:
+    ``_decode.build`` then reads the record and says what is wrong). The type is only
+    looked up in the registry. ``containers._scan.records`` calls it once per class
+    name of a file, to give a tree of such containers and builtins as a
+    ``Structure``'s records (``Records.columns``)."""
+    cls = class_by_name(name)
+    if cls is None:
+        return None
+    try:
+        kind = kind_for_type(cls)
+    except Exception:
+        return None
+    fields = exact(kind, version)
+    if fields is None or children != fields[1] or kept != fields[2]:
+        return None
+    return kind
 
 
 def _shown(value: Any) -> str:

@@ -29,6 +29,7 @@ from containers._registry import DICT, LIST, NONE, TUPLE
 from containers._serialize import _layout
 from containers._serialize._arrays import Wants
 from containers._serialize._encode import FACTORIES
+from containers._serialize._evolve import exact_kind
 from containers._serialize._layout import FORMAT_KEY, FORMAT_VERSION, TREE_KEY, Layout
 from containers._serialize._limits import Limits
 from containers._serialize._strictjson import bound_json, json_array_chunks, strict_json
@@ -343,7 +344,11 @@ def _scanned_records(
     record naming the next of the ``known`` tensors (the file's, in file order) as it
     stands gets that name's str object, equal to the one it would make: the tree's
     names are then compared with the file's (``_wants``, ``build``) by identity, and
-    hashed once (benchmarks/serialization.py, "many": 100,000 names)."""
+    hashed once (benchmarks/serialization.py, "many": 100,000 names). With
+    ``columns``, a tree that holds declared containers at today's fields
+    (``_evolve.exact_kind``, asked once per class name) is given as a ``Structure``'s
+    records too (benchmarks/serialization.py, "classes": 10,000 containers), unless
+    ``class_columns`` is False."""
     scan = _layout._scan
     if scan is None:
         return None
@@ -352,8 +357,14 @@ def _scanned_records(
         min(limits.max_nodes, sys.maxsize),
         (*_SCAN_CONTEXT, min(limits.max_depth, sys.maxsize), columns),
         known,
+        exact_kind if columns and class_columns else None,
     )
     return None if got is None else Records(*got)
+
+
+#: Whether ``_scanned_records`` gives a tree of declared containers as columns too; False
+#: in the tests that compare it with the record by record rebuild.
+class_columns = True
 
 
 def _records_usual(items: Iterator[Any], limits: Limits) -> Records | None:
