@@ -406,24 +406,24 @@ def run(trees: dict[str, Any], rounds: int, tmp: str) -> dict[str, dict[str, lis
                 _remove(path)
                 cells.setdefault(f"{name} save", []).append(t1 - t0)
                 cells.setdefault(f"{name} load", []).append(t2 - t1)
-        if tree_name != "classes":
-            cells.update(paired_ratios(table, 3 * rounds, tmp))
+        cells.update(paired_ratios(table, 3 * rounds, tmp))
         results[tree_name] = cells
         results[tree_name]["leaves"] = [float(len(ct.leaves(tree)))]
     return results
 
 
 def paired_ratios(contenders: dict[str, Case], rounds: int, tmp: str) -> dict[str, list[float]]:
-    """``{"pair: ours / plain": [ratio per round]}`` for each of TARGET_PAIRS: the two
-    loads read one saved file back to back, in alternating order, and each round gives
-    the ratio of their times. Two loads timed side by side give a steadier ratio than
-    two medians taken apart: a load of 256 MiB costs more or less with what the call
-    before it freed."""
+    """``{"pair: ours / plain": [ratio per round]}`` for each of TARGET_PAIRS among
+    ``contenders``: the two loads read one saved file back to back, in alternating
+    order, and each round gives the ratio of their times. Two loads timed side by side
+    give a steadier ratio than two medians taken apart: a load of 256 MiB costs more or
+    less with what the call before it freed."""
     path = os.path.join(tmp, "pair")
     contenders["containers"][0](path)
     out: dict[str, list[float]] = {}
+    pairs = [(a, b) for a, b in TARGET_PAIRS if a in contenders and b in contenders]
     for k in range(rounds):
-        for ours, plain in TARGET_PAIRS:
+        for ours, plain in pairs:
             times = {}
             for name in (ours, plain) if k % 2 == 0 else (plain, ours):
                 load = contenders[name][1]

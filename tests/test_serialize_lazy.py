@@ -317,6 +317,27 @@ def test_progress_of_a_single_file_save_and_load(tmp_path):
     assert loaded[0][0] == 0 and loaded[-1][0] == loaded[-1][1] >= 8080
 
 
+def test_a_template_load_reports_progress_and_reads_on_workers(tmp_path):
+    """load(like=) reads as load does: progress(0, total) first and (total, total) last,
+    read or mapped, and workers= threads reading at once (an error names the bad count)."""
+    path = tmp_path / "p.safetensors"
+    tree = {"w": np.zeros(1000), "v": [np.ones(10), 2.0]}
+    ct.save(path, tree)
+    for mmap in (False, True):
+        loaded = []
+        got = ct.load(
+            path,
+            like=tree,
+            mmap=mmap,
+            workers=2,
+            progress=lambda d, t, seen=loaded: seen.append((d, t)),
+        )
+        assert np.array_equal(got["w"], tree["w"]) and got["v"][1] == 2.0
+        assert loaded[0][0] == 0 and loaded[-1][0] == loaded[-1][1] >= 8080, (mmap, loaded)
+    with pytest.raises(TypeError, match="load: workers must be a positive int or None"):
+        ct.load(path, like=tree, workers=0)
+
+
 def test_a_lazy_load_of_a_plain_safetensors_file_is_refused_as_a_load_is(tmp_path):
     """A single safetensors file without a containers tree: load, lazy or partial,
     raises the same FormatError (a sharded hub checkpoint loads as a flat dict)."""

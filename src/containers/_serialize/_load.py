@@ -207,7 +207,7 @@ def load(
     path = os.fspath(path)
     sharded = is_sharded(path)
     if like is not None and not (lazy or where is not ... or sharded):
-        return _load_like(path, like, mmap, verify, limits)
+        return _load_like(path, like, mmap, verify, limits, workers, progress)
     if not sharded and os.path.isdir(path):
         raise not_a_checkpoint(path)
     if lazy or where is not ... or sharded:
@@ -243,30 +243,42 @@ def load(
         return materialize_converted(
             tree, where, workers=workers, progress=progress, convert=convert
         )
-    total = 0
     with _in_file(path), open_for_reading(path) as f, _gc_paused():
         layout = read_layout(f, limits)
         records = _records(layout, limits, columns=True)
         check_root(records.recs, expect)
         wants = _wants(records, layout) if verify else None
-        if mmap:
-            if progress is not None:
-                total = layout.file_size - layout.data_start
-                progress(0, total)
-            buffer = map_file(f) if to != "torch" else _private_map(f)
-            arrays = view_arrays(buffer, layout, wants, copy=False)
-        else:
-            # big tensors are read (and checked) a piece per task, small neighbours
-            # together, ``workers`` tasks at a time, progress as each completes
-            arrays = read_parallel(
-                [(None, f.fileno(), layout, wants)], workers=workers, progress=progress
-            )
+        arrays, total = _read_file(f, layout, wants, mmap, to == "torch", workers, progress)
         if to is not None:
             arrays = _convert(arrays, to, device, dtype)
         tree = build(records, arrays, limits, expect)
     if mmap and progress is not None:
         progress(total, total)
     return tree
+
+
+def _read_file(
+    f: Any,
+    layout: Layout,
+    wants: Any,
+    mmap: bool,
+    private: bool,
+    workers: int | None,
+    progress: Progress | None,
+) -> tuple[dict[str, Any], int]:
+    """The arrays of one open file and the bytes they hold. With ``mmap``, views of a
+    map of it (``private``: copy-on-write, for arrays torch wraps), ``progress`` told
+    that none is done yet (the caller says all are once the tree is built); else big
+    tensors are read (and checked) a piece per task, small neighbours together,
+    ``workers`` tasks at a time, progress as each completes."""
+    total = layout.file_size - layout.data_start
+    if not mmap:
+        tasks = [(None, f.fileno(), layout, wants)]
+        return read_parallel(tasks, workers=workers, progress=progress), total
+    if progress is not None:
+        progress(0, total)
+    buffer = _private_map(f) if private else map_file(f)
+    return view_arrays(buffer, layout, wants, copy=False), total
 
 
 def _open_one(path: str, limits: Limits) -> Opened:
@@ -449,25 +461,34 @@ def _leaves(
     return file_leaves(records.recs, layout.tensors, arrays, limits, max_path)
 
 
-def _load_like(path: str, like: Any, mmap: bool, verify: bool, limits: Limits) -> Any:
-    """``load(path, like=...)``: the file read as ``load`` reads it, its leaves taken by
-    position when its tree has the template's shape (``positional``: no path built),
-    else by path and fitted to the template (``fit``, which says what differs). The
-    collector is paused throughout, as for load."""
+def _load_like(
+    path: str,
+    like: Any,
+    mmap: bool,
+    verify: bool,
+    limits: Limits,
+    workers: int | None,
+    progress: Progress | None,
+) -> Any:
+    """``load(path, like=...)``: the file read as ``load`` reads it (``workers``,
+    ``progress``), its leaves taken by position when its tree has the template's shape
+    (``positional``: no path built), else by path and fitted to the template (``fit``,
+    which says what differs). The collector is paused throughout, as for load."""
     with _in_file(path), open_for_reading(path) as f, _gc_paused():
         layout = read_layout(f, limits)
         records, wants = _tree_records(layout, limits, verify, columns=True)
-        if mmap:
-            arrays = view_arrays(_private_map(f), layout, wants, copy=False)
-        else:
-            arrays = read_parallel([(None, f.fileno(), layout, wants)], workers=1, progress=None)
+        arrays, total = _read_file(f, layout, wants, mmap, True, workers, progress)
+        tree = NO_FIT
         if records is not None and _names_clean(records, arrays):
             tree = positional(like, records, arrays, limits)
-            if tree is not NO_FIT:
-                return tree
-        pairs, max_path = template_paths(like)
-        leaves = _leaves(records, layout, arrays, limits, max_path)
-    return fit(like, leaves, f"{path}: ", pairs=pairs)
+        if tree is NO_FIT:
+            pairs, max_path = template_paths(like)
+            leaves = _leaves(records, layout, arrays, limits, max_path)
+    if tree is NO_FIT:
+        tree = fit(like, leaves, f"{path}: ", pairs=pairs)
+    if mmap and progress is not None:
+        progress(total, total)
+    return tree
 
 
 def _names_clean(records: Records, arrays: dict[str, Any]) -> bool:
