@@ -1364,6 +1364,36 @@ def test_flatten_agrees_with_flatten_fast(tree: Any) -> None:
     _same_flatten(tree)
 
 
+@ct.container(children=["w", "b"], keep=["name", "scale"])
+class _Kept2:
+    w: Any
+    b: Any
+    name: str = "k"
+    scale: Any = 1.0
+
+
+@pytest.mark.parametrize("snapshot", [False, True])
+def test_a_run_of_containers_with_kept_values_flattens_as_node_by_node(snapshot: bool) -> None:
+    """A list of nine containers with one or two kept fields (a list among them): the
+    run (_flatten_run: kept values read by attrgetter) gives the records and leaves of
+    the node-by-node walk (each kind's flatten, or flatten_snapshot), in both engines."""
+    trees = [
+        [_Layer(1.0, np.zeros(2), f"n{i}") for i in range(9)],
+        [_Kept2(1.0, 2.0, "n", [i]) for i in range(9)],
+        [_Kept2(1.0, 2.0, "n", (1, "s")) for i in range(9)],
+    ]
+    for tree in trees:
+        want: list[Any] = []
+        want_records: list[Any] = []
+        _flat.flatten_plain(tree, want, want_records, LEAF_TYPES, None, "flatten", snapshot)
+        got_records: list[Any] = []
+        got = _flat.flatten_fast(tree, kind_of(tree), LEAF_TYPES, got_records, None, snapshot)
+        assert list(map(id, got)) == list(map(id, want)) and got_records == want_records
+        c_records: list[Any] = []
+        c = _flat.flatten_records(tree, None, False, "flatten", c_records, snapshot=snapshot)
+        assert list(map(id, c)) == list(map(id, want)) and c_records == want_records
+
+
 def _shared_variants() -> list[Any]:
     """Trees with a mutable value at two positions, and with only values repeated."""
     arr, layer, row = np.zeros(2), _Layer(1.0, 2.0), [1.0, 2.0]

@@ -260,16 +260,17 @@ def _flatten_run(
         return False
     spec = k.spec
     auxes: Any
-    if spec is not None and len(spec.children) > 1 and not (spec.keep and records is not None):
+    if spec is not None and len(spec.children) > 1 and not (spec.keep and snapshot):
         # A container's flatten reads its fields (_codegen.plain_flatten): the same
         # reads by attrgetter run in C, a third of flatten's time for a list of layers
-        # (benchmarks/split.py). An unset field is reported by the node-by-node path.
-        # Kept values are read by the kind's flatten (flatten_snapshot snapshots them).
+        # (benchmarks/split.py), and its kept values too where records want them (a
+        # template's, load(like=)). An unset field is reported by the node-by-node
+        # path. flatten_snapshot snapshots kept values: the kind's own, node by node.
         try:
             lists = list(map(attrgetter(*spec.children), kids))
+            auxes = _kept(spec.keep, kids) if spec.keep and records is not None else repeat(())
         except AttributeError:
             return False
-        auxes = repeat(())
     else:
         flat = [head, *map(flatten, kids[1:])]
         lists = list(map(itemgetter(0), flat))
@@ -281,6 +282,13 @@ def _flatten_run(
         records += zip(repeat(k), auxes, map(len, lists), repeat(None))
     lextend(chain.from_iterable(lists))
     return True
+
+
+def _kept(keep: tuple[str, ...], kids: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """Each of ``kids``' kept values, the tuple its kind's ``flatten`` gives (``keep``:
+    its spec's kept field names)."""
+    get = attrgetter(*keep)
+    return list(map(get, kids)) if len(keep) > 1 else list(zip(map(get, kids)))
 
 
 def _deep(
