@@ -1374,13 +1374,17 @@ class _Kept2:
 
 @pytest.mark.parametrize("snapshot", [False, True])
 def test_a_run_of_containers_with_kept_values_flattens_as_node_by_node(snapshot: bool) -> None:
-    """A list of nine containers with one or two kept fields (a list among them): the
-    run (_flatten_run: kept values read by attrgetter) gives the records and leaves of
-    the node-by-node walk (each kind's flatten, or flatten_snapshot), in both engines."""
+    """A list of nine containers with one or two kept fields (a list among them, the
+    same objects from node to node or not): the run (_flatten_run: kept values read by
+    attrgetter; in C, flat_run_read) gives the records and leaves of the node-by-node
+    walk (each kind's flatten, or flatten_snapshot), in both engines."""
     trees = [
         [_Layer(1.0, np.zeros(2), f"n{i}") for i in range(9)],
         [_Kept2(1.0, 2.0, "n", [i]) for i in range(9)],
         [_Kept2(1.0, 2.0, "n", (1, "s")) for i in range(9)],
+        # kept values the same objects node after node, then others, then again
+        [_Layer(1.0, np.zeros(2), name) for name in ["a", "a", "b", "b", "a", "a", "c", "a", "a"]],
+        [_Kept2(1.0, 2.0, name, scale) for name, scale in zip("aabbaaaab", [1.0] * 4 + [2.0] * 5)],
     ]
     for tree in trees:
         want: list[Any] = []

@@ -169,6 +169,7 @@ typedef struct {
     PyObject *deep;
     PyObject *run;
     PyObject *flatten_name; /* "flatten" or "flatten_snapshot": the context's last item */
+    int snapshot;           /* whether it is "flatten_snapshot" */
     Py_ssize_t min_run;
     Py_ssize_t max_depth;
     PyTypeObject *leaf_type; /* the last type found in leaf_types, or NULL */
@@ -373,44 +374,120 @@ flat_extend(Flat *w, PyObject *kids)
 /* The declared container kind k's children names, when `_flat._flatten_run` reads
    its nodes by their fields (a spec, more than one child, and no kept field to
    snapshot into records): a new reference to the tuple, Py_None (new) if not, NULL on
-   error. Reads slots of the kind and its spec only: no Python code runs. */
+   error. *keep is set to a new reference to the kept field names when records want
+   them (else NULL). Reads slots of the kind and its spec only: no Python code runs. */
 static PyObject *
-flat_run_fields(Flat *w, PyObject *k)
+flat_run_fields(Flat *w, PyObject *k, PyObject **keep)
 {
+    *keep = NULL;
     PyObject *spec = PyObject_GetAttrString(k, "spec");
     if (spec == NULL || spec == Py_None) {
         return spec;
     }
     PyObject *names = PyObject_GetAttrString(spec, "children");
-    PyObject *keep = names == NULL ? NULL : PyObject_GetAttrString(spec, "keep");
+    PyObject *kept = names == NULL ? NULL : PyObject_GetAttrString(spec, "keep");
     Py_DECREF(spec);
-    if (keep == NULL) {
+    if (kept == NULL) {
         Py_XDECREF(names);
         return NULL;
     }
-    int kept = PyObject_IsTrue(keep);
-    Py_DECREF(keep);
-    if (kept < 0) {
-        Py_DECREF(names);
-        return NULL;
-    }
     if (!PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) <= 1 ||
-        (kept && w->records != NULL)) {
+        !PyTuple_CheckExact(kept) ||
+        (PyTuple_GET_SIZE(kept) && w->records != NULL && w->snapshot)) {
         Py_DECREF(names);
+        Py_DECREF(kept);
         Py_RETURN_NONE;
+    }
+    if (PyTuple_GET_SIZE(kept) && w->records != NULL) {
+        *keep = kept;
+    }
+    else {
+        Py_DECREF(kept);
     }
     return names;
 }
 
+/* Read the attributes `names` of each of kids into values, node by node, as
+   attrgetter(*names) reads them: 1 if read, 0 at an unset one (an AttributeError,
+   cleared: the node-by-node walk names it), -1 on another error. */
+static int
+flat_read_fields(Flat *w, PyObject *kids, PyObject *names, PyObject *values)
+{
+    Py_ssize_t m = PyTuple_GET_SIZE(names);
+    for (Py_ssize_t n = 0; n < PySequence_Fast_GET_SIZE(kids); n++) {
+        PyObject *kid = Py_NewRef(PySequence_Fast_GET_ITEM(kids, n));
+        for (Py_ssize_t j = 0; j < m; j++) {
+            PyObject *value = PyObject_GetAttr(kid, PyTuple_GET_ITEM(names, j));
+            if (value == NULL || PyList_Append(values, value) < 0) {
+                Py_XDECREF(value);
+                Py_DECREF(kid);
+                flat_forget(w);
+                if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                    PyErr_Clear();
+                    return 0;
+                }
+                return -1;
+            }
+            Py_DECREF(value);
+        }
+        Py_DECREF(kid);
+    }
+    flat_forget(w); /* an attribute read may run Python code (a property) */
+    return 1;
+}
+
+/* Append the records of a run's n nodes of kind k, m children each: (k, aux, m, None),
+   aux the node's kept values read into kept (q per node), or () without keep. A node
+   whose kept values are the previous node's objects gets the previous record object:
+   records are compared by value (the Python run makes equal tuples). */
+static int
+flat_run_records(Flat *w, PyObject *k, Py_ssize_t n, Py_ssize_t m, PyObject *keep,
+                 PyObject *kept)
+{
+    Py_ssize_t q = keep == NULL ? 0 : PyTuple_GET_SIZE(keep);
+    PyObject *size = PyLong_FromSsize_t(m);
+    if (size == NULL) {
+        return -1;
+    }
+    PyObject *node = NULL; /* the last record made */
+    PyObject **last = NULL;
+    int r = 0;
+    for (Py_ssize_t i = 0; r == 0 && i < n; i++) {
+        PyObject **vals = q ? &PyList_GET_ITEM(kept, i * q) : NULL;
+        int same = node != NULL;
+        for (Py_ssize_t j = 0; same && j < q; j++) {
+            same = vals[j] == last[j];
+        }
+        if (!same) {
+            PyObject *aux = PyTuple_New(q);
+            for (Py_ssize_t j = 0; aux != NULL && j < q; j++) {
+                PyTuple_SET_ITEM(aux, j, Py_NewRef(vals[j]));
+            }
+            Py_XDECREF(node);
+            node = aux == NULL ? NULL : PyTuple_Pack(4, k, aux, size, Py_None);
+            Py_XDECREF(aux);
+            last = vals;
+        }
+        if (node == NULL || PyList_Append(w->records, node) < 0) {
+            r = -1;
+        }
+    }
+    Py_XDECREF(node);
+    Py_DECREF(size);
+    return r;
+}
+
 /* `_flat._flatten_run` in C for a list of layers read by their fields (flat_run_fields
-   gave names): the same calls in the same order (the kind's flatten of the first
-   node, then each node's fields read as attrgetter reads them), the same answers
-   (0, having appended nothing, where it returns False) and the same records and
-   leaves appended. Saves the Python run's passes over the nodes and their fields
-   (benchmarks/split.py: half of a list of layers' flatten). */
+   gave names, and keep where records want kept values): the same calls in the same
+   order (the kind's flatten of the first node, then each node's fields read as
+   attrgetter reads them, then its kept fields), the same answers (0, having appended
+   nothing, where it returns False) and the same records and leaves appended. Saves the
+   Python run's passes over the nodes and their fields (benchmarks/split.py: half of a
+   list of layers' flatten; benchmarks/serialization.py, the classes tree's template
+   in load(like=)). */
 static int
 flat_run_read(Flat *w, PyObject *kind, PyObject *aux, PyObject *kids, PyObject *k,
-              PyObject *names)
+              PyObject *names, PyObject *keep)
 {
     PyObject *first = PySequence_Fast_GET_ITEM(kids, 0);
     PyTypeObject *t = Py_TYPE(first);
@@ -442,69 +519,42 @@ flat_run_read(Flat *w, PyObject *kind, PyObject *aux, PyObject *kids, PyObject *
             return 0;
         }
     }
-    Py_ssize_t m = PyTuple_GET_SIZE(names);
     PyObject *values = PyList_New(0);
-    if (values == NULL) {
+    PyObject *kept = keep == NULL || values == NULL ? NULL : PyList_New(0);
+    if (values == NULL || (keep != NULL && kept == NULL)) {
+        Py_XDECREF(values);
         return -1;
     }
-    Py_ssize_t n = 0;
-    for (; n < PySequence_Fast_GET_SIZE(kids); n++) {
-        PyObject *kid = Py_NewRef(PySequence_Fast_GET_ITEM(kids, n));
-        for (Py_ssize_t j = 0; j < m; j++) {
-            PyObject *value = PyObject_GetAttr(kid, PyTuple_GET_ITEM(names, j));
-            if (value == NULL || PyList_Append(values, value) < 0) {
-                Py_XDECREF(value);
-                Py_DECREF(kid);
-                Py_DECREF(values);
-                flat_forget(w);
-                if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
-                    PyErr_Clear();
-                    return 0; /* an unset field: the node-by-node walk names it */
-                }
-                return -1;
-            }
-            Py_DECREF(value);
-        }
-        Py_DECREF(kid);
+    int r = flat_read_fields(w, kids, names, values);
+    if (r > 0 && keep != NULL) {
+        r = flat_read_fields(w, kids, keep, kept);
     }
-    flat_forget(w); /* an attribute read may run Python code (a property) */
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(values); i++) {
-        int leaf = flat_is_leaf_type(w, PyList_GET_ITEM(values, i));
-        if (leaf <= 0) {
-            Py_DECREF(values);
-            return leaf;
-        }
+    for (Py_ssize_t i = 0; r > 0 && i < PyList_GET_SIZE(values); i++) {
+        r = flat_is_leaf_type(w, PyList_GET_ITEM(values, i));
     }
-    if (w->records != NULL) {
-        PyObject *record = Py_BuildValue("(OOnO)", kind, aux, n, Py_True);
-        if (record == NULL || PyList_Append(w->records, record) < 0) {
-            Py_XDECREF(record);
-            Py_DECREF(values);
-            return -1;
+    if (r > 0 && w->records != NULL) {
+        /* as the Python run: the node's length now, a record per node read (a
+           property may have changed the list meanwhile: zip stops at the shorter) */
+        Py_ssize_t m = PyTuple_GET_SIZE(names);
+        Py_ssize_t n = PyList_GET_SIZE(values) / m;
+        if (keep != NULL && PyList_GET_SIZE(kept) / PyTuple_GET_SIZE(keep) < n) {
+            n = PyList_GET_SIZE(kept) / PyTuple_GET_SIZE(keep);
         }
-        Py_DECREF(record);
-        PyObject *empty = PyTuple_New(0);
-        PyObject *size = PyLong_FromSsize_t(m);
-        PyObject *node = empty == NULL || size == NULL ? NULL : PyTuple_Pack(4, k, empty, size, Py_None);
-        Py_XDECREF(empty);
-        Py_XDECREF(size);
-        /* one record object for every node of the run: records are compared by value
-           (the Python run makes equal tuples) */
-        for (Py_ssize_t i = 0; node != NULL && i < n; i++) {
-            if (PyList_Append(w->records, node) < 0) {
-                Py_CLEAR(node);
-            }
+        PyObject *record = Py_BuildValue("(OOnO)", kind, aux, PySequence_Fast_GET_SIZE(kids),
+                                         Py_True);
+        if (record == NULL || PyList_Append(w->records, record) < 0 ||
+            flat_run_records(w, k, n, m, keep, kept) < 0) {
+            r = -1;
         }
-        if (node == NULL) {
-            Py_DECREF(values);
-            return -1;
-        }
-        Py_DECREF(node);
+        Py_XDECREF(record);
     }
-    Py_ssize_t at = PyList_GET_SIZE(w->leaves);
-    int r = PyList_SetSlice(w->leaves, at, at, values);
+    if (r > 0) {
+        Py_ssize_t at = PyList_GET_SIZE(w->leaves);
+        r = PyList_SetSlice(w->leaves, at, at, values) < 0 ? -1 : 1;
+    }
     Py_DECREF(values);
-    return r < 0 ? -1 : 1;
+    Py_XDECREF(kept);
+    return r;
 }
 
 /* 1 if run took a node's children (a list of layers), 0 if not, -1 on error. The
@@ -525,15 +575,17 @@ flat_try_run(Flat *w, PyObject *kind, PyObject *aux, PyObject *kids)
     if (leaf != 0) {
         return leaf < 0 ? -1 : 0;
     }
-    PyObject *names = flat_run_fields(w, k);
+    PyObject *keep;
+    PyObject *names = flat_run_fields(w, k, &keep);
     if (names == NULL) {
         return -1;
     }
     int r;
     if (names != Py_None) {
         Py_INCREF(k); /* Python code runs: the registry may drop the kind */
-        r = flat_run_read(w, kind, aux, kids, k, names);
+        r = flat_run_read(w, kind, aux, kids, k, names, keep);
         Py_DECREF(k);
+        Py_XDECREF(keep);
     }
     else {
         PyObject *records = w->records ? w->records : Py_None;
@@ -816,6 +868,7 @@ speedups_flatten(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
         }
         return NULL;
     }
+    w.snapshot = PyUnicode_CompareWithASCIIString(w.flatten_name, "flatten_snapshot") == 0;
     w.min_run = PyLong_AsSsize_t(min_run);
     w.max_depth = PyLong_AsSsize_t(max_depth);
     if ((w.min_run == -1 || w.max_depth == -1) && PyErr_Occurred()) {

@@ -27,7 +27,6 @@ from containers._serialize._limits import DEFAULT_LIMITS, Limits
 from containers._serialize._load import (
     _convert,
     _leaves,
-    _names_clean,
     _tree_records,
     load,
     read_leaves,  # noqa: F401 - re-exported
@@ -133,7 +132,7 @@ def deserialize(
             layout = layout_of_bytes(view, limits)
             records, wants = _tree_records(layout, limits, verify, columns=True)
             arrays = view_arrays(view, layout, wants, copy=True)
-            if records is not None and _names_clean(records, arrays):
+            if records is not None:
                 tree = positional(like, records, arrays, limits)
                 if tree is not NO_FIT:
                     return tree

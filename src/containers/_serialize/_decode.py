@@ -147,9 +147,8 @@ def build(
     # (benchmarks/serialization.py, "many": 100,000 array records).
     # The tree lists the tensors in the file's order when that order is the tree's (as
     # save writes a tree of one dtype): a list comparison, no name hashed.
-    names = records.names
-    in_order = len(names) == len(arrays) and names == list(arrays)
-    clean = in_order or (len(names) == len(arrays) and arrays.keys() == set(names))
+    order = name_order(records.names, arrays)
+    in_order, clean = order is True, order is not None
     if clean and records.columns is not None and records.columns[1] is not None:
         try:
             return _build_columns(records.columns, arrays, in_order)
@@ -357,6 +356,19 @@ _TAG = operator.itemgetter(0)  # Rec.tag
 _DATA = operator.itemgetter(2)  # Rec.data
 _SCALAR_TAGS = {"S"}
 _ARRAY_TAGS = {"A"}
+
+
+def name_order(names: list[str], arrays: dict[str, Any]) -> bool | None:
+    """Whether a file's tree names each of its tensors once (``names``: the array
+    records' names, in record order; ``arrays``: name -> array, in the file's order):
+    True in the file's order, False in another; None if not each once (``build`` says
+    which, record by record). The file's order is compared first: a list comparison of
+    the header's own name objects (``_scan.records(known=)``), no name hashed."""
+    if len(names) != len(arrays):
+        return None
+    if names == list(arrays):
+        return True
+    return False if arrays.keys() == set(names) else None
 
 
 def _build_columns(columns: list[Any], arrays: dict[str, Any], in_order: bool) -> Any:

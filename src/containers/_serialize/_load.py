@@ -14,7 +14,6 @@ from typing import Any, TypeVar, overload
 from containers._errors import SerializationError
 from containers._serialize._common import PathLike, _check_expect, _gc_paused, _in_file
 from containers._serialize._decode import (
-    Records,
     build,
     check_root,
 )
@@ -340,7 +339,7 @@ def _load_whole(
         arrays = _convert(arrays, to, device, dtype)
     if like is not _NO_TEMPLATE:  # load(like=) of a sharded checkpoint, whole
         with _in_file(opened.path):
-            if records is not None and _names_clean(records, arrays):
+            if records is not None:
                 tree = positional(like, records, arrays, limits)
                 if tree is not NO_FIT:
                     return tree
@@ -479,7 +478,7 @@ def _load_like(
         records, wants = _tree_records(layout, limits, verify, columns=True)
         arrays, total = _read_file(f, layout, wants, mmap, True, workers, progress)
         tree = NO_FIT
-        if records is not None and _names_clean(records, arrays):
+        if records is not None:
             tree = positional(like, records, arrays, limits)
         if tree is NO_FIT:
             pairs, max_path = template_paths(like)
@@ -489,12 +488,6 @@ def _load_like(
     if mmap and progress is not None:
         progress(total, total)
     return tree
-
-
-def _names_clean(records: Records, arrays: dict[str, Any]) -> bool:
-    """Whether the tree names every tensor once (else the checks by path say which)."""
-    names = records.names
-    return len(names) == len(arrays) and (names == list(arrays) or arrays.keys() == set(names))
 
 
 def read_leaves(

@@ -22,7 +22,7 @@ import numpy as np
 from containers._records import CLOSE, LEAF, OPEN
 from containers._registry import DEFAULT_DICT, DICT, ORDERED_DICT
 from containers._serialize import _layout
-from containers._serialize._decode import column_leaves
+from containers._serialize._decode import column_leaves, name_order
 from containers._serialize._like import kind_of, like_leaf
 from containers._serialize._limits import Limits
 from containers._serialize._recparse import Records
@@ -50,16 +50,19 @@ def positional(template: Any, records: Records, arrays: Any, limits: Limits) -> 
     (tests/test_checkpoints.py holds the two to each other).
 
     When ``containers._scan`` gave the file's tree as a ``Structure``'s records (a tree
-    of builtins: ``Records.columns``), the two trees' records are compared as tuples, in
+    of builtins: ``Records.columns``), the two trees' records are compared as lists, in
     C, and the leaves are taken from the columns, as ``load`` takes them.
     """
     from containers._engine._flat import flatten_records
     from containers._flatten import Structure
 
+    order = name_order(records.names, arrays)
+    if order is None:
+        return NO_FIT  # a tensor named twice or never: fit's checks by path say which
     t_records: list[Any] = []
     wants = flatten_records(template, None, False, "load", t_records)
     arrays_at: list[bool] | None = None  # where the file has arrays, when known
-    taken = _column_leaves(records, t_records, arrays)
+    taken = _column_leaves(records, t_records, arrays, order)
     if taken is None:
         taken = _record_leaves(records.recs, t_records, arrays, limits)
         if taken is NO_FIT:
@@ -192,20 +195,16 @@ def _array_like(t: type) -> bool:
 
 
 def _column_leaves(
-    records: Records, t_records: list[Any], arrays: Any
+    records: Records, t_records: list[Any], arrays: Any, in_order: bool
 ) -> tuple[list[Any], list[int]] | None:
     """``(values, at)`` from the file's ``Structure`` records and leaves when they equal
     the template's records, else None. The leaves are taken out of the columns, as
-    ``load`` takes them; ``at`` lists the positions of the file's arrays."""
+    ``load`` takes them (``in_order``: the tree names the tensors in the file's order,
+    ``_decode.name_order``); ``at`` lists the positions of the file's arrays."""
     columns = records.columns
-    if columns is None or columns[1] is None or len(columns[0]) != len(t_records):
+    if columns is None or columns[1] is None or columns[0] != t_records:
         return None
-    if tuple(columns[0]) != tuple(t_records):
-        return None
-    names = records.names
-    in_order = len(names) == len(arrays) and names == list(arrays)
-    values, at = column_leaves(columns, arrays, in_order)
-    return values, at
+    return column_leaves(columns, arrays, in_order)
 
 
 def _record_leaves(recs: Sequence[Any], t_records: list[Any], arrays: Any, limits: Limits) -> Any:
