@@ -985,7 +985,7 @@ def test_like_by_columns_agrees_with_like_by_records_and_by_path(tmp_path):
     at once (the columns containers._scan gives); that gives what reading the file's
     records one by one gives, and what fitting by path gives, on matching templates and
     on every kind of mismatch, both engines."""
-    from containers._serialize import _layout
+    from containers._serialize import _layout_fast
     from containers._serialize._positional import NO_FIT
 
     rng = np.random.default_rng(7)
@@ -1046,7 +1046,7 @@ def test_like_by_columns_agrees_with_like_by_records_and_by_path(tmp_path):
     assert taken == 6
     # by columns: those with the file's records, the leaf mismatches included (the
     # columns come from containers._scan: none without the extension)
-    assert by_columns_taken == (0 if _layout._scan is None else 8)
+    assert by_columns_taken == (0 if _layout_fast._scan is None else 8)
 
 
 def test_arrays_fit_agrees_with_its_plain_twin():
@@ -1057,10 +1057,10 @@ def test_arrays_fit_agrees_with_its_plain_twin():
     differs, on random pairs of leaf lists."""
     import random
 
-    from containers._serialize import _layout
+    from containers._serialize import _layout_fast
     from containers._serialize._positional import _wrapped, arrays_fit_plain
 
-    if _layout._scan is None:
+    if _layout_fast._scan is None:
         pytest.skip("containers._scan is not built")
 
     class Sub(np.ndarray):
@@ -1102,7 +1102,7 @@ def test_arrays_fit_agrees_with_its_plain_twin():
             wants = [like_file(v, w) for v, w in zip(values, wants)]
         for args in ((np.ndarray,), (np.ndarray, *extra)):
             by_c, by_plain = list(values), list(values)
-            got = _layout._scan.arrays_fit(by_c, wants, *args)
+            got = _layout_fast._scan.arrays_fit(by_c, wants, *args)
             assert got == arrays_fit_plain(by_plain, wants, *args), (values, wants)
             assert list(map(type, by_c)) == list(map(type, by_plain))
             assert all(x is y for x, y in zip(by_c, by_plain) if type(x) is not torch.Tensor)
@@ -1111,11 +1111,11 @@ def test_arrays_fit_agrees_with_its_plain_twin():
             outcomes.add(None if got is None else (len(got), same))
     assert {None, (0, True), (0, False)} <= outcomes, outcomes
     with pytest.raises(TypeError, match="must be list"):
-        _layout._scan.arrays_fit((), [], np.ndarray)
+        _layout_fast._scan.arrays_fit((), [], np.ndarray)
     with pytest.raises(TypeError, match="a tensor type needs dtypes and convert"):
-        _layout._scan.arrays_fit([], [], np.ndarray, torch.Tensor)
+        _layout_fast._scan.arrays_fit([], [], np.ndarray, torch.Tensor)
     with pytest.raises(TypeError, match=r"ndarray must be numpy\.ndarray, got Sub"):
-        _layout._scan.arrays_fit([], [], Sub)
+        _layout_fast._scan.arrays_fit([], [], Sub)
 
 
 def test_array_head_reads_what_numpy_says():
@@ -1125,10 +1125,10 @@ def test_array_head_reads_what_numpy_says():
     check only when that holds (``_reads_numpy``)."""
     import random
 
-    from containers._serialize import _layout
+    from containers._serialize import _layout_fast
     from containers._serialize._positional import _reads_numpy
 
-    scan = _layout._scan
+    scan = _layout_fast._scan
     if scan is None:
         pytest.skip("containers._scan is not built")
     rng = random.Random(5)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import containers as ct
 from containers._paths import keystr
 from containers._records import CLOSE, LEAF, OPEN
-from containers._serialize import _decode, _evolve, _layout
+from containers._serialize import _decode, _evolve, _layout_fast
 from containers._serialize._format import build_header, layout_of_bytes
 from containers._serialize._like import _child_keys, file_leaves
 from containers._serialize._recparse import _records
@@ -310,7 +310,7 @@ def test_classes_rebuilt_from_columns_only_at_todays_fields() -> None:
     tree.append({"s": np.ones(1), "t": Tagged([Tagged(1.0, 2)], "x")})
     data = ct.serialize(tree)
     fast, plain, at_once = _both_builds(data)
-    assert fast == plain and at_once == (_layout._scan is not None)
+    assert fast == plain and at_once == (_layout_fast._scan is not None)
     node = Tagged([1.0], "x")
     for other in (
         [node, node],  # a shared node
@@ -364,7 +364,7 @@ def test_a_failing_factory_in_columns_is_reported_record_by_record() -> None:
     object.__setattr__(item, "w", 1)
     object.__setattr__(item, "cache", None)
     fast, plain, at_once = _both_builds(ct.serialize({"a": [item]}))
-    assert fast == plain and at_once == (_layout._scan is not None)
+    assert fast == plain and at_once == (_layout_fast._scan is not None)
     assert fast == ("SchemaError", "rebuilding Factory at ['a'][0] failed: RuntimeError: no.")
 
 

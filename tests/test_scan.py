@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import containers as ct
-from containers._serialize import _format, _layout, _recparse, _strictjson
+from containers._serialize import _format, _layout_fast, _recparse, _strictjson
 
-scanned = pytest.mark.skipif(_layout._scan is None, reason="containers._scan is not built")
+scanned = pytest.mark.skipif(_layout_fast._scan is None, reason="containers._scan is not built")
 
 _AT = '"containers.tree":"'
 _PIECES = st.sampled_from(["]", '"', '\\"', "\\", ']"', "[", "{", ",", ":", "a", "x" * 300, "é"])
@@ -32,8 +32,8 @@ def test_tree_span_and_counts_agree_with_their_plain_twins(before, inside, after
     answers on any text, the tree's opening anywhere or nowhere, a `]"` and quotes
     escaped or not in any block, for a str and for its bytes when it is ASCII."""
     text = "".join(before) + (_AT if at else "") + "".join(inside) + "".join(after)
-    scan = _layout._scan
-    span = _layout._tree_span_plain(text)
+    scan = _layout_fast._scan
+    span = _layout_fast._tree_span_plain(text)
     forms: list[str | bytes] = [text] + ([text.encode()] if text.isascii() else [])
     for form in forms:
         got = scan.tree_span(form)

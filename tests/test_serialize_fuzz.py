@@ -25,7 +25,15 @@ import safetensors.numpy
 from hypothesis import HealthCheck, given, settings
 
 import containers as ct
-from containers._serialize import _decode, _diff, _format, _layout, _recparse, _strictjson
+from containers._serialize import (
+    _decode,
+    _diff,
+    _format,
+    _layout,
+    _layout_fast,
+    _recparse,
+    _strictjson,
+)
 
 
 @ct.container(children=["w", "b"], keep=["name", "shape"], name="tests.fuzz.Layer")
@@ -172,17 +180,18 @@ def _result(fn: Any) -> Any:
 
 
 def _strict_header(raw: bytes, size: int) -> Any:
-    """``parse_header`` with its usual-header fast paths turned off."""
-    usual, column, scan = _layout._usual_layout, _layout._column_layout, _layout._scan
+    """``parse_header`` with its usual-header fast paths turned off (the Python tiers
+    where ``parse_header`` looks them up, the C tiers by their handle)."""
+    usual, column, scan = _layout._usual_layout, _layout._column_layout, _layout_fast._scan
     _layout._usual_layout = lambda *args: None  # type: ignore[assignment]
     _layout._column_layout = lambda *args: None  # type: ignore[assignment]
-    _layout._scan = None
+    _layout_fast._scan = None
     try:
         return _format.parse_header(raw, size, ct.Limits())
     finally:
         _layout._usual_layout = usual  # type: ignore[assignment]
         _layout._column_layout = column  # type: ignore[assignment]
-        _layout._scan = scan
+        _layout_fast._scan = scan
 
 
 def _usual_headers(seeds: list[bytes]) -> list[bytes]:
@@ -661,26 +670,28 @@ def _scan_check(data: bytes) -> tuple[bool, bool, bool]:
         text = data[8 : 8 + n].decode()
     except UnicodeDecodeError:
         return False, False, False
-    span = _result(lambda: _layout._tree_span(text))
-    scan = _layout._scan
+    span = _result(lambda: _layout_fast._tree_span(text))
+    scan = _layout_fast._scan
     try:
-        _layout._scan = None
-        assert span == _result(lambda: _layout._tree_span(text))
+        _layout_fast._scan = None
+        assert span == _result(lambda: _layout_fast._tree_span(text))
     finally:
-        _layout._scan = scan
-    scanned = _layout._scanned_layout(text, 8 + n, len(data), limits)
+        _layout_fast._scan = scan
+    scanned = _layout_fast._scanned_layout(text, 8 + n, len(data), limits)
     if scanned is not None:  # a subset of what the columnar path reads, the same layout
-        assert scanned == _layout._column_layout(text, 8 + n, len(data), limits)
+        assert scanned == _layout_fast._column_layout(text, 8 + n, len(data), limits)
     if scan is not None and text.isascii():  # ASCII bytes are read as their str
         raw = data[8 : 8 + n]
         assert scan.tree_span(raw) == scan.tree_span(text)
         assert scan.counts(raw, 3, n // 2) == scan.counts(text, 3, n // 2)
     # the same scan of the header's bytes, before any str is made: the same layout
-    from_bytes = _layout._scanned_ascii(data[8 : 8 + n], 8 + n, len(data), limits)
+    from_bytes = _layout_fast._scanned_ascii(data[8 : 8 + n], 8 + n, len(data), limits)
     assert from_bytes is None or from_bytes == scanned
     assert (from_bytes is None) == (
         scanned is None
-        or not _strictjson.counts_fit(text, _strictjson.PARSE_FACTOR * n, _layout._tree_span(text))
+        or not _strictjson.counts_fit(
+            text, _strictjson.PARSE_FACTOR * n, _layout_fast._tree_span(text)
+        )
     )
     try:
         layout = _format.parse_header(data[8 : 8 + n], len(data), limits)
@@ -706,7 +717,7 @@ def _scan_check(data: bytes) -> tuple[bool, bool, bool]:
     return scanned is not None, True, True
 
 
-@pytest.mark.skipif(_layout._scan is None, reason="containers._scan is not built")
+@pytest.mark.skipif(_layout_fast._scan is None, reason="containers._scan is not built")
 def test_scan_agrees_with_its_plain_twins():
     """containers._scan gives what its plain twins give, on valid files and 20,000
     mutations: the header's layout (_column_layout), the tree span bound_json skips
@@ -771,7 +782,7 @@ def _field_mutant(data: bytes, rng: random.Random) -> bytes:
     return len(text).to_bytes(8, "little") + text + data[8 + n :]
 
 
-@pytest.mark.skipif(_layout._scan is None, reason="containers._scan is not built")
+@pytest.mark.skipif(_layout_fast._scan is None, reason="containers._scan is not built")
 def test_scan_agrees_with_its_plain_twins_on_fields_of_every_type():
     """Each header field given a value of every JSON type (null, bools, negative and
     huge ints, floats, strings, nested lists, objects): containers._scan agrees with
@@ -786,7 +797,7 @@ def test_scan_agrees_with_its_plain_twins_on_fields_of_every_type():
     assert ran["h"] > 100, ran  # the C header scanner read many of them
 
 
-@pytest.mark.skipif(_layout._scan is None, reason="containers._scan is not built")
+@pytest.mark.skipif(_layout_fast._scan is None, reason="containers._scan is not built")
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.recursive(st.one_of(_scalars, _arrays()), _node, max_leaves=12), st.randoms())
 def test_scan_agrees_on_random_trees(tree, rnd):

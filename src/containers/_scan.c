@@ -2,14 +2,14 @@
    parsed in one pass each, an optional accelerator of ct.load and ct.deserialize.
 
    `header(text, data_size, max_tensors, max_ndim, dtypes, tensor)` is the columnar
-   fast path of `_layout` (`_column_layout`, its plain twin) in C: the header must be
+   fast path of `_layout_fast` (`_column_layout`, its plain twin) in C: the header must be
    `{"__metadata__":{...},` then the tensor entries exactly as `Plan.layout` renders
    them (no whitespace, keys in order, offsets contiguous in header order, no empty
    tensor), then `}` and at most 64 spaces. It returns `(metadata, tensors)` (the
    `Layout`'s two dicts, the entries made as `tensor` tuples) or None for anything
    else, valid or not, which the Python tiers then decide (and report). The text may
    be the header's bytes (every byte outside ASCII is refused where it is read), so
-   that a usual header is never decoded into a str (`_layout._scanned_ascii`).
+   that a usual header is never decoded into a str (`_layout_fast._scanned_ascii`).
 
    `records(text, max_nodes, ctx[, known, resolve])` is `_recparse._records_usual` in
    C for a tree string as `_encode` writes it (no whitespace; the records A, S with a
@@ -322,7 +322,7 @@ no:
 
 /* --- bound_json's counts -------------------------------------------------------------- */
 
-/* `_layout._tree_span` in one pass: the span of the tree string's content in a header
+/* `_layout_fast._tree_span` in one pass: the span of the tree string's content in a header
    (between `"containers.tree":"` and the first `]"` after it, kept only when every
    quote in it is escaped and no backslash is escaped before a quote), or (0, 0);
    None for a str outside ASCII (the plain twin decides). Bytes are read as they are

@@ -17,7 +17,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from containers._errors import FormatError
-from containers._serialize._layout import Layout, Tensor
+from containers._serialize._layout_types import Layout, Tensor
 from containers._serialize._strictjson import _shown, load_extension
 
 __all__ = ["Wants", "crc32", "map_file", "read_arrays", "view_arrays"]

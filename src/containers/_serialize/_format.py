@@ -6,8 +6,9 @@ business of ``_encode``/``_decode``. Every check on untrusted bytes runs before
 anything sized by those bytes is allocated.
 
 The read side lives in modules of its own, re-exported here: ``_strictjson`` (strict,
-bounded JSON), ``_layout`` (the header and its ``Layout``), ``_arrays`` (reading,
-views, CRC32) and ``_files`` (opening regular files). This module keeps the write side.
+bounded JSON), ``_layout`` (the header and its ``Layout``; its fast readers in
+``_layout_fast``, its names in ``_layout_types``), ``_arrays`` (reading, views, CRC32)
+and ``_files`` (opening regular files). This module keeps the write side.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ from containers._serialize._arrays import (
 )
 from containers._serialize._files import _file_kind, open_for_reading, open_regular
 from containers._serialize._layout import (
-    _ALIGN,
     CODES,
     DTYPES,
     FORMAT_KEY,
@@ -49,12 +49,12 @@ from containers._serialize._layout import (
     TREE_KEY,
     Layout,
     Tensor,
-    _column_layout,
-    _usual_layout,
     layout_of_bytes,
     parse_header,
     read_layout,
 )
+from containers._serialize._layout_fast import _column_layout, _usual_layout
+from containers._serialize._layout_types import _ALIGN
 from containers._serialize._strictjson import (
     PARSE_FACTOR,
     bound_json,

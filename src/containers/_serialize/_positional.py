@@ -21,7 +21,7 @@ import numpy as np
 
 from containers._records import CLOSE, LEAF, OPEN
 from containers._registry import DEFAULT_DICT, DICT, ORDERED_DICT
-from containers._serialize import _layout
+from containers._serialize import _layout_fast
 from containers._serialize._decode import column_leaves, name_order
 from containers._serialize._like import kind_of, like_leaf
 from containers._serialize._limits import Limits
@@ -74,7 +74,7 @@ def positional(template: Any, records: Records, arrays: Any, limits: Limits) -> 
         return NO_FIT
     # The usual case, in one pass (in C): numpy arrays where the file has arrays, of
     # the same shapes and dtypes, and scalars where it has scalars.
-    scan = _layout._scan  # read per call: tests switch it
+    scan = _layout_fast._scan  # read per call: tests switch it
     fits = scan.arrays_fit if scan is not None and _reads_numpy(scan) else arrays_fit_plain
     torch = sys.modules.get("torch")
     if torch is None:

@@ -26,11 +26,11 @@ from containers._errors import (
 )
 from containers._paths import AttrKey, DictKey, IndexKey, Key
 from containers._registry import DICT, LIST, NONE, TUPLE
-from containers._serialize import _layout
+from containers._serialize import _layout_fast
 from containers._serialize._arrays import Wants
 from containers._serialize._encode import FACTORIES
 from containers._serialize._evolve import exact_kind
-from containers._serialize._layout import FORMAT_KEY, FORMAT_VERSION, TREE_KEY, Layout
+from containers._serialize._layout_types import FORMAT_KEY, FORMAT_VERSION, TREE_KEY, Layout
 from containers._serialize._limits import Limits
 from containers._serialize._strictjson import bound_json, json_array_chunks, strict_json
 from containers._serialize._values import decode_key, decode_scalar
@@ -349,7 +349,7 @@ def _scanned_records(
     (``_evolve.exact_kind``, asked once per class name) is given as a ``Structure``'s
     records too (benchmarks/serialization.py, "classes": 10,000 containers), unless
     ``class_columns`` is False."""
-    scan = _layout._scan
+    scan = _layout_fast._scan
     if scan is None:
         return None
     got = scan.records(

@@ -273,7 +273,7 @@ def counts_fit(text: str | bytes, budget: int, skip: tuple[int, int]) -> bool:
     (``containers._scan.counts``, one pass), keeps ``text`` within ``budget``: then
     ``bound_json`` returns at once. False when the extension is not built or the text
     is a str outside ASCII; ASCII bytes are counted as their str would be (a header
-    read by ``_layout._scanned_ascii`` before it is decoded)."""
+    read by ``_layout_fast._scanned_ascii`` before it is decoded)."""
     counted = None if _scan is None else _scan.counts(text, *skip)
     if counted is None:
         return False
