@@ -40,10 +40,9 @@ is_numpy_array_type(PyObject *ndarray)
     return 0;
 }
 
-/* 1 if the numpy arrays a and b have equal shapes and dtypes (`a.shape == b.shape and
-   a.dtype == b.dtype`), 0 if not, -1 on error. */
-static int
-same_head(PyObject *a, PyObject *b)
+/* 1 if the numpy arrays a and b have equal shapes (`a.shape == b.shape`), 0 if not. */
+static inline int
+same_dims(PyObject *a, PyObject *b)
 {
     int nd = HEAD(a)->nd;
     if (nd != HEAD(b)->nd)
@@ -52,6 +51,16 @@ same_head(PyObject *a, PyObject *b)
         if (HEAD(a)->dimensions[k] != HEAD(b)->dimensions[k])
             return 0;
     }
+    return 1;
+}
+
+/* 1 if the numpy arrays a and b have equal shapes and dtypes (`a.shape == b.shape and
+   a.dtype == b.dtype`), 0 if not, -1 on error. */
+static int
+same_head(PyObject *a, PyObject *b)
+{
+    if (!same_dims(a, b))
+        return 0;
     PyObject *x = HEAD(a)->descr, *y = HEAD(b)->descr;
     return x == y ? 1 : PyObject_RichCompareBool(x, y, Py_EQ);
 }
@@ -117,15 +126,28 @@ scan_arrays_fit(PyObject *Py_UNUSED(module), PyObject *args)
     PyObject *others = PySet_New(NULL);
     int fit = names[0] && names[1] && names[2] && others ? 1 : -1;
     Py_ssize_t tensors = 0;
+    PyTypeObject *last_other = NULL; /* in others: a type is held by the set */
     for (Py_ssize_t i = 0; fit == 1; i++) {
         /* lengths read at each step: a metaclass's __hash__ may run Python code */
         if (i >= PyList_GET_SIZE(values) || i >= PyList_GET_SIZE(wants)) {
             fit = PyList_GET_SIZE(values) == PyList_GET_SIZE(wants) ? 2 : 0;
             break;
         }
-        PyObject *v = Py_NewRef(PyList_GET_ITEM(values, i));
-        PyObject *w = Py_NewRef(PyList_GET_ITEM(wants, i));
+        /* borrowed while no Python code can run: two arrays of one shape and the same
+           dtype object, or the type last added to others (held by the set) */
+        PyObject *v = PyList_GET_ITEM(values, i);
+        PyObject *w = PyList_GET_ITEM(wants, i);
         int file_array = Py_IS_TYPE(v, (PyTypeObject *)ndarray);
+        if (Py_IS_TYPE(w, (PyTypeObject *)ndarray) && file_array &&
+            HEAD(v)->descr == HEAD(w)->descr) {
+            fit = same_dims(v, w);
+            continue;
+        }
+        if (!file_array && Py_TYPE(w) == last_other) {
+            continue;
+        }
+        Py_INCREF(v);
+        Py_INCREF(w);
         if (Py_IS_TYPE(w, (PyTypeObject *)ndarray)) {
             fit = file_array ? same_head(v, w) : 0;
         }
@@ -138,6 +160,7 @@ scan_arrays_fit(PyObject *Py_UNUSED(module), PyObject *args)
         }
         else {
             fit = PySet_Add(others, (PyObject *)Py_TYPE(w)) < 0 ? -1 : 1;
+            last_other = fit == 1 ? Py_TYPE(w) : NULL;
         }
         Py_DECREF(v);
         Py_DECREF(w);
