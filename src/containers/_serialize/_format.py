@@ -41,7 +41,10 @@ from containers._serialize._arrays import (
     view_arrays,
 )
 from containers._serialize._files import _file_kind, open_for_reading, open_regular
-from containers._serialize._layout import (
+from containers._serialize._layout import layout_of_bytes, parse_header, read_layout
+from containers._serialize._layout_fast import _column_layout, _usual_layout
+from containers._serialize._layout_types import (
+    _ALIGN,
     CODES,
     DTYPES,
     FORMAT_KEY,
@@ -49,12 +52,7 @@ from containers._serialize._layout import (
     TREE_KEY,
     Layout,
     Tensor,
-    layout_of_bytes,
-    parse_header,
-    read_layout,
 )
-from containers._serialize._layout_fast import _column_layout, _usual_layout
-from containers._serialize._layout_types import _ALIGN
 from containers._serialize._strictjson import (
     PARSE_FACTOR,
     bound_json,

@@ -4,7 +4,7 @@ This stage turns a header's bytes into tensor entries and metadata strings, ever
 on them made before anything sized by them is allocated: the usual headers by the fast
 readers of ``_layout_fast``, anything else by ``parse_header``'s full checks, which
 say what is wrong. It reads no array data. The format's names (``DTYPES``, ``Tensor``,
-``Layout``) live in ``_layout_types`` and are re-exported here. Split from ``_format``.
+``Layout``) live in ``_layout_types``. Split from ``_format``.
 """
 
 from __future__ import annotations
@@ -28,29 +28,14 @@ from containers._serialize._layout_fast import (
 from containers._serialize._layout_types import (
     _MAX_INT,
     _OTHER_SAFETENSORS_DTYPES,
-    CODES,
     DTYPES,
-    FORMAT_KEY,
-    FORMAT_VERSION,
-    TREE_KEY,
     Layout,
     Tensor,
 )
 from containers._serialize._limits import Limits
 from containers._serialize._strictjson import PARSE_FACTOR, _shown, bound_json, strict_json
 
-__all__ = [
-    "CODES",
-    "DTYPES",
-    "FORMAT_KEY",
-    "FORMAT_VERSION",
-    "TREE_KEY",
-    "Layout",
-    "Tensor",
-    "layout_of_bytes",
-    "parse_header",
-    "read_layout",
-]
+__all__ = ["layout_of_bytes", "parse_header", "read_layout"]
 
 _ENTRY_KEYS = frozenset({"dtype", "shape", "data_offsets"})
 
