@@ -1337,6 +1337,14 @@ EDGE_TREES = [
     {"b": [1, (2, 3)], "a": {"y": None, "x": [4]}, 3: 5},
     OrderedDict([("z", 1), ("a", [2, 3])]),
     {"b": 1, "a": 2, "c": {"z": [1.0], "y": 2.0}},  # str keys out of order: in C
+    {"a": 1, "b": [2.0], "c": {"x": 3, "y": 4}},  # str keys inserted sorted: one pass
+    {"a": 1, "b": 2, "d": 3, "c": 4},  # sorted until the last key: sorted after all
+    {"a": 1, "b": 2, "a2": 3},  # "a2" after "b": out of order at the end
+    {"a": 1, "b": 2, _Key("c"): 3},  # sorted, then a key that is no exact str
+    {"a": 1, "b": 2, 3: 3},  # sorted, then a key that is no str
+    {"Z": 1, "a": 2, "é": 3, "\U0001f600": 4},  # code point order, one pass
+    {"é": 1, "z": 2},  # code point order says "z" < "é": sorted
+    {"only": [1.0]},
     [{"b": 1.0, "a": 2.0} for _ in range(9)],  # dicts of leaves: each in C, no run
     {_Key("b"): 1, "a": 2},  # a key that is no exact str: the kind's flatten
     {"a": 1, 2: 3, (1,): 4},  # keys that do not compare: its fallback order

@@ -743,6 +743,50 @@ flat_children(Flat *w, PyObject *x, PyObject *kind, PyObject *kids, PyObject *au
     return r;
 }
 
+/* flat_dict_split for a dict whose keys, all exact strs, were inserted in sorted
+   order (a dict built from sorted keys, or read from a file): its keys as aux's tuple
+   and its values as kids, made in one pass over the dict, 0; 1 with nothing made when
+   a key is not an exact str or not greater than the one before (then sorting decides);
+   -1 on error. The same kids and aux as sorting them: exact strs compare in C
+   (PyUnicode_Compare is `<` on strs), and no Python code runs. Copying, sorting and
+   comparing the keys' list cost a 100-key dict more than its values' walk (a template's
+   flatten in load(like=), benchmarks/serialization.py, "many"). */
+static int
+flat_dict_sorted(PyObject *x, PyObject **kids, PyObject **aux)
+{
+    Py_ssize_t n = PyDict_GET_SIZE(x);
+    PyObject *keys = PyTuple_New(n);
+    PyObject *values = keys == NULL ? NULL : PyList_New(n);
+    if (values == NULL) {
+        Py_XDECREF(keys);
+        return -1;
+    }
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *value, *prev = NULL;
+    while (i < n && PyDict_Next(x, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key) || (prev != NULL && PyUnicode_Compare(prev, key) >= 0)) {
+            break;
+        }
+        PyTuple_SET_ITEM(keys, i, Py_NewRef(key));
+        PyList_SET_ITEM(values, i, Py_NewRef(value));
+        prev = key;
+        i++;
+    }
+    if (i < n) { /* the unset items are NULL: the tuple and the list release the rest */
+        Py_DECREF(keys);
+        Py_DECREF(values);
+        return 1;
+    }
+    *aux = PyTuple_Pack(2, keys, Py_None);
+    Py_DECREF(keys);
+    if (*aux == NULL) {
+        Py_DECREF(values);
+        return -1;
+    }
+    *kids = values;
+    return 0;
+}
+
 /* DICT's flatten (`_kinds._dict_flatten`) of x, an exact dict whose keys are all exact
    strs (`sorted_str_keys`): kids and aux as it makes them (its values in sorted key
    order; aux `(sorted keys, None)`, or `(sorted keys, keys in insertion order)` when
@@ -753,6 +797,10 @@ flat_children(Flat *w, PyObject *x, PyObject *kind, PyObject *kids, PyObject *au
 static int
 flat_dict_split(PyObject *x, PyObject **kids, PyObject **aux)
 {
+    int sorted = flat_dict_sorted(x, kids, aux);
+    if (sorted != 1) {
+        return sorted;
+    }
     PyObject *keys, *order;
     int r = sorted_str_keys(x, &keys, &order);
     if (r != 0) {
