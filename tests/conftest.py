@@ -100,3 +100,29 @@ def twin_classes() -> Callable[..., tuple[type, ...]]:
         )
 
     return make
+
+
+@pytest.fixture
+def failing_factory() -> Callable[[str], Any]:
+    """Make a declared attrs class ``Factory`` (child ``w``) registered under the given
+    name, whose reset field ``cache`` has an ``attr.Factory(takes_self=True)`` that
+    raises ``RuntimeError("no")``, and return an instance of it built without running
+    the factory (``w=1``): rebuilding it runs user code that fails."""
+    import attr
+
+    def boom(self: Any) -> Any:
+        raise RuntimeError("no")
+
+    def make(name: str) -> Any:
+        @ct.container(children=["w"], keep=[], name=name)
+        @attr.define
+        class Factory:
+            w: int
+            cache: Any = attr.Factory(boom, takes_self=True)
+
+        item = object.__new__(Factory)
+        object.__setattr__(item, "w", 1)
+        object.__setattr__(item, "cache", None)
+        return item
+
+    return make

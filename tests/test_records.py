@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -345,24 +346,13 @@ def _edit_tree(data: bytes, edit: Any) -> bytes:
     return build_header(entries, {**meta, "containers.tree": tree}) + data[8 + n :]
 
 
-def test_a_failing_factory_in_columns_is_reported_record_by_record() -> None:
+def test_a_failing_factory_in_columns_is_reported_record_by_record(
+    failing_factory: Callable[[str], Any],
+) -> None:
     """A container whose rebuild runs user code that raises (an attrs factory taking
     self), met while rebuilding from the columns, gives build's SchemaError with its
     path."""
-    import attr
-
-    def boom(self: Any) -> Any:
-        raise RuntimeError("no")
-
-    @ct.container(children=["w"], keep=[], name="test_records.Factory")
-    @attr.define
-    class Factory:
-        w: int
-        cache: Any = attr.Factory(boom, takes_self=True)
-
-    item = object.__new__(Factory)
-    object.__setattr__(item, "w", 1)
-    object.__setattr__(item, "cache", None)
+    item = failing_factory("test_records.Factory")
     fast, plain, at_once = _both_builds(ct.serialize({"a": [item]}))
     assert fast == plain and at_once == (_layout_fast._scan is not None)
     assert fast == ("SchemaError", "rebuilding Factory at ['a'][0] failed: RuntimeError: no.")
